@@ -1,0 +1,69 @@
+"""Every Redis key, Chroma collection and PostgreSQL table name, in one place.
+
+All names carry a per-run prefix so parallel workers, test cases and simulation runs
+sharing a server never see each other's data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from reference.errors import InvalidInput
+
+_PREFIX_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """Names derived from one prefix (lowercase letters, digits, '_'; it starts SQL names)."""
+
+    prefix: str = "memh"
+
+    def __post_init__(self) -> None:
+        if not _PREFIX_RE.fullmatch(self.prefix):
+            raise InvalidInput(
+                "prefix",
+                f"{self.prefix!r} must match {_PREFIX_RE.pattern} (it becomes part of SQL "
+                "table and Chroma collection names)",
+            )
+
+    # Redis (session layer). Ids are validated to exclude ':' so keys cannot collide.
+    def session_key(self, session_id: str) -> str:
+        return f"{self.prefix}:session:{session_id}"
+
+    def context_key(self, session_id: str) -> str:
+        return f"{self.prefix}:session:{session_id}:ctx"
+
+    def user_sessions_key(self, user_id: str) -> str:
+        return f"{self.prefix}:user:{user_id}:sessions"
+
+    @property
+    def session_expiry_key(self) -> str:
+        """Sorted set of session ids scored by expires_at, for active sweeps."""
+        return f"{self.prefix}:sessions:by_expiry"
+
+    def key_pattern(self) -> str:
+        return f"{self.prefix}:*"
+
+    # Chroma (short-term layer): one collection, scoped by session through metadata.
+    @property
+    def stm_collection(self) -> str:
+        return f"{self.prefix}_stm"
+
+    # PostgreSQL (long-term layer).
+    @property
+    def facts_table(self) -> str:
+        return f"{self.prefix}_facts"
+
+    @property
+    def audit_table(self) -> str:
+        return f"{self.prefix}_fact_audit"
+
+    @property
+    def migrations_table(self) -> str:
+        return f"{self.prefix}_schema_migrations"
+
+    @property
+    def facts_embedding_index(self) -> str:
+        return f"{self.prefix}_facts_embedding_hnsw"

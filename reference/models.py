@@ -1,0 +1,141 @@
+"""Records that every layer stores, with the metadata the forgetting strategies need.
+
+Plain frozen dataclasses: they cross process boundaries (Ray) and sit on the hot path
+of a turn, so they stay cheap. Validation of caller input lives in `validation.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class MemoryType(StrEnum):
+    """What a memory is; typed TTLs and event rules key on it."""
+
+    SESSION = "session"
+    CONVERSATION = "conversation"  # an intentful utterance cached in STM
+    INSTRUCTION = "instruction"
+    PREFERENCE = "preference"
+    PROFILE = "profile"
+    FACT = "fact"
+    ENTITY = "entity"
+    KNOWLEDGE = "knowledge"
+    SENSITIVE = "sensitive"
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    DELETED = "deleted"
+
+
+class SessionStatus(StrEnum):
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+class Category(StrEnum):
+    """Long-term memory categories: the `category` of `(user_id, category, key)`."""
+
+    PREFERENCE = "preference"
+    PROFILE = "profile"
+    ENTITY = "entity"
+    FACT = "fact"
+    KNOWLEDGE = "knowledge"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """One conversation's gateway record (session layer)."""
+
+    session_id: str
+    user_id: str
+    channel: str
+    started_at: float
+    last_active_at: float
+    expires_at: float
+    status: SessionStatus = SessionStatus.ACTIVE
+    task_state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """An utterance kept in short-term memory."""
+
+    record_id: str
+    user_id: str
+    session_id: str
+    text: str
+    type: MemoryType
+    created_at: float
+    last_accessed_at: float
+    access_count: int = 0
+    importance: float = 5.0
+    expires_at: float | None = None
+    status: Status = Status.ACTIVE
+    metadata: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+    def is_live(self, now: float) -> bool:
+        return self.status is Status.ACTIVE and (self.expires_at is None or now < self.expires_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A structured long-term record, unique by `(user_id, category, key)`."""
+
+    fact_id: str
+    user_id: str
+    category: Category
+    key: str
+    value: dict[str, Any]
+    text: str
+    version: int
+    created_at: float
+    updated_at: float
+    last_accessed_at: float
+    access_count: int = 0
+    importance: float = 5.0
+    expires_at: float | None = None
+    status: Status = Status.ACTIVE
+
+    def is_live(self, now: float) -> bool:
+        return self.status is Status.ACTIVE and (self.expires_at is None or now < self.expires_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit(Generic[T]):
+    """A retrieved record with its similarity score (cosine similarity, higher is closer)."""
+
+    record: T
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One change to long-term memory: who did what to which fact, and when."""
+
+    audit_id: int
+    fact_id: str
+    user_id: str
+    category: Category
+    key: str
+    action: str  # insert | update | archive | delete
+    actor: str
+    at: float
+    version: int
+    old_value: dict[str, Any] | None
+    new_value: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A business event that may invalidate memories (consumed by the forgetting engine)."""
+
+    name: str
+    user_id: str
+    at: float
+    payload: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,251 @@
+"""The session layer: who is talking, the task state and the context window.
+
+Lifecycle of a `SessionStore`: built once per process (or per Ray actor) by
+`reference.factory`, given the run's `Clock` and `Namespace`; never shared across
+processes (connections are not picklable); `dispose()` releases connections. Every public
+method is one timed operation of the session SLA and one round trip to the server.
+
+The public methods here validate input, mask PII and compute times from the clock, then
+call the backend's primitives (`_create`, `_get`, ...), so every backend has the same
+semantics; the conformance suite in `tests/` proves it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from reference.clock import Clock
+from reference.errors import InvalidInput, NotFound
+from reference.keys import Namespace
+from reference.models import SessionState, SessionStatus
+from reference.text import PiiMasker
+from reference.validation import check_id, check_json_object
+
+DEFAULT_SESSION_TTL_S = 1800.0
+DEFAULT_WINDOW = 5
+
+
+class SessionStore(ABC):
+    """Sessions with a sliding TTL and a context window of the last N message ids.
+
+    A session belongs to one user: every call names the user, and a session of another
+    user behaves exactly as a missing one. Expired sessions are never returned (lazy
+    expiry on read) and are removed in batches by `sweep_expired`.
+    """
+
+    #: The backend also sets server-side TTLs under a wall clock (a safety net).
+    supports_native_ttl: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        namespace: Namespace,
+        pii: PiiMasker,
+        ttl_s: float = DEFAULT_SESSION_TTL_S,
+        window: int = DEFAULT_WINDOW,
+    ) -> None:
+        if ttl_s <= 0:
+            raise InvalidInput("ttl_s", f"must be positive, got {ttl_s}")
+        if window < 1:
+            raise InvalidInput("window", f"must be at least 1, got {window}")
+        self.clock = clock
+        self.namespace = namespace
+        self.pii = pii
+        self.ttl_s = float(ttl_s)
+        self.window = int(window)
+
+    # ------------------------------------------------------------------ public API
+    def create(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        channel: str = "web",
+        task_state: dict[str, Any] | None = None,
+    ) -> SessionState:
+        """Open a session. Raises `InvalidInput` if a live session has this id."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        check_id("channel", channel)
+        now = self.clock.now()
+        state = SessionState(
+            session_id=session_id,
+            user_id=user_id,
+            channel=channel,
+            started_at=now,
+            last_active_at=now,
+            expires_at=now + self.ttl_s,
+            status=SessionStatus.ACTIVE,
+            task_state=self._clean_task_state(task_state or {}),
+        )
+        if not self._create(state):
+            raise InvalidInput("session_id", f"{session_id!r} is already a live session")
+        return state
+
+    def get(self, *, user_id: str, session_id: str) -> SessionState | None:
+        """The live session, its TTL slid forward; None if missing, expired or not this user's.
+
+        A closed session is returned as it is, without sliding its TTL.
+        """
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        now = self.clock.now()
+        return self._get(user_id=user_id, session_id=session_id, now=now, refresh_until=now + self.ttl_s)
+
+    def peek(self, *, user_id: str, session_id: str) -> SessionState | None:
+        """Like `get`, without refreshing anything (for inspection and metrics)."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        return self._get(user_id=user_id, session_id=session_id, now=self.clock.now(), refresh_until=None)
+
+    def append_message(self, *, user_id: str, session_id: str, message_id: str) -> list[str]:
+        """Push a message id onto the context window (newest first, at most `window`).
+
+        Slides the TTL. Raises `NotFound` without a live session, `SessionClosed` if closed.
+        """
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        check_id("message_id", message_id)
+        now = self.clock.now()
+        window = self._append(
+            user_id=user_id,
+            session_id=session_id,
+            message_id=message_id,
+            now=now,
+            refresh_until=now + self.ttl_s,
+        )
+        if window is None:
+            raise NotFound(f"session_id: no live session {session_id!r} for this user")
+        return window
+
+    def context(self, *, user_id: str, session_id: str) -> list[str]:
+        """The context window, newest first; empty without a live session."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        return self._context(user_id=user_id, session_id=session_id, now=self.clock.now()) or []
+
+    def update_task_state(
+        self, *, user_id: str, session_id: str, task_state: dict[str, Any]
+    ) -> SessionState:
+        """Replace the task state (PII masked in every string). Slides the TTL."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        clean = self._clean_task_state(task_state)
+        now = self.clock.now()
+        state = self._set_task_state(
+            user_id=user_id,
+            session_id=session_id,
+            task_state=clean,
+            now=now,
+            refresh_until=now + self.ttl_s,
+        )
+        if state is None:
+            raise NotFound(f"session_id: no live session {session_id!r} for this user")
+        return state
+
+    def close(self, *, user_id: str, session_id: str) -> bool:
+        """Mark the session closed (it stays readable until it expires). False if absent."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        return self._close(user_id=user_id, session_id=session_id, now=self.clock.now())
+
+    def delete(self, *, user_id: str, session_id: str) -> bool:
+        """Remove the session and its context window now. False if absent."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        return self._delete(user_id=user_id, session_id=session_id)
+
+    def list_user_sessions(self, *, user_id: str) -> list[SessionState]:
+        """The user's live sessions (open and closed), oldest first, without refreshing."""
+        check_id("user_id", user_id)
+        return self._list_user(user_id=user_id, now=self.clock.now())
+
+    def delete_user(self, *, user_id: str) -> int:
+        """Remove every session of the user; returns how many there were."""
+        check_id("user_id", user_id)
+        return self._delete_user(user_id=user_id)
+
+    def sweep_expired(self, *, batch_size: int = 1000) -> int:
+        """Remove up to `batch_size` expired sessions; returns how many were removed."""
+        if batch_size < 1:
+            raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
+        return self._sweep(now=self.clock.now(), batch_size=batch_size)
+
+    def count(self) -> int:
+        """Live sessions in this namespace (footprint)."""
+        return self._count(now=self.clock.now())
+
+    def dispose(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+
+    # ------------------------------------------------------------------ helpers
+    def _clean_task_state(self, task_state: dict[str, Any]) -> dict[str, Any]:
+        check_json_object("task_state", task_state)
+        return _mask_strings(task_state, self.pii)
+
+    # ------------------------------------------------------------------ backend primitives
+    @abstractmethod
+    def _create(self, state: SessionState) -> bool:
+        """Store `state` unless a live session has its id (an expired one is replaced)."""
+
+    @abstractmethod
+    def _get(
+        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
+    ) -> SessionState | None:
+        """The live session of this user. If `refresh_until` is set and the session is
+        open, set last_active_at=now and expires_at=refresh_until in the same operation.
+        An expired session is purged and None returned."""
+
+    @abstractmethod
+    def _append(
+        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
+    ) -> list[str] | None:
+        """LPUSH + LTRIM to `self.window` and refresh, atomically; the window newest first.
+        None without a live session of this user; raise `SessionClosed` if closed."""
+
+    @abstractmethod
+    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None: ...
+
+    @abstractmethod
+    def _set_task_state(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        task_state: dict[str, Any],
+        now: float,
+        refresh_until: float,
+    ) -> SessionState | None:
+        """Replace the task state and refresh; None without a live session of this user;
+        raise `SessionClosed` if closed."""
+
+    @abstractmethod
+    def _close(self, *, user_id: str, session_id: str, now: float) -> bool: ...
+
+    @abstractmethod
+    def _delete(self, *, user_id: str, session_id: str) -> bool: ...
+
+    @abstractmethod
+    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]: ...
+
+    @abstractmethod
+    def _delete_user(self, *, user_id: str) -> int: ...
+
+    @abstractmethod
+    def _sweep(self, *, now: float, batch_size: int) -> int: ...
+
+    @abstractmethod
+    def _count(self, *, now: float) -> int: ...
+
+
+def _mask_strings(value: Any, pii: PiiMasker) -> Any:
+    """A copy of a JSON value with every string (keys included) PII-masked."""
+    if isinstance(value, str):
+        return pii.mask(value)
+    if isinstance(value, dict):
+        return {pii.mask(str(k)): _mask_strings(v, pii) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(v, pii) for v in value]
+    return value

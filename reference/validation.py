@@ -1,0 +1,117 @@
+"""Checks on caller input. Every failure raises `InvalidInput` naming the field."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from reference.errors import InvalidInput
+from reference.models import Category, MemoryType
+
+MAX_ID_LENGTH = 128
+MAX_TEXT_CHARS = 8_000
+MAX_KEY_LENGTH = 200
+MAX_VALUE_BYTES = 64 * 1024
+EMBEDDING_DIM = 384
+
+# Ids end up inside Redis keys, Chroma metadata filters and SQL parameters. A narrow
+# alphabet means no id can forge another key's shape (no ':' or '*' or whitespace).
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
+
+
+def check_id(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidInput(field, "must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidInput(field, f"is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
+    if not _ID_RE.fullmatch(value):
+        raise InvalidInput(
+            field,
+            f"{value[:40]!r} has characters outside [A-Za-z0-9_.@-] or does not start with "
+            "a letter or digit",
+        )
+    return value
+
+
+def check_text(field: str, value: object, *, max_chars: int = MAX_TEXT_CHARS) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInput(field, "must not be empty or whitespace")
+    if len(value) > max_chars:
+        raise InvalidInput(field, f"is {len(value)} characters long; the limit is {max_chars}")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
+    return value
+
+
+def check_key(field: str, value: object) -> str:
+    text = check_text(field, value, max_chars=MAX_KEY_LENGTH)
+    return text.strip()
+
+
+def check_category(field: str, value: object) -> Category:
+    try:
+        return Category(value)
+    except ValueError:
+        allowed = ", ".join(c.value for c in Category)
+        raise InvalidInput(field, f"unknown category {value!r}; expected one of {allowed}") from None
+
+
+def check_memory_type(field: str, value: object) -> MemoryType:
+    try:
+        return MemoryType(value)
+    except ValueError:
+        allowed = ", ".join(t.value for t in MemoryType)
+        raise InvalidInput(field, f"unknown memory type {value!r}; expected one of {allowed}") from None
+
+
+def check_importance(field: str, value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise InvalidInput(field, f"must be a finite number, got {value!r}")
+    if not 0.0 <= float(value) <= 10.0:
+        raise InvalidInput(field, f"must be between 0 and 10, got {value}")
+    return float(value)
+
+
+def check_positive(field: str, value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise InvalidInput(field, f"must be a finite number, got {value!r}")
+    if value <= 0:
+        raise InvalidInput(field, f"must be positive, got {value}")
+    return float(value)
+
+
+def check_k(field: str, value: object, *, limit: int = 1_000) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit:
+        raise InvalidInput(field, f"must be an integer between 1 and {limit}, got {value!r}")
+    return value
+
+
+def check_embedding(field: str, value: Sequence[float] | Any) -> list[float]:
+    try:
+        vector = [float(x) for x in value]
+    except (TypeError, ValueError):
+        raise InvalidInput(field, "must be a sequence of numbers") from None
+    if len(vector) != EMBEDDING_DIM:
+        raise InvalidInput(field, f"has {len(vector)} dimensions; expected {EMBEDDING_DIM}")
+    if not all(math.isfinite(x) for x in vector):
+        raise InvalidInput(field, "contains NaN or infinite values")
+    return vector
+
+
+def check_json_object(field: str, value: object) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInput(field, f"must be a JSON object (dict), got {type(value).__name__}")
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(field, f"is not JSON-serialisable: {exc}") from None
+    if len(encoded.encode()) > MAX_VALUE_BYTES:
+        raise InvalidInput(field, f"encodes to more than {MAX_VALUE_BYTES} bytes")
+    return value
