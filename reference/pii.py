@@ -1,0 +1,222 @@
+"""Regex and checksum based detection and masking of personal data (PII).
+
+Kinds: `cn_id` (Chinese resident ID, date and ISO 7064 MOD 11-2 checked), `mobile`
+(Chinese mobile numbers), `email`, `bank_card` (13-19 digits passing Luhn) and `passport`.
+Checksums keep near-misses (a mistyped ID, a random long number) out, so order numbers
+and amounts are not masked. Masking keeps the shape of the value (`1101**********231X`,
+`138****5678`, `a***@example.com`, `E*****678`) so a reader still sees what it was.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+from reference.text import PiiMasker, PiiMatch
+
+__all__ = [
+    "RegexPiiMasker",
+    "contains_raw_pii",
+    "is_valid_cn_id",
+    "luhn_ok",
+]
+
+MASK = "*"
+
+_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+_ID_CHECK = "10X98765432"
+
+# Letters and digits on either side mean the number is part of a longer token
+# (a serial, a hash, an order id), not a value of its own.
+_CN_ID_RE = re.compile(r"(?<![0-9A-Za-z])[1-9]\d{16}[0-9Xx](?![0-9A-Za-z])")
+_EMAIL_RE = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"
+)
+# 138 1234 5678, 138-1234-5678, +86 13812345678, 0086-138...; the country prefix is
+# kept visible by the mask, only the subscriber digits are hidden.
+_MOBILE_RE = re.compile(
+    r"(?<![0-9A-Za-z])(?:(?:\+|00)?86[ -]?)?(?P<num>1[3-9]\d(?:[ -]?\d{4}){2})(?![0-9A-Za-z])"
+)
+# Either one run of 13-19 digits, or groups of digits joined by one space or dash
+# (4-4-4-4, 4-4-4-4-3, 6-13, 4-6-5 ...). Digit counts and Luhn are checked afterwards,
+# on the longest run of groups that passes, so a number after the card does not hide it.
+_CARD_RE = re.compile(r"(?<![0-9A-Za-z])\d{3,19}(?:[ -]\d{1,19})*(?![0-9A-Za-z])")
+_GROUP_RE = re.compile(r"\d+")
+_PASSPORT_STRICT_RE = re.compile(r"(?<![0-9A-Za-z])[EGeg]\d{8}(?![0-9A-Za-z])")
+_PASSPORT_LOOSE_RE = re.compile(r"(?<![0-9A-Za-z])[A-Za-z]{1,2}\d{7,8}(?![0-9A-Za-z])")
+# A loose passport number only counts close after a keyword: "passport no. P1234567",
+# "护照号码：EA1234567". The window is short so an unrelated code later on is not caught.
+_PASSPORT_KEYWORD_RE = re.compile(r"(?i)passport|护照|護照")
+_PASSPORT_WINDOW = 24
+
+# Which kind wins when two candidates overlap: the more specific pattern first.
+_PRIORITY = ("email", "cn_id", "mobile", "bank_card", "passport")
+
+
+def is_valid_cn_id(value: str) -> bool:
+    """Whether `value` is an 18-character resident ID with a real birth date and checksum."""
+    if len(value) != 18 or not value[:17].isdigit():
+        return False
+    last = value[17].upper()
+    if not (last.isdigit() or last == "X") or value[0] == "0":
+        return False
+    try:
+        born = date(int(value[6:10]), int(value[10:12]), int(value[12:14]))
+    except ValueError:
+        return False
+    if not 1900 <= born.year <= 2099:
+        return False
+    total = sum(int(d) * w for d, w in zip(value[:17], _ID_WEIGHTS, strict=True))
+    return _ID_CHECK[total % 11] == last
+
+
+def _looks_like_cn_id(digits: str) -> bool:
+    """An 18-digit string with a plausible birth date: an ID, even if mistyped."""
+    if len(digits) != 18:
+        return False
+    try:
+        born = date(int(digits[6:10]), int(digits[10:12]), int(digits[12:14]))
+    except ValueError:
+        return False
+    return 1900 <= born.year <= 2099
+
+
+def luhn_ok(digits: str) -> bool:
+    """The Luhn (mod 10) check that payment card numbers carry."""
+    if not digits.isdigit():
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2 == 1:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _mask_keep(value: str, head: int, tail: int) -> str:
+    """Mask the letters and digits of `value` except the first `head` and last `tail`.
+
+    Separators (spaces, dashes) stay, so `6222 0212 3456 7890` keeps its grouping.
+    """
+    positions = [i for i, ch in enumerate(value) if ch.isalnum()]
+    hidden = set(positions[head : len(positions) - tail] if tail else positions[head:])
+    return "".join(MASK if i in hidden else ch for i, ch in enumerate(value))
+
+
+def _mask_email(value: str) -> str:
+    local, _, domain = value.partition("@")
+    return f"{local[0]}{MASK * 3}@{domain}"
+
+
+def _mask_match(match: PiiMatch) -> str:
+    if match.kind == "email":
+        return _mask_email(match.text)
+    if match.kind == "mobile":
+        # Only the subscriber number is masked: 3 visible, 4 hidden, 4 visible.
+        digits = [i for i, ch in enumerate(match.text) if ch.isdigit()]
+        hidden = set(digits[-8:-4])
+        return "".join(MASK if i in hidden else ch for i, ch in enumerate(match.text))
+    if match.kind == "passport":
+        return _mask_keep(match.text, 1, 3)
+    return _mask_keep(match.text, 4, 4)  # cn_id and bank_card
+
+
+class RegexPiiMasker(PiiMasker):
+    """Detects PII with precompiled patterns plus checksums, and masks it in place.
+
+    `mask` repeats until nothing is detected, so its output never contains PII that
+    `detect` would find, and masking is idempotent.
+    """
+
+    def detect(self, text: str) -> list[PiiMatch]:
+        candidates: dict[str, list[PiiMatch]] = {kind: [] for kind in _PRIORITY}
+        if "@" in text:
+            for m in _EMAIL_RE.finditer(text):
+                candidates["email"].append(PiiMatch("email", m.start(), m.end(), m.group()))
+        has_digit = any(ch.isdigit() for ch in text)
+        if has_digit:
+            for m in _CN_ID_RE.finditer(text):
+                if is_valid_cn_id(m.group()):
+                    candidates["cn_id"].append(PiiMatch("cn_id", m.start(), m.end(), m.group()))
+            for m in _MOBILE_RE.finditer(text):
+                candidates["mobile"].append(PiiMatch("mobile", m.start(), m.end(), m.group()))
+            for m in _CARD_RE.finditer(text):
+                candidates["bank_card"].extend(_cards_in(text, m.start(), m.end()))
+            candidates["passport"] = self._passports(text)
+        return _resolve(candidates)
+
+    def _passports(self, text: str) -> list[PiiMatch]:
+        found = [
+            PiiMatch("passport", m.start(), m.end(), m.group())
+            for m in _PASSPORT_STRICT_RE.finditer(text)
+        ]
+        for kw in _PASSPORT_KEYWORD_RE.finditer(text):
+            window_end = min(len(text), kw.end() + _PASSPORT_WINDOW)
+            for m in _PASSPORT_LOOSE_RE.finditer(text, kw.end(), window_end):
+                if m.end() <= window_end and not any(f.start == m.start() for f in found):
+                    found.append(PiiMatch("passport", m.start(), m.end(), m.group()))
+        return found
+
+    def mask(self, text: str) -> str:
+        # Masking turns at least one letter or digit of each match into '*', so every
+        # round strictly shrinks what can match and the loop ends (one round in practice).
+        # Looping to the fixed point is what makes mask idempotent.
+        while matches := self.detect(text):
+            text = _apply(text, matches)
+        return text
+
+
+def _cards_in(text: str, start: int, end: int) -> list[PiiMatch]:
+    """Card numbers inside one run of digit groups: greedy, longest passing span first."""
+    groups = [(g.start(), g.end()) for g in _GROUP_RE.finditer(text, start, end)]
+    found: list[PiiMatch] = []
+    i = 0
+    while i < len(groups):
+        best = None
+        for j in range(len(groups) - 1, i - 1, -1):
+            digits = "".join(text[a:b] for a, b in groups[i : j + 1])
+            if 13 <= len(digits) <= 19 and luhn_ok(digits) and not _looks_like_cn_id(digits):
+                best = j
+                break
+        if best is None:
+            i += 1
+            continue
+        s, e = groups[i][0], groups[best][1]
+        found.append(PiiMatch("bank_card", s, e, text[s:e]))
+        i = best + 1
+    return found
+
+
+def _resolve(candidates: dict[str, list[PiiMatch]]) -> list[PiiMatch]:
+    """Non-overlapping matches, higher-priority kinds first, sorted by position."""
+    taken: list[PiiMatch] = []
+    for kind in _PRIORITY:
+        for cand in candidates[kind]:
+            if all(cand.end <= t.start or cand.start >= t.end for t in taken):
+                taken.append(cand)
+    taken.sort(key=lambda m: m.start)
+    return taken
+
+
+def _apply(text: str, matches: list[PiiMatch]) -> str:
+    parts: list[str] = []
+    pos = 0
+    for m in matches:
+        parts.append(text[pos : m.start])
+        parts.append(_mask_match(m))
+        pos = m.end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+_DEFAULT = RegexPiiMasker()
+
+
+def contains_raw_pii(text: str) -> bool:
+    """Whether `text` still holds PII that the default masker would detect."""
+    return bool(_DEFAULT.detect(text))

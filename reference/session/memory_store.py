@@ -1,0 +1,234 @@
+"""The in-memory session backend: same semantics as Redis, in a dict behind a lock.
+
+It is a first-class backend (fast strategy sweeps, the oracle of differential tests),
+never a mock: it stores what Redis would store (task state as JSON, the context window
+trimmed to `window`), expires lazily on read and sweeps in batches in the order a Redis
+sorted set would (by expires_at, then session id).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from reference.errors import SessionClosed
+from reference.models import SessionState, SessionStatus
+from reference.session.base import SessionStore
+
+
+@dataclass(slots=True)
+class _Entry:
+    user_id: str
+    channel: str
+    started_at: float
+    last_active_at: float
+    expires_at: float
+    status: SessionStatus
+    task_state_json: str  # stored encoded, as Redis stores it: no aliasing with callers
+    window: deque[str] = field(default_factory=deque)
+
+
+class InMemorySessionStore(SessionStore):
+    """Sessions in process memory; thread-safe; nothing survives the process."""
+
+    supports_native_ttl: ClassVar[bool] = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._lock = threading.RLock()
+        self._sessions: dict[str, _Entry] = {}
+        self._by_user: dict[str, set[str]] = {}
+        # Min-heap of (expires_at, session_id); entries go stale when a session is
+        # refreshed or deleted and are skipped (and compacted) rather than updated in place.
+        self._expiry_heap: list[tuple[float, str]] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _state(self, session_id: str, entry: _Entry) -> SessionState:
+        return SessionState(
+            session_id=session_id,
+            user_id=entry.user_id,
+            channel=entry.channel,
+            started_at=entry.started_at,
+            last_active_at=entry.last_active_at,
+            expires_at=entry.expires_at,
+            status=entry.status,
+            task_state=json.loads(entry.task_state_json),
+        )
+
+    def _purge(self, session_id: str) -> None:
+        entry = self._sessions.pop(session_id, None)
+        if entry is None:
+            return
+        ids = self._by_user.get(entry.user_id)
+        if ids is not None:
+            ids.discard(session_id)
+            if not ids:
+                del self._by_user[entry.user_id]
+
+    def _live(self, session_id: str, now: float) -> _Entry | None:
+        """The session if it has not expired (of any user); an expired one is purged."""
+        entry = self._sessions.get(session_id)
+        if entry is None:
+            return None
+        if now >= entry.expires_at:
+            self._purge(session_id)
+            return None
+        return entry
+
+    def _owned(self, user_id: str, session_id: str, now: float) -> _Entry | None:
+        entry = self._live(session_id, now)
+        if entry is None or entry.user_id != user_id:
+            return None
+        return entry
+
+    def _set_expiry(self, session_id: str, entry: _Entry, expires_at: float) -> None:
+        entry.expires_at = expires_at
+        heapq.heappush(self._expiry_heap, (expires_at, session_id))
+        # Every refresh leaves a stale heap entry behind; rebuild before it dominates.
+        if len(self._expiry_heap) > 4 * len(self._sessions) + 64:
+            self._expiry_heap = [(e.expires_at, sid) for sid, e in self._sessions.items()]
+            heapq.heapify(self._expiry_heap)
+
+    def _refresh(self, session_id: str, entry: _Entry, now: float, until: float) -> None:
+        entry.last_active_at = now
+        self._set_expiry(session_id, entry, until)
+
+    # ------------------------------------------------------------------ primitives
+    def _create(self, state: SessionState) -> bool:
+        encoded = json.dumps(state.task_state, ensure_ascii=False)
+        with self._lock:
+            sid = state.session_id
+            if self._live(sid, state.started_at) is not None:
+                return False
+            entry = _Entry(
+                user_id=state.user_id,
+                channel=state.channel,
+                started_at=state.started_at,
+                last_active_at=state.last_active_at,
+                expires_at=state.expires_at,
+                status=state.status,
+                task_state_json=encoded,
+                window=deque(maxlen=self.window),
+            )
+            self._sessions[sid] = entry
+            self._by_user.setdefault(state.user_id, set()).add(sid)
+            self._set_expiry(sid, entry, state.expires_at)
+            return True
+
+    def _get(
+        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
+    ) -> SessionState | None:
+        with self._lock:
+            entry = self._owned(user_id, session_id, now)
+            if entry is None:
+                return None
+            if refresh_until is not None and entry.status is SessionStatus.ACTIVE:
+                self._refresh(session_id, entry, now, refresh_until)
+            return self._state(session_id, entry)
+
+    def _append(
+        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
+    ) -> list[str] | None:
+        with self._lock:
+            entry = self._owned(user_id, session_id, now)
+            if entry is None:
+                return None
+            if entry.status is SessionStatus.CLOSED:
+                raise SessionClosed(f"session_id: session {session_id!r} is closed")
+            entry.window.appendleft(message_id)  # maxlen drops the oldest: LPUSH + LTRIM
+            self._refresh(session_id, entry, now, refresh_until)
+            return list(entry.window)
+
+    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
+        with self._lock:
+            entry = self._owned(user_id, session_id, now)
+            return None if entry is None else list(entry.window)
+
+    def _set_task_state(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        task_state: dict[str, Any],
+        now: float,
+        refresh_until: float,
+    ) -> SessionState | None:
+        encoded = json.dumps(task_state, ensure_ascii=False)
+        with self._lock:
+            entry = self._owned(user_id, session_id, now)
+            if entry is None:
+                return None
+            if entry.status is SessionStatus.CLOSED:
+                raise SessionClosed(f"session_id: session {session_id!r} is closed")
+            entry.task_state_json = encoded
+            self._refresh(session_id, entry, now, refresh_until)
+            return self._state(session_id, entry)
+
+    def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
+        with self._lock:
+            entry = self._owned(user_id, session_id, now)
+            if entry is None:
+                return False
+            entry.status = SessionStatus.CLOSED
+            return True
+
+    def _delete(self, *, user_id: str, session_id: str) -> bool:
+        # The primitive gets no `now`; the injected clock decides whether it had expired.
+        now = self.clock.now()
+        with self._lock:
+            if self._owned(user_id, session_id, now) is None:
+                return False
+            self._purge(session_id)
+            return True
+
+    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
+        with self._lock:
+            states = []
+            for sid in sorted(self._by_user.get(user_id, ())):
+                entry = self._owned(user_id, sid, now)
+                if entry is not None:
+                    states.append(self._state(sid, entry))
+        states.sort(key=lambda s: (s.started_at, s.session_id))
+        return states
+
+    def _delete_user(self, *, user_id: str) -> int:
+        now = self.clock.now()
+        with self._lock:
+            ids = list(self._by_user.get(user_id, ()))
+            live = 0
+            for sid in ids:
+                entry = self._sessions.get(sid)
+                if entry is not None and entry.user_id == user_id and now < entry.expires_at:
+                    live += 1
+                self._purge(sid)
+            return live
+
+    def _sweep(self, *, now: float, batch_size: int) -> int:
+        removed = 0
+        with self._lock:
+            heap = self._expiry_heap
+            while heap and removed < batch_size and heap[0][0] <= now:
+                expires_at, sid = heapq.heappop(heap)
+                entry = self._sessions.get(sid)
+                if entry is None or entry.expires_at != expires_at:
+                    continue  # stale: deleted, or refreshed (a newer heap entry exists)
+                self._purge(sid)
+                removed += 1
+        return removed
+
+    def _count(self, *, now: float) -> int:
+        with self._lock:
+            return sum(1 for e in self._sessions.values() if now < e.expires_at)
+
+    # ------------------------------------------------------------------ inspection
+    def raw_values(self) -> list[str]:
+        """Every string this store holds, as stored (tests prove no raw PII is among them)."""
+        with self._lock:
+            out: list[str] = []
+            for sid, e in self._sessions.items():
+                out += [sid, e.user_id, e.channel, e.status.value, e.task_state_json, *e.window]
+            return out

