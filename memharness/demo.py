@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from reference.clock import VirtualClock, format_ts
 from reference.factory import build_memory_system, describe_backends
 from reference.ltm.base import LtmFilter
+from reference.models import Fact
 from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.system import TIMING_KEYS, MemorySystem, TurnResult
@@ -83,10 +84,10 @@ def _play(system: MemorySystem, step: Step, echo: Callable[[str], None]) -> Turn
         echo(f"           recalled {hit.score:.2f}  {hit.record.text}")
     for hit in result.ltm_hits[:3]:
         fact = hit.record
-        echo(f"  ltm      recalled {hit.score:.2f}  {fact.category}/{fact.key} v{fact.version}: {fact.value['value']}")
+        echo(f"  ltm      recalled {hit.score:.2f}  {_describe(fact)}")
     if result.promoted is not None:
         fact = result.promoted
-        echo(f"  ltm      promoted {fact.category}/{fact.key} v{fact.version}: {fact.value['value']}")
+        echo(f"  ltm      promoted {_describe(fact)}")
     return result
 
 
@@ -102,7 +103,7 @@ def _print_forgetting(
     echo(f"  stm records of s1 still returned: {len(old)}")
     facts = system.ltm.list(filter=LtmFilter(user_id=DEMO_USER))
     for fact in facts:
-        echo(f"  ltm keeps {fact.category}/{fact.key} v{fact.version}: {fact.value['value']}")
+        echo(f"  ltm keeps {_describe(fact)}")
     echo(f"  footprint now: {system.footprint()}")
 
 
@@ -112,3 +113,7 @@ def _print_timings(results: list[TurnResult], echo: Callable[[str], None]) -> No
     echo("  turn  " + "".join(f"{key:>10}" for key in TIMING_KEYS))
     for index, result in enumerate(results, start=1):
         echo(f"  {index:>4}  " + "".join(f"{result.timings_ms[key]:>10.2f}" for key in TIMING_KEYS))
+
+
+def _describe(fact: Fact) -> str:
+    return f"{fact.category}/{fact.key} v{fact.version}: {fact.value['value']}"

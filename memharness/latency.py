@@ -23,10 +23,42 @@ from reference.system import MemorySystem
 
 T0 = 1_767_225_600.0
 _WORDS = (
-    "ship deliver express parcel seat aisle window hotel room flight coffee tea address "
-    "office meeting invoice refund order ticket repair heater printer budget report "
-    "vegetarian spicy morning evening weekend airport taxi train museum doctor dentist"
-).split()
+    "ship",
+    "deliver",
+    "express",
+    "parcel",
+    "seat",
+    "aisle",
+    "window",
+    "hotel",
+    "room",
+    "flight",
+    "coffee",
+    "tea",
+    "address",
+    "office",
+    "meeting",
+    "invoice",
+    "refund",
+    "order",
+    "ticket",
+    "repair",
+    "heater",
+    "printer",
+    "budget",
+    "report",
+    "vegetarian",
+    "spicy",
+    "morning",
+    "evening",
+    "weekend",
+    "airport",
+    "taxi",
+    "train",
+    "museum",
+    "doctor",
+    "dentist",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +87,9 @@ def measure_layers(
         system.dispose()
 
 
-def _measure(system: MemorySystem, rng: random.Random, *, calls: int, ltm_rows: int) -> list[OpStats]:
+def _measure(
+    system: MemorySystem, rng: random.Random, *, calls: int, ltm_rows: int
+) -> list[OpStats]:
     users = max(1, ltm_rows // 10)
     for row in range(ltm_rows):
         system.ltm.upsert(
@@ -74,15 +108,35 @@ def _measure(system: MemorySystem, rng: random.Random, *, calls: int, ltm_rows: 
         _time(
             "stm.add",
             calls,
-            lambda: system.stm.add(user_id="u0", session_id="s0", text="Please " + _sentence(rng), force=True),
+            lambda: system.stm.add(
+                user_id="u0", session_id="s0", text="Please " + _sentence(rng), force=True
+            ),
         ),
-        _time("stm.query (uncached embedding)", calls, lambda: system.stm.query(
-            user_id="u0", session_id="s0", text=_sentence(rng) + f" {rng.random()}", k=5)),
-        _time("ltm.upsert", calls, lambda: system.ltm.upsert(
-            user_id=f"u{rng.randrange(users)}", category=Category.PREFERENCE,
-            key=f"p{rng.randrange(10**9)}", value={"v": 1}, text=_sentence(rng))),
-        _time("ltm.query (uncached embedding)", calls, lambda: system.ltm.query(
-            user_id=f"u{rng.randrange(users)}", text=_sentence(rng) + f" {rng.random()}", k=5)),
+        _time(
+            "stm.query (uncached embedding)",
+            calls,
+            lambda: system.stm.query(
+                user_id="u0", session_id="s0", text=_sentence(rng) + f" {rng.random()}", k=5
+            ),
+        ),
+        _time(
+            "ltm.upsert",
+            calls,
+            lambda: system.ltm.upsert(
+                user_id=f"u{rng.randrange(users)}",
+                category=Category.PREFERENCE,
+                key=f"p{rng.randrange(10**9)}",
+                value={"v": 1},
+                text=_sentence(rng),
+            ),
+        ),
+        _time(
+            "ltm.query (uncached embedding)",
+            calls,
+            lambda: system.ltm.query(
+                user_id=f"u{rng.randrange(users)}", text=_sentence(rng) + f" {rng.random()}", k=5
+            ),
+        ),
     ]
     return results
 

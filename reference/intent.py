@@ -38,39 +38,43 @@ _FORGET = re.compile(
 
 _STABLE = re.compile(
     _alt(
-        r"\balways\b",
+        # "always"/"never" about what the assistant should do, not "it always crashes"
+        # or "the parcel never arrived", which are complaints (facts).
+        r"\balways\b(?! (?:crash|fail|break|freez|hang|late|slow|wrong|broken|down))",
+        r"\bnever\b(?! (?:arrived|received|got|came|showed|heard|happened|worked|answered"
+        r"|replied|responded|delivered))",
         r"\bby default\b",
         r"\bdefault\b",
         r"\bfrom now on\b",
         r"\bgoing forward\b",
+        r"\bfrom here on\b",
         r"\bevery time\b",
         r"\bin (?:the )?future\b",
-        r"\bnever\b",
         r"\bfor all (?:my |future )?orders\b",
         "默认",
         "总是",
-        "以后都",
-        "以后一律",
-        "以后(?:请|就|都|也)?",
-        "一直",
+        "以后(?:都|请|就|也|一律|统一|全部|每次)",
+        "今后(?:都|请|就|也|一律)?",
+        # Bare "一直" is too often "我一直在等" (I have been waiting): a habit needs a verb.
+        "一直(?:都|用|喜欢|是|选|坐|住|买|要|点|喝|吃|订|走)",
         "每次都",
         "永远",
         "一律",
-        "从(?:现在|今天)(?:开始|起)",
+        "从(?:现在|今天|此|今以后)(?:开始|起|以后)?",
     ),
     re.IGNORECASE,
 )
 
 _PREFERENCE = re.compile(
     _alt(
-        r"\bi (?:really |much |would |'d |do )?(?:prefer|like|love|enjoy|hate|dislike)\b",
-        r"\bi'd (?:rather|prefer|like)\b",
+        # "I'd like to book" is a request, not a taste: no "would like" here.
+        r"\bi (?:really |much |do |also |just |still |usually )?(?:prefer|like|love|enjoy|hate"
+        r"|dislike|can'?t stand)\b",
+        r"\bi(?:'d| would) (?:rather|prefer|much rather)\b",
         r"\bi (?:don'?t|do not|never) (?:like|want|eat|drink|use)\b",
         r"\bmy (?:favou?rite|preferred|usual|go-to)\b",
         r"\b(?:i'?m|i am) (?:a )?(?:vegetarian|vegan|allergic)\b",
         r"\bplease always\b",
-        r"\bi always\b",
-        r"\bi never\b",
         "喜欢",
         "爱(?:吃|喝|用|看)",
         "偏好",
@@ -101,7 +105,6 @@ _PROFILE = re.compile(
         r"\bi work (?:at|for|in|as)\b",
         r"\bi'?m (?:from|based in|working at|\d+ years old)\b",
         r"\bi am (?:from|based in|working at|\d+ years old)\b",
-        r"\bcall me\b",
         r"\bi was born\b",
         r"我(?:的)?(?:家庭|收货|公司|办公|送货|常用|邮寄)?(?:地址|住址)",
         "我住(?:在|的)",
@@ -112,7 +115,11 @@ _PROFILE = re.compile(
         "我(?:在|于).{1,12}(?:工作|上班|上学|读书)",
         "我是.{1,12}(?:的员工|的经理|的客户|的会员|人|工程师|老师|医生|学生|律师)",
         "我今年\\d+岁",
+        "^我(?:是|叫)[\u4e00-\u9fff]{2,4}$",
         "我(?:出生|生)于",
+        "我们?(?:公司|单位|家|学校)(?:在|是|叫|位于)",
+        "我(?:的)?(?:老婆|老公|妻子|丈夫|太太|先生|爱人|儿子|女儿|孩子|爸爸|妈妈|父亲|母亲"
+        "|老板|经理|领导|同事|助理)(?:叫|是|在|姓)",
     ),
     re.IGNORECASE,
 )
@@ -127,7 +134,7 @@ _INSTRUCTION = re.compile(
         "替我",
         "我(?:要|想|想要|需要|打算)(?!说|聊)",
         "能不能|能否|可不可以|可以帮",
-        "订|预订|预定|预约|下单|购买|买一?",
+        "订(?!单)|预约|下单|购买|买",
         "查(?:一下|询|看|下)?",
         "搜(?:索|一下)?",
         "找(?:一下|一个)?",
@@ -140,7 +147,7 @@ _INSTRUCTION = re.compile(
         r"\b(?:can|could|would|will) you\b",
         r"\bi (?:want|need|would like|'d like|wanna) to\b",
         r"\bi (?:want|need)\b",
-        r"\bi'd like\b",
+        r"\bi(?:'d| would) like\b",
         r"\bremind me\b|\bremember (?:that|this|my)\b|\bdon'?t forget\b",
         r"\blet me know\b|\bnotify me\b",
         r"^(?:book|send|find|search|look up|check|show|get|order|buy|cancel|change|update"
@@ -148,10 +155,14 @@ _INSTRUCTION = re.compile(
         r"|forward|export|print|download|upload|submit|confirm|open|close|turn|switch"
         r"|move|ship|deliver|pay|refund|return|reply|write|draft|translate|list|tell)\b",
         r"\b(?:book|reserve|cancel|reschedule|refund|track) (?:a|an|the|my|me)\b",
-        r"\b(?:what|when|where|which|how much|how many|how long|who|why|is|are|does|do"
-        r"|did|has|have) (?:is |are |was |does |did )?(?:my|the status|the price)\b",
+        # Questions to the assistant are requests for information ("how are you" and
+        # "what's your name" are caught as chit-chat before these run).
+        r"^(?:what|when|where|which|who|whose|how|why)\b",
+        r"^(?:is|are|does|do|did|has|have|can|could|will|would|should) (?:my|the|there|it"
+        r"|this|that|i|we)\b",
         r"\bwhere(?:'s| is) my\b",
-        r"(?:吗|呢)[?？]?$",
+        r"(?:吗|呢|么)[?？]?$",
+        "什么|怎么|怎样|哪(?:里|儿|个|天|家|些)|几(?:点|号|天|个|时)|多少|多久|为什么|是否|有没有",
     ),
     re.IGNORECASE,
 )
@@ -176,72 +187,106 @@ _FACT = re.compile(
         "已经|已(?:付|支付|下单|发货|签收|收到|取消|到|完成)|还没(?:收到|到|发货)",
         "坏了|不制冷|不工作|漏水|故障|出问题|打不开|没反应|丢了",
         r"\b(?:broken|stopped working|doesn'?t work|not working|leaking|lost|"
-        r"hasn'?t arrived|never arrived|arrived damaged|was charged|got charged)\b",
+        r"hasn'?t arrived|never (?:arrived|received|got|came)|arrived damaged|was charged"
+        r"|got charged|crash(?:es|ed|ing)?|won'?t (?:start|open|load|turn on))\b",
+        r"\b(?:is|are|was) my\b",
+        r"\b(?:meeting|appointment|interview|flight|train|trip|deadline|party|dinner|lunch"
+        r"|exam|surgery|reservation|delivery|check-?in|check-?out)\b.*\b(?:on|at|by|this"
+        r"|next|tomorrow|tonight|today|\d)",
     ),
     re.IGNORECASE,
 )
 
+# Case matters here: "I'm Tom" names someone, "I'm fine" does not; "Alice works at
+# Acme" states a fact about a named person.
+_PROFILE_NAME = re.compile(r"\b(?:I'?m|I am|[Tt]his is) [A-Z][a-z]+(?: [A-Z][a-z]+)?\s*$")
+_NAMED_FACT = re.compile(
+    r"(?:^|\s)[A-Z][a-zA-Z]+(?: [A-Z][a-zA-Z]+)* (?:is|are|was|were|works|lives|has|owns"
+    r"|manages|leads|reports|joined|moved|prefers|likes)\b"
+)
+
 # --- chit-chat -------------------------------------------------------------------
 
+# Each pattern is one chit-chat piece; a clause is chit-chat when it is made only of
+# pieces ("ok thanks", "好的谢谢", "haha ok bye"). Pieces are matched at a position,
+# never searched, so "查一下明天的天气" (a request) is not small talk about weather.
 _CHITCHAT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (reason, re.compile(pattern, re.IGNORECASE))
     for reason, pattern in (
         (
             "greeting",
-            r"(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening|night)"
-            r"|morning|evening|greetings|what'?s up|sup|how are (?:you|u)(?: doing)?"
+            r"(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening|night|day)"
+            r"|morning|evening|greetings|what'?s up|sup|how are (?:you|u|things)(?: doing)?(?: today)?"
             r"|how'?s it going|how do you do|nice to (?:meet|see) you|long time no see"
             r"|(?:good)?bye|see (?:you|ya)(?: later| soon| tomorrow)?|take care|later"
-            r"|good ?night|have a (?:nice|good|great) (?:day|one|weekend)"
+            r"|good ?night|have a (?:nice|good|great) (?:day|one|weekend|evening)"
+            r"|there|again|bot|assistant|everyone|all"
             r"|你好|您好|嗨|哈喽|哈罗|早(?:上好|安)?|上午好|中午好|下午好|晚上好|晚安"
-            r"|在吗|在不在|你好吗|最近(?:好吗|怎么样)|好久不见|再见|拜拜|回头见|明天见"
-            r"|(?:hi|hello|hey)(?: there| again| bot| assistant)?)",
+            r"|在吗|在不在|你好吗|最近(?:好吗|怎么样)|好久不见|再见|拜拜|回头见|明天见|大家好)",
         ),
         (
             "thanks",
-            r"(?:(?:thank you|thanks|thx|ty|cheers|many thanks|much appreciated|appreciate it"
-            r"|谢谢|多谢|感谢|谢了|谢啦|辛苦了|麻烦了|太感谢了)(?: (?:so|very) much| a lot"
-            r"| again| for (?:your |the )?help|你|您|啊|啦|了|哈)*)",
+            r"(?:thank you|thanks|thank u|thx|ty|cheers|many thanks|much appreciated"
+            r"|appreciate it|(?:so|very) much|a lot|for (?:your |the |all the )?help"
+            r"|谢谢|多谢|感谢|谢了|谢啦|辛苦了|麻烦了|太感谢了|感恩)",
         ),
         (
             "acknowledgement",
             r"(?:ok(?:ay)?|k|kk|sure|yes|yeah|yep|yup|no|nope|nah|fine|cool|great|nice"
-            r"|alright|all right|got it|i see|understood|noted|right|sounds good|perfect"
+            r"|alright|all right|got it|i see|understood|noted|right|perfect"
             r"|awesome|good|wow|oh|ah|hmm+|um+|uh+|well|indeed|exactly|true|agreed"
-            r"|no problem|np|never ?mind|whatever|me too|same|maybe"
-            r"|好的?|好吧|好嘞|好滴|行|可以|嗯+|哦+|噢+|喔+|啊+|对|对的|是的|没错|收到"
+            r"|no problem|np|never ?mind|whatever|me too|same|maybe|sounds good(?: to me)?"
+            r"|(?:i )?(?:like|love) (?:it|that|this)|that'?s (?:great|nice|good|fine|cool)"
+            r"|this is (?:great|nice|good|fine|cool)|not bad|of course|no worries"
+            r"|好的?|好吧|好嘞|好滴|行|可以|嗯+|哦+|噢+|喔+|啊+|呀|啦|对|对的|是的|没错|收到"
             r"|明白了?|知道了|了解|懂了|没问题|没事|算了|随便|不用了?|不是|也是|真的吗?"
-            r"|原来如此|这样啊|是吗)",
+            r"|原来如此|这样啊|是吗|那就这样吧?|就这样吧?|太好了|不错|挺好的?|很好|你|您"
+            r"|e*m+|吗|呢|吧|嘛|哈|哇|i'?m (?:fine|good|ok|okay|great|well|alright)"
+            r"|我(?:很|挺|也)?好|我还(?:好|行))",
         ),
         (
             "laughter",
-            r"(?:(?:ha|he|hi|ho)+h?|lol+|lmao|rofl|xd+|hh+|233+|呵呵+|嘿嘿+|嘻嘻+|哈+|笑死"
-            r"|笑死我了|太好笑了)",
+            r"(?:(?:ha|he|hi|ho)+h?|lol+|lmao|rofl|xd+|hh+|233+|呵呵+|嘿嘿+|嘻嘻+|哈+"
+            r"|笑死(?:我了)?|太好笑了)",
         ),
         (
             "small talk",
-            r"(?:.*(?:天气|weather|sunny|raining|rainy|下雨|晴天|好热|好冷|太热|太冷).*"
-            r"|.*(?:好无聊|真无聊|i'?m bored|so bored|好累|累死了|i'?m tired|好开心"
-            r"|真开心|心情(?:不错|很好|真好)|happy friday|tgif).*"
-            r"|(?:you(?:'re| are) (?:funny|smart|great|awesome|cute)|你(?:真|好|太)?(?:聪明|可爱|厉害|棒|有趣)"
+            r"(?:(?:今天|今儿|外面|这几天|最近)?的?(?:天气|天儿?)(?:真|很|太|好|挺|可|也|还|不)*"
+            r"(?:好|不错|棒|热|冷|晴|舒服|糟糕|差|闷|晴朗)(?:啊|呀|哦|呢|了|的|哈)*"
+            r"|(?:今天|外面)?(?:在)?(?:下雨|下雪|出太阳)了?(?:啊|呀|哦|呢)*"
+            r"|(?:it'?s |what )?(?:a |such a )?(?:nice|lovely|beautiful|great|terrible|awful"
+            r"|hot|cold|sunny|rainy) (?:weather|day)(?: today| outside)?"
+            r"|the weather is (?:so |really |very )?(?:nice|great|lovely|bad|terrible|awful|hot"
+            r"|cold)(?: today)?|(?:it'?s )?(?:raining|snowing|so hot|so cold)(?: today| outside)?"
+            r"|(?:我)?(?:今天|最近)?(?:好|真|太)?(?:无聊|累|开心|困)(?:啊|呀|了|死了|哦)*"
+            r"|i'?m (?:so |really |very )?(?:bored|tired|sleepy|happy)|happy friday|tgif"
+            r"|you(?:'re| are) (?:so |very )?(?:funny|smart|great|awesome|cute|the best)"
+            r"|你(?:真|好|太)?(?:聪明|可爱|厉害|棒|有趣)(?:啊|呀)?"
             r"|are you (?:a )?(?:robot|bot|human|real)|你是(?:谁|机器人|真人)吗?"
             r"|what(?:'s| is) your name|你叫什么(?:名字)?|tell me a joke|讲个笑话"
-            r"|nothing|没什么|没事了|just chatting|随便聊聊|聊聊天))",
+            r"|nothing|没什么|没事了|just chatting|随便聊聊|聊聊天|请问)",
         ),
     )
 )
+_CHITCHAT_MAX_CHARS = 60  # chit-chat is short; longer clauses are never dismissed as such
+_PIECE_GAP = re.compile(r"[\s\W_]*")
+_LATIN = re.compile(r"[a-z0-9]")
 
 # Separators between clauses; a clause is classified on its own.
-_CLAUSE_SPLIT = re.compile(r"[,，。.!！?？;；~～\n]+|\s+(?:and|but|also|then)\s+|(?:然后|另外|还有|顺便)")
+# A full stop splits only before a space or the end, so "3.5", "No.12" and e-mail
+# addresses stay whole.
+_CLAUSE_SPLIT = re.compile(
+    r"[,，。!！?？;；~～\n]+|\.+(?=\s|$)|\s+(?:and|but|also|then)\s+|然后|另外|还有|顺便"
+)
 # Characters that do not carry content: punctuation, symbols, emoji, whitespace.
 _CONTENT = re.compile(r"[^\W_]")
 _STRIP = re.compile(r"^[\W_]+|[\W_]+$")
 
-_KINDS_BY_PRIORITY: tuple[tuple[MemoryType, re.Pattern[str], str], ...] = (
-    (MemoryType.PREFERENCE, _PREFERENCE, "preference"),
-    (MemoryType.PROFILE, _PROFILE, "profile fact"),
-    (MemoryType.INSTRUCTION, _INSTRUCTION, "instruction or request"),
-    (MemoryType.FACT, _FACT, "fact"),
+_KINDS_BY_PRIORITY: tuple[tuple[MemoryType, tuple[re.Pattern[str], ...], str], ...] = (
+    (MemoryType.PREFERENCE, (_PREFERENCE,), "preference"),
+    (MemoryType.PROFILE, (_PROFILE, _PROFILE_NAME), "profile fact"),
+    (MemoryType.INSTRUCTION, (_INSTRUCTION,), "instruction or request"),
+    (MemoryType.FACT, (_FACT, _NAMED_FACT), "fact"),
 )
 
 
@@ -256,13 +301,33 @@ def is_forget_command(text: str) -> bool:
 
 
 def _chitchat_reason(clause: str) -> str | None:
+    """The reason a clause is chit-chat (its first piece's), or None if it has content.
+
+    A greedy scan, longest piece first at each position: linear in the clause, with
+    none of the backtracking a regex of repeated alternatives would risk.
+    """
     core = _STRIP.sub("", clause.strip()).lower()
     if not core:
         return "no content"
-    for reason, pattern in _CHITCHAT:
-        if pattern.fullmatch(core):
-            return reason
-    return None
+    if len(core) > _CHITCHAT_MAX_CHARS:
+        return None
+    first: str | None = None
+    pos = 0
+    while pos < len(core):
+        end, reason = pos, ""
+        for name, pattern in _CHITCHAT:
+            m = pattern.match(core, pos)
+            if m and m.end() > end:
+                end, reason = m.end(), name
+        # A piece must end at a word edge: "no" is chit-chat, "now" and "nothing new" not.
+        if end == pos or (
+            end < len(core) and _LATIN.match(core, end - 1) and _LATIN.match(core, end)
+        ):
+            return None
+        first = first or reason
+        gap = _PIECE_GAP.match(core, end)
+        pos = gap.end() if gap else end
+    return first
 
 
 class RuleIntentFilter(IntentFilter):
@@ -280,8 +345,8 @@ class RuleIntentFilter(IntentFilter):
             return IntentDecision(True, MemoryType.INSTRUCTION, "forget command")
         clauses = [c for c in (p.strip() for p in _CLAUSE_SPLIT.split(stripped)) if c]
         content = [c for c in clauses if _chitchat_reason(c) is None]
-        for kind, pattern, label in _KINDS_BY_PRIORITY:
-            if any(pattern.search(c) for c in content):
+        for kind, patterns, label in _KINDS_BY_PRIORITY:
+            if any(p.search(c) for p in patterns for c in content):
                 return IntentDecision(True, kind, label)
         reasons = [r for r in (_chitchat_reason(c) for c in clauses) if r and r != "no content"]
         if reasons:

@@ -18,9 +18,25 @@ from reference.models import Category, MemoryType
 
 # Topic lexicon for preference keys. Order matters: the first topic that matches wins.
 _TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("shipping", ("ship", "deliver", "courier", "express", "parcel", "快递", "发货", "顺丰", "配送", "物流")),
+    (
+        "shipping",
+        ("ship", "deliver", "courier", "express", "parcel", "快递", "发货", "顺丰", "配送", "物流"),
+    ),
     ("seat", ("seat", "aisle", "window seat", "座位", "靠窗", "过道")),
-    ("payment", ("pay ", "payment", "credit card", "alipay", "wechat pay", "支付", "付款", "支付宝", "微信支付")),
+    (
+        "payment",
+        (
+            "pay ",
+            "payment",
+            "credit card",
+            "alipay",
+            "wechat pay",
+            "支付",
+            "付款",
+            "支付宝",
+            "微信支付",
+        ),
+    ),
     ("language", ("language", "english", "chinese", "中文", "英文", "语言")),
     ("diet", ("vegetarian", "vegan", "spicy", "allerg", "gluten", "素食", "辣", "过敏", "忌口")),
     ("notification", ("notify", "notification", "remind", "text me", "通知", "提醒", "短信")),

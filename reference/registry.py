@@ -33,6 +33,8 @@ def load_backend(layer: str, name: str) -> Any:
         target = BACKENDS[layer][name]
     except KeyError:
         known = ", ".join(f"{lay}:{n}" for lay, names in BACKENDS.items() for n in names)
-        raise InvalidInput("backend", f"no {layer!r} backend named {name!r}; known: {known}") from None
+        raise InvalidInput(
+            "backend", f"no {layer!r} backend named {name!r}; known: {known}"
+        ) from None
     module_name, _, class_name = target.partition(":")
     return getattr(importlib.import_module(module_name), class_name)

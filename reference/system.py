@@ -193,7 +193,9 @@ class MemorySystem:
         if at is None:
             return
         if not isinstance(self.clock, VirtualClock):
-            raise InvalidInput("at", "an explicit time needs a VirtualClock; the clock is the wall clock")
+            raise InvalidInput(
+                "at", "an explicit time needs a VirtualClock; the clock is the wall clock"
+            )
         self.clock.set(at)
 
     def _promote(

@@ -16,6 +16,8 @@ MAX_TEXT_CHARS = 8_000
 MAX_KEY_LENGTH = 200
 MAX_VALUE_BYTES = 64 * 1024
 EMBEDDING_DIM = 384
+_CATEGORIES = tuple(c.value for c in Category)
+_MEMORY_TYPES = tuple(t.value for t in MemoryType)
 
 # Ids end up inside Redis keys, Chroma metadata filters and SQL parameters. A narrow
 # alphabet means no id can forge another key's shape (no ':' or '*' or whitespace).
@@ -56,19 +58,17 @@ def check_key(field: str, value: object) -> str:
 
 
 def check_category(field: str, value: object) -> Category:
-    try:
+    if isinstance(value, str) and value in _CATEGORIES:
         return Category(value)
-    except ValueError:
-        allowed = ", ".join(c.value for c in Category)
-        raise InvalidInput(field, f"unknown category {value!r}; expected one of {allowed}") from None
+    allowed = ", ".join(_CATEGORIES)
+    raise InvalidInput(field, f"unknown category {value!r}; expected one of {allowed}")
 
 
 def check_memory_type(field: str, value: object) -> MemoryType:
-    try:
+    if isinstance(value, str) and value in _MEMORY_TYPES:
         return MemoryType(value)
-    except ValueError:
-        allowed = ", ".join(t.value for t in MemoryType)
-        raise InvalidInput(field, f"unknown memory type {value!r}; expected one of {allowed}") from None
+    allowed = ", ".join(_MEMORY_TYPES)
+    raise InvalidInput(field, f"unknown memory type {value!r}; expected one of {allowed}")
 
 
 def check_importance(field: str, value: object) -> float:

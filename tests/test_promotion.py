@@ -9,7 +9,12 @@ from reference.promotion import extract_fact, should_promote
     [
         ("My address is 12 Oak Street.", Category.PROFILE, "address", "12 Oak Street"),
         ("my home address is 5 Elm Road", Category.PROFILE, "address", "5 Elm Road"),
-        ("我的地址是上海市浦东新区世纪大道100号", Category.PROFILE, "address", "上海市浦东新区世纪大道100号"),
+        (
+            "我的地址是上海市浦东新区世纪大道100号",
+            Category.PROFILE,
+            "address",
+            "上海市浦东新区世纪大道100号",
+        ),
         ("我的公司是星辰科技", Category.PROFILE, "company", "星辰科技"),
         ("My company is Acme", Category.PROFILE, "company", "Acme"),
     ],

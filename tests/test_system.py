@@ -48,8 +48,12 @@ def test_chit_chat_opens_the_session_but_is_not_stored(system: MemorySystem) -> 
 
 
 def test_instructions_are_recalled_within_the_session_only(system: MemorySystem) -> None:
-    system.turn(user_id="alice", session_id="s1", text="Please book a table for two at 7pm at Luigi's.")
-    again = system.turn(user_id="alice", session_id="s1", text="Which restaurant did I book a table at?")
+    system.turn(
+        user_id="alice", session_id="s1", text="Please book a table for two at 7pm at Luigi's."
+    )
+    again = system.turn(
+        user_id="alice", session_id="s1", text="Which restaurant did I book a table at?"
+    )
     assert any("Luigi" in hit.record.text for hit in again.stm_hits)
     other_session = system.recall(user_id="alice", session_id="s2", query="book a table at Luigi's")
     assert other_session.stm_hits == []
@@ -59,7 +63,9 @@ def test_instructions_are_recalled_within_the_session_only(system: MemorySystem)
 
 def test_pii_is_masked_before_any_layer_stores_it(system: MemorySystem) -> None:
     result = system.turn(
-        user_id="alice", session_id="s1", text="Please send the invoice to alice@example.com or 13812345678."
+        user_id="alice",
+        session_id="s1",
+        text="Please send the invoice to alice@example.com or 13812345678.",
     )
     assert result.stm.accepted
     assert "alice@example.com" not in result.masked_text and "13812345678" not in result.masked_text
@@ -70,28 +76,42 @@ def test_pii_is_masked_before_any_layer_stores_it(system: MemorySystem) -> None:
 def test_a_stable_preference_is_promoted_and_a_newer_value_supersedes_it(
     system: MemorySystem, clock: VirtualClock
 ) -> None:
-    first = system.turn(user_id="alice", session_id="s1", text="My address is 12 Oak Street, Springfield.")
+    first = system.turn(
+        user_id="alice", session_id="s1", text="My address is 12 Oak Street, Springfield."
+    )
     assert first.promoted is None  # said once, not as a default: not yet stable
-    second = system.turn(user_id="alice", session_id="s1", text="My address is 12 Oak Street, Springfield.")
+    second = system.turn(
+        user_id="alice", session_id="s1", text="My address is 12 Oak Street, Springfield."
+    )
     assert second.promoted is not None
     assert (second.promoted.category, second.promoted.key, second.promoted.version) == (
         Category.PROFILE,
         "address",
         1,
     )
-    always = system.turn(user_id="alice", session_id="s1", text="I always want deliveries by SF Express.")
+    always = system.turn(
+        user_id="alice", session_id="s1", text="I always want deliveries by SF Express."
+    )
     assert always.promoted is not None and always.promoted.key == "shipping"
 
     clock.advance(2 * HOUR)
-    moved = system.turn(user_id="alice", session_id="s2", text="My address is 5 Elm Road, Shelbyville.")
+    moved = system.turn(
+        user_id="alice", session_id="s2", text="My address is 5 Elm Road, Shelbyville."
+    )
     assert moved.promoted is None
-    moved = system.turn(user_id="alice", session_id="s2", text="My address is 5 Elm Road, Shelbyville.")
+    moved = system.turn(
+        user_id="alice", session_id="s2", text="My address is 5 Elm Road, Shelbyville."
+    )
     assert moved.promoted is not None and moved.promoted.version == 2
-    recalled = system.recall(user_id="alice", session_id="s3", query="where does alice live, address")
+    recalled = system.recall(
+        user_id="alice", session_id="s3", query="where does alice live, address"
+    )
     values = [hit.record.value["value"] for hit in recalled.ltm_hits]
     assert "5 Elm Road, Shelbyville" in values
     assert not any("Oak Street" in value for value in values)
-    facts = system.ltm.list(filter=LtmFilter(user_id="alice", categories=frozenset({Category.PROFILE})))
+    facts = system.ltm.list(
+        filter=LtmFilter(user_id="alice", categories=frozenset({Category.PROFILE}))
+    )
     assert [fact.version for fact in facts] == [2]
 
 
@@ -113,7 +133,9 @@ def test_session_and_short_term_memory_expire_while_long_term_stays(
 
 
 def test_timings_cover_every_layer(system: MemorySystem) -> None:
-    result = system.turn(user_id="alice", session_id="s1", text="Please remind me to call Bob at 5pm.")
+    result = system.turn(
+        user_id="alice", session_id="s1", text="Please remind me to call Bob at 5pm."
+    )
     assert set(result.timings_ms) == set(TIMING_KEYS)
     assert all(value >= 0 for value in result.timings_ms.values())
     parts = sum(result.timings_ms[key] for key in TIMING_KEYS if key != "turn")
@@ -130,11 +152,11 @@ def test_delete_user_data_empties_every_layer(system: MemorySystem) -> None:
 
 
 def test_bad_input_names_the_field(system: MemorySystem) -> None:
-    with pytest.raises(InvalidInput, match="^user_id: "):
+    with pytest.raises(InvalidInput, match=r"^user_id: "):
         system.turn(user_id="a:b", session_id="s1", text="hello")
-    with pytest.raises(InvalidInput, match="^text: "):
+    with pytest.raises(InvalidInput, match=r"^text: "):
         system.turn(user_id="alice", session_id="s1", text="   ")
-    with pytest.raises(InvalidInput, match="^at: "):
+    with pytest.raises(InvalidInput, match=r"^at: "):
         MemorySystem(
             clock=SystemClock(),
             session=system.session,

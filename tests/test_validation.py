@@ -37,7 +37,7 @@ def test_id_must_be_a_string() -> None:
 
 @pytest.mark.parametrize("bad", ["", "   ", "x" * 8001])
 def test_text_must_be_non_empty_and_bounded(bad: str) -> None:
-    with pytest.raises(InvalidInput, match="^text: "):
+    with pytest.raises(InvalidInput, match=r"^text: "):
         check_text("text", bad)
 
 
@@ -72,7 +72,7 @@ def test_namespace_prefix_is_safe_for_sql_and_redis() -> None:
     assert ns.session_key("s1") == "run_1:session:s1"
     assert ns.facts_table == "run_1_facts"
     for bad in ["", "1abc", "Run", "a-b", "a;drop", "x" * 41]:
-        with pytest.raises(InvalidInput, match="^prefix: "):
+        with pytest.raises(InvalidInput, match=r"^prefix: "):
             Namespace(bad)
 
 

@@ -110,7 +110,9 @@ class LongTermStore(ABC):
         check_importance("importance", importance)
         check_id("actor", actor)
         if expires_at is not None and not isinstance(expires_at, int | float):
-            raise InvalidInput("expires_at", f"must be an epoch timestamp or None, got {expires_at!r}")
+            raise InvalidInput(
+                "expires_at", f"must be an epoch timestamp or None, got {expires_at!r}"
+            )
         vector = self._vector(text, embedding)
         return self._upsert(
             user_id=user_id,

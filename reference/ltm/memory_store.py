@@ -1,0 +1,323 @@
+"""The in-memory long-term store: a first-class backend and the oracle of differential tests.
+
+Semantics are those of `PostgresLongTermStore`, down to the details a test can see:
+values come back as JSONB would return them, importance is rounded as `real` is, scores
+are exact cosine similarities with ties broken by fact_id, every change is audited, and
+a failed change leaves neither the fact nor its audit entry.
+
+Lifecycle: build one per process (it is not shared across processes); `setup()` and
+`dispose()` do nothing. Thread-safe: every operation holds one lock from its first read
+to its commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from reference.clock import Clock
+from reference.errors import InvalidInput
+from reference.keys import Namespace
+from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
+from reference.models import AuditEntry, Category, Fact, Hit, Status
+from reference.text import Embedder
+
+# --------------------------------------------------------------------------- shared checks
+# Both backends apply these so they accept and reject exactly the same input. They belong
+# in validation.py (inputs PostgreSQL cannot store, or cosine cannot score).
+
+
+def storable_json(field_name: str, value: dict[str, Any]) -> str:
+    """`value` encoded as JSONB will store it; rejects what JSONB refuses (NUL escapes)."""
+    encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if "\\u0000" in encoded:
+        raise InvalidInput(field_name, "must not contain NUL characters (JSONB cannot store them)")
+    try:
+        encoded.encode()
+    except UnicodeEncodeError:
+        raise InvalidInput(field_name, "contains unpaired surrogates (not valid UTF-8)") from None
+    return encoded
+
+
+def storable_text(field_name: str, text: str) -> None:
+    """Rejects text that PostgreSQL cannot store (unpaired surrogates are not UTF-8)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise InvalidInput(field_name, "contains unpaired surrogates (not valid UTF-8)") from None
+
+
+def nonzero_vector(field_name: str, embedding: list[float]) -> np.ndarray:
+    """The embedding as float32 (as `vector` stores it); a zero vector has no cosine."""
+    vector = np.asarray(embedding, dtype=np.float32)
+    if not np.any(vector):
+        raise InvalidInput(field_name, "is the zero vector; cosine similarity is undefined")
+    return vector
+
+
+def as_real(value: float) -> float:
+    """`value` as a PostgreSQL `real` column returns it (float4, shortest decimal)."""
+    return float(str(np.float32(value)))
+
+
+# --------------------------------------------------------------------------- the store
+
+
+@dataclass
+class _Txn:
+    """Changes staged by one operation; nothing is visible until `_commit`."""
+
+    puts: dict[str, tuple[Fact, np.ndarray | None]] = field(default_factory=dict)
+    deletes: list[str] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
+
+
+class InMemoryLongTermStore(LongTermStore):
+    """Long-term facts in dicts, with exact cosine search over each user's vectors."""
+
+    def __init__(self, *, clock: Clock, namespace: Namespace, embedder: Embedder) -> None:
+        super().__init__(clock=clock, namespace=namespace, embedder=embedder)
+        self._lock = threading.RLock()
+        self._facts: dict[str, Fact] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._by_key: dict[tuple[str, Category, str], str] = {}
+        self._by_user: dict[str, set[str]] = {}
+        self._audit: list[AuditEntry] = []
+        self._next_audit_id = 1
+
+    def setup(self) -> None:
+        """Nothing to create: the schema is the Python objects."""
+
+    # ------------------------------------------------------------------ transactions
+    def _write_audit(self, txn: _Txn, entries: list[AuditEntry]) -> None:
+        """Stage audit entries; the hook tests use to make a change fail half-way."""
+        for entry in entries:
+            # Mirrors the CHECK constraint on the audit table.
+            if entry.action not in AUDIT_ACTIONS:
+                raise InvalidInput("action", f"unknown audit action {entry.action!r}")
+            txn.audit.append(entry)
+
+    def _commit(self, txn: _Txn) -> None:
+        # Only dict and list updates from here on: nothing that can fail half-way.
+        for fact_id in txn.deletes:
+            fact = self._facts.pop(fact_id)
+            del self._vectors[fact_id]
+            del self._by_key[(fact.user_id, fact.category, fact.key)]
+            owned = self._by_user[fact.user_id]
+            owned.discard(fact_id)
+            if not owned:
+                del self._by_user[fact.user_id]
+        for fact_id, (fact, vector) in txn.puts.items():
+            self._facts[fact_id] = fact
+            if vector is not None:
+                self._vectors[fact_id] = vector
+            self._by_key[(fact.user_id, fact.category, fact.key)] = fact_id
+            self._by_user.setdefault(fact.user_id, set()).add(fact_id)
+        for entry in txn.audit:
+            self._audit.append(dataclasses.replace(entry, audit_id=self._next_audit_id))
+            self._next_audit_id += 1
+
+    # ------------------------------------------------------------------ primitives
+    def _upsert(
+        self,
+        *,
+        user_id: str,
+        category: Category,
+        key: str,
+        value: dict[str, Any],
+        text: str,
+        importance: float,
+        expires_at: float | None,
+        actor: str,
+        embedding: list[float],
+        now: float,
+    ) -> Fact:
+        encoded = storable_json("value", value)
+        storable_text("text", text)
+        vector = nonzero_vector("embedding", embedding)
+        with self._lock:
+            txn = _Txn()
+            prior_id = self._by_key.get((user_id, category, key))
+            prior = self._facts[prior_id] if prior_id is not None else None
+            if prior is None:
+                fact = Fact(
+                    fact_id=uuid.uuid4().hex,
+                    user_id=user_id,
+                    category=category,
+                    key=key,
+                    value=json.loads(encoded),
+                    text=text,
+                    version=1,
+                    created_at=now,
+                    updated_at=now,
+                    last_accessed_at=now,
+                    access_count=0,
+                    importance=as_real(importance),
+                    expires_at=expires_at,
+                    status=Status.ACTIVE,
+                )
+                action, old_value = "insert", None
+            else:
+                # Access statistics survive a new value: restating is not reading.
+                fact = dataclasses.replace(
+                    prior,
+                    value=json.loads(encoded),
+                    text=text,
+                    version=prior.version + 1,
+                    updated_at=now,
+                    importance=as_real(importance),
+                    expires_at=expires_at,
+                    status=Status.ACTIVE,
+                )
+                action, old_value = "update", _copy(prior.value)
+            txn.puts[fact.fact_id] = (fact, vector)
+            self._write_audit(
+                txn, [audit_draft(fact, action, actor, now, old_value, json.loads(encoded))]
+            )
+            self._commit(txn)
+            return _out(fact)
+
+    def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
+        with self._lock:
+            fact_id = self._by_key.get((user_id, category, key))
+            if fact_id is None or not self._facts[fact_id].is_live(now):
+                return None
+            return _out(self._touch(fact_id, now))
+
+    def _query(self, embedding: list[float], flt: LtmFilter, k: int, now: float) -> list[Hit[Fact]]:
+        query = nonzero_vector("embedding", embedding).astype(np.float64)
+        with self._lock:
+            owned = self._by_user.get(flt.user_id, ())
+            candidates = [fid for fid in owned if flt.matches(self._facts[fid], now)]
+            if not candidates:
+                return []
+            matrix = np.stack([self._vectors[fid] for fid in candidates]).astype(np.float64)
+            dots = matrix @ query
+            norms = np.einsum("ij,ij->i", matrix, matrix) * float(query @ query)
+            # pgvector clamps the similarity to [-1, 1] and returns 1 - it as the distance.
+            distances = 1.0 - np.clip(dots / np.sqrt(norms), -1.0, 1.0)
+            ranked = sorted(zip(distances.tolist(), candidates, strict=True))[:k]
+            return [Hit(record=_out(self._touch(fid, now)), score=1.0 - d) for d, fid in ranked]
+
+    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+        with self._lock:
+            txn = _Txn()
+            entries = []
+            for fact in self._matching(flt, now):
+                if fact.status is not Status.ACTIVE:
+                    continue
+                archived = dataclasses.replace(fact, status=Status.ARCHIVED, updated_at=now)
+                txn.puts[fact.fact_id] = (archived, None)
+                entries.append(audit_draft(archived, "archive", actor, now, None, None))
+            self._write_audit(txn, entries)
+            self._commit(txn)
+            return len(entries)
+
+    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+        everything = dataclasses.replace(flt, include_dead=True)
+        with self._lock:
+            return self._hard_delete(self._matching(everything, now), actor=actor, now=now)
+
+    def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
+        with self._lock:
+            return [_out(fact) for fact in self._matching(flt, now)]
+
+    def _count(self, flt: LtmFilter | None, now: float) -> int:
+        with self._lock:
+            if flt is None:
+                return sum(1 for fact in self._facts.values() if fact.is_live(now))
+            owned = self._by_user.get(flt.user_id, ())
+            return sum(1 for fid in owned if flt.matches(self._facts[fid], now))
+
+    def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+        with self._lock:
+            return [
+                dataclasses.replace(e, old_value=_copy(e.old_value), new_value=_copy(e.new_value))
+                for e in self._audit
+                if e.user_id == user_id and (fact_id is None or e.fact_id == fact_id)
+            ]
+
+    def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
+        with self._lock:
+            expired = sorted(
+                (fact.expires_at, fact.fact_id)
+                for fact in self._facts.values()
+                if fact.expires_at is not None and fact.expires_at <= now
+            )[:batch_size]
+            facts = [self._facts[fid] for _, fid in expired]
+            return self._hard_delete(facts, actor=actor, now=now)
+
+    # ------------------------------------------------------------------ helpers
+    def _matching(self, flt: LtmFilter, now: float) -> list[Fact]:
+        facts = [self._facts[fid] for fid in self._by_user.get(flt.user_id, ())]
+        return sorted(
+            (fact for fact in facts if flt.matches(fact, now)),
+            key=lambda fact: (fact.created_at, fact.fact_id),
+        )
+
+    def _hard_delete(self, facts: list[Fact], *, actor: str, now: float) -> int:
+        txn = _Txn()
+        txn.deletes.extend(fact.fact_id for fact in facts)
+        self._write_audit(
+            txn,
+            [audit_draft(fact, "delete", actor, now, _copy(fact.value), None) for fact in facts],
+        )
+        self._commit(txn)
+        return len(facts)
+
+    def _touch(self, fact_id: str, now: float) -> Fact:
+        fact = self._facts[fact_id]
+        touched = dataclasses.replace(
+            fact, last_accessed_at=now, access_count=fact.access_count + 1
+        )
+        self._facts[fact_id] = touched
+        return touched
+
+
+def audit_draft(
+    fact: Fact,
+    action: str,
+    actor: str,
+    now: float,
+    old_value: dict[str, Any] | None,
+    new_value: dict[str, Any] | None,
+) -> AuditEntry:
+    """An audit entry not yet written: audit_id 0 until the backend assigns one."""
+    return AuditEntry(
+        audit_id=0,
+        fact_id=fact.fact_id,
+        user_id=fact.user_id,
+        category=fact.category,
+        key=fact.key,
+        action=action,
+        actor=actor,
+        at=now,
+        version=fact.version,
+        old_value=old_value,
+        new_value=new_value,
+    )
+
+
+def _copy(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    # A caller mutating a returned dict must not change the stored one (as with a database).
+    return None if value is None else json.loads(json.dumps(value))
+
+
+def _out(fact: Fact) -> Fact:
+    return dataclasses.replace(fact, value=json.loads(json.dumps(fact.value)))
+
+
+__all__ = [
+    "InMemoryLongTermStore",
+    "as_real",
+    "audit_draft",
+    "nonzero_vector",
+    "storable_json",
+    "storable_text",
+]

@@ -1,0 +1,183 @@
+"""Schema migrations of the long-term layer, applied in order and recorded per namespace.
+
+Each migration is a version, a name and the SQL statements it runs, built from the
+`Namespace` (so every run prefix has its own tables) and the HNSW build parameters.
+`apply_migrations` runs in one transaction under an advisory lock, so parallel workers
+calling `setup()` at the same moment apply each migration exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from reference.keys import Namespace
+from reference.models import Category
+
+EMBEDDING_DIM = 384
+
+# One key for every namespace: CREATE EXTENSION and CREATE TABLE IF NOT EXISTS both race
+# when run concurrently, even on different tables, so all setups take turns.
+_LOCK_KEY = int.from_bytes(
+    hashlib.sha256(b"memharness:ltm:migrations").digest()[:8], "big", signed=True
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HnswParams:
+    """Build parameters of the HNSW index (pgvector defaults)."""
+
+    m: int = 16
+    ef_construction: int = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema change: `build` returns its statements for a namespace."""
+
+    version: int
+    name: str
+    build: Callable[[Namespace, HnswParams], list[sql.SQL | sql.Composed]]
+
+
+def index_name(namespace: Namespace, suffix: str) -> str:
+    """Names of the secondary indexes (the HNSW index is named in keys.py)."""
+    return f"{namespace.facts_table}_{suffix}"
+
+
+def _initial_schema(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
+    facts = sql.Identifier(ns.facts_table)
+    audit = sql.Identifier(ns.audit_table)
+    categories = sql.SQL(", ").join(sql.Literal(c.value) for c in Category)
+    # Timestamps are epoch seconds from the injected clock, never the server's now():
+    # a virtual clock may be months ahead of the server.
+    return [
+        sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),
+        sql.SQL(
+            """
+            CREATE TABLE {facts} (
+                fact_id text PRIMARY KEY,
+                user_id text NOT NULL,
+                category text NOT NULL CHECK (category IN ({categories})),
+                key text NOT NULL,
+                value jsonb NOT NULL,
+                text text NOT NULL,
+                embedding vector({dim}) NOT NULL,
+                importance real NOT NULL,
+                version integer NOT NULL CHECK (version >= 1),
+                status text NOT NULL CHECK (status IN ('active', 'archived', 'deleted')),
+                created_at double precision NOT NULL,
+                updated_at double precision NOT NULL,
+                last_accessed_at double precision NOT NULL,
+                access_count integer NOT NULL DEFAULT 0,
+                expires_at double precision,
+                UNIQUE (user_id, category, key)
+            )
+            """
+        ).format(facts=facts, categories=categories, dim=sql.Literal(EMBEDDING_DIM)),
+        sql.SQL("CREATE INDEX {name} ON {facts} (user_id, status)").format(
+            name=sql.Identifier(index_name(ns, "user_status_idx")), facts=facts
+        ),
+        # The sweeper reads facts by expiry; most facts never expire, so index only those.
+        sql.SQL(
+            "CREATE INDEX {name} ON {facts} (expires_at, fact_id) WHERE expires_at IS NOT NULL"
+        ).format(name=sql.Identifier(index_name(ns, "expires_idx")), facts=facts),
+        sql.SQL(
+            "CREATE INDEX {name} ON {facts} USING hnsw (embedding vector_cosine_ops) "
+            "WITH (m = {m}, ef_construction = {ef})"
+        ).format(
+            name=sql.Identifier(ns.facts_embedding_index),
+            facts=facts,
+            m=sql.Literal(hnsw.m),
+            ef=sql.Literal(hnsw.ef_construction),
+        ),
+        sql.SQL(
+            """
+            CREATE TABLE {audit} (
+                audit_id bigserial PRIMARY KEY,
+                fact_id text NOT NULL,
+                user_id text NOT NULL,
+                category text NOT NULL,
+                key text NOT NULL,
+                action text NOT NULL CHECK (action IN ('insert', 'update', 'archive', 'delete')),
+                actor text NOT NULL,
+                at double precision NOT NULL,
+                version integer NOT NULL,
+                old_value jsonb,
+                new_value jsonb
+            )
+            """
+        ).format(audit=audit),
+        sql.SQL("CREATE INDEX {name} ON {audit} (user_id, fact_id)").format(
+            name=sql.Identifier(f"{ns.audit_table}_user_fact_idx"), audit=audit
+        ),
+    ]
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(1, "facts, audit log, HNSW cosine index", _initial_schema),
+]
+
+
+def apply_migrations(
+    conn: psycopg.Connection[Any], namespace: Namespace, hnsw: HnswParams | None = None
+) -> list[int]:
+    """Apply the pending migrations of `namespace` in order; returns the versions applied.
+
+    Runs in one transaction of its own: commits on success, leaves nothing on failure.
+    """
+    hnsw = hnsw or HnswParams()
+    table = sql.Identifier(namespace.migrations_table)
+    applied: list[int] = []
+    with conn.transaction():
+        # Transaction-level: released by the commit, even if the caller forgets.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {table} ("
+                " version integer PRIMARY KEY,"
+                " name text NOT NULL,"
+                # Bookkeeping about the schema, not memory data: the server clock is fine.
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(table=table)
+        )
+        done = {row[0] for row in conn.execute(sql.SQL("SELECT version FROM {}").format(table))}
+        for migration in sorted(MIGRATIONS, key=lambda m: m.version):
+            if migration.version in done:
+                continue
+            for statement in migration.build(namespace, hnsw):
+                conn.execute(statement)
+            conn.execute(
+                sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
+                (migration.version, migration.name),
+            )
+            applied.append(migration.version)
+    return applied
+
+
+def applied_versions(conn: psycopg.Connection[Any], namespace: Namespace) -> list[int]:
+    """The versions recorded in the migrations table, in order (with any duplicates)."""
+    rows = conn.execute(
+        sql.SQL("SELECT version FROM {} ORDER BY version").format(
+            sql.Identifier(namespace.migrations_table)
+        )
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def drop_schema(conn: psycopg.Connection[Any], namespace: Namespace) -> None:
+    """Drop every table of `namespace` (tests, and runs that clean up after themselves)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute(
+            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(
+                sql.Identifier(namespace.audit_table),
+                sql.Identifier(namespace.facts_table),
+                sql.Identifier(namespace.migrations_table),
+            )
+        )

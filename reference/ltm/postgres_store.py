@@ -1,0 +1,433 @@
+"""The PostgreSQL + pgvector long-term store.
+
+Lifecycle: build one per process (or Ray actor) from a conninfo/URL; nothing connects
+until `setup()`, which applies the migrations on a connection of its own (creating the
+`vector` extension first), reads the pgvector version, and then opens the pool, whose
+connections register pgvector's adapters as they open (they need the extension).
+`dispose()` closes the pool. Each public call is one transaction on one pooled
+connection, so a failure anywhere rolls back the change together with its audit row.
+
+Search: within one user, per-user filters make an HNSW scan unreliable before pgvector
+0.8 (the index returns `ef_search` candidates, and the filter then drops other users'
+rows, leaving fewer than k). Before 0.8 the store therefore scores the user's live facts
+exactly (the per-user index finds them, a materialised CTE keeps the planner off the HNSW
+index). From 0.8 on, `hnsw.iterative_scan = strict_order` keeps scanning until k rows
+pass the filter, and the planner may use the index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from reference.clock import Clock
+from reference.errors import BackendUnavailable, MemoryStoreError
+from reference.keys import Namespace
+from reference.ltm.base import LongTermStore, LtmFilter
+from reference.ltm.memory_store import audit_draft, nonzero_vector, storable_json, storable_text
+from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations
+from reference.models import AuditEntry, Category, Fact, Hit, Status
+from reference.text import Embedder
+
+_FACT_COLUMNS = [
+    *("fact_id", "user_id", "category", "key", "value", "text", "version", "created_at"),
+    *("updated_at", "last_accessed_at", "access_count", "importance", "expires_at", "status"),
+]
+_AUDIT_COLUMNS = [
+    *("fact_id", "user_id", "category", "key", "action", "actor", "at", "version"),
+    *("old_value", "new_value"),
+]
+_LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s)"
+_UPSERT_ATTEMPTS = 5
+
+
+def _columns(prefix: str = "") -> sql.Composable:
+    return sql.SQL(", ").join(sql.SQL(prefix) + sql.Identifier(c) for c in _FACT_COLUMNS)
+
+
+class PostgresLongTermStore(LongTermStore):
+    """Facts in one table per namespace, audited in another, searched with pgvector."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock,
+        namespace: Namespace,
+        embedder: Embedder,
+        pool_size: int = 4,
+        hnsw_ef_search: int = 40,
+        hnsw_m: int = 16,
+        hnsw_ef_construction: int = 64,
+        exact_search: bool | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        """`exact_search` None: exact per-user scoring before pgvector 0.8, the index after."""
+        super().__init__(clock=clock, namespace=namespace, embedder=embedder)
+        self._url = url
+        self._pool_size = pool_size
+        self._ef_search = hnsw_ef_search
+        self._hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction)
+        self._exact_search = exact_search
+        self._connect_timeout = connect_timeout
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._setup_lock = threading.Lock()
+        self.pgvector_version: tuple[int, ...] | None = None
+        self._sql = _Statements(namespace)
+
+    # ------------------------------------------------------------------ lifecycle
+    def setup(self) -> None:
+        """Apply pending migrations, then open the pool; idempotent and safe in parallel."""
+        with self._setup_lock:
+            try:
+                with psycopg.connect(self._url, connect_timeout=int(self._connect_timeout)) as conn:
+                    apply_migrations(conn, self.namespace, self._hnsw)
+                    row = conn.execute(
+                        "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                    ).fetchone()
+            except psycopg.OperationalError as exc:
+                raise BackendUnavailable(f"PostgreSQL for the long-term layer: {exc}") from exc
+            assert row is not None  # the first migration created the extension
+            self.pgvector_version = tuple(int(p) for p in str(row[0]).split(".")[:3])
+            if self._exact_search is None:
+                self._exact_search = self.pgvector_version < (0, 8)
+            if self._pool is None:
+                pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+                    self._url,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    configure=self._configure,
+                    open=False,
+                    name=f"memh-ltm-{self.namespace.prefix}",
+                    kwargs={"connect_timeout": int(self._connect_timeout)},
+                )
+                try:
+                    pool.open(wait=True, timeout=self._connect_timeout)
+                except PoolTimeout as exc:
+                    pool.close()
+                    raise BackendUnavailable(f"PostgreSQL pool did not open: {exc}") from exc
+                self._pool = pool
+
+    def dispose(self) -> None:
+        """Close the pool; `setup()` opens a new one."""
+        with self._setup_lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    def schema_versions(self) -> list[int]:
+        """Migration versions recorded for this namespace (inspection, tests)."""
+        with self._transaction() as cur:
+            conn = cur.connection
+            return applied_versions(conn, self.namespace)
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ef_search)))
+        if not self._exact_search:
+            conn.execute("SET hnsw.iterative_scan = strict_order")
+        conn.commit()  # the pool discards connections left inside a transaction
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+        pool = self._pool
+        if pool is None:
+            raise MemoryStoreError("PostgresLongTermStore: call setup() before use")
+        try:
+            # Commits when the block ends, rolls back if it raises.
+            with pool.connection() as conn, conn.cursor() as cur:
+                yield cur
+        except PoolTimeout as exc:
+            raise BackendUnavailable(f"no PostgreSQL connection available: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            if exc.sqlstate is None or exc.sqlstate.startswith("08"):
+                raise BackendUnavailable(f"PostgreSQL connection lost: {exc}") from exc
+            raise
+
+    def _write_audit(self, cur: psycopg.Cursor[Any], entries: list[AuditEntry]) -> None:
+        """Insert audit rows in the caller's transaction (the hook failure tests patch)."""
+        if not entries:
+            return
+        rows = [_audit_row(e) for e in entries]
+        if len(rows) == 1:
+            cur.execute(self._sql.insert_audit, rows[0])
+        else:
+            cur.executemany(self._sql.insert_audit, rows)
+
+    # ------------------------------------------------------------------ primitives
+    def _upsert(
+        self,
+        *,
+        user_id: str,
+        category: Category,
+        key: str,
+        value: dict[str, Any],
+        text: str,
+        importance: float,
+        expires_at: float | None,
+        actor: str,
+        embedding: list[float],
+        now: float,
+    ) -> Fact:
+        storable_json("value", value)
+        storable_text("text", text)
+        vector = nonzero_vector("embedding", embedding)
+        ident = {"user_id": user_id, "category": category.value, "key": key}
+        with self._transaction() as cur:
+            for _ in range(_UPSERT_ATTEMPTS):
+                prior = cur.execute(self._sql.lock_current, ident).fetchone()
+                params = {
+                    **ident,
+                    "fact_id": _new_fact_id(),
+                    "value": Jsonb(value),
+                    "text": text,
+                    "embedding": vector,
+                    "importance": importance,
+                    "expires_at": expires_at,
+                    "now": now,
+                    # The update applies only to the row locked above; if another writer
+                    # inserted the key since, nothing is returned and we lock it and retry.
+                    "prior_version": None if prior is None else prior[1],
+                }
+                row = cur.execute(self._sql.upsert, params).fetchone()
+                if row is not None:
+                    break
+            else:
+                raise MemoryStoreError(f"upsert of {key!r}: too many concurrent writers")
+            fact = _fact(row)
+            action, old_value = ("insert", None) if prior is None else ("update", prior[2])
+            self._write_audit(cur, [audit_draft(fact, action, actor, now, old_value, fact.value)])
+        return fact
+
+    def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
+        params = {"user_id": user_id, "category": category.value, "key": key, "now": now}
+        with self._transaction() as cur:
+            row = cur.execute(self._sql.get_touch, params).fetchone()
+        return None if row is None else _fact(row)
+
+    def _query(self, embedding: list[float], flt: LtmFilter, k: int, now: float) -> list[Hit[Fact]]:
+        vector = nonzero_vector("embedding", embedding)
+        where, params = _where(flt, now)
+        params.update(query=vector, k=k)
+        statement = self._sql.query(where, exact=self._exact_search is not False)
+        with self._transaction() as cur:
+            rows = cur.execute(statement, params).fetchall()
+        # UPDATE ... RETURNING has no order of its own.
+        rows.sort(key=lambda r: (r[-1], r[0]))
+        return [Hit(record=_fact(r), score=1.0 - float(r[-1])) for r in rows]
+
+    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+        where, params = _where(flt, now)
+        with self._transaction() as cur:
+            rows = cur.execute(self._sql.archive(where), params).fetchall()
+            entries = [audit_draft(_fact(r), "archive", actor, now, None, None) for r in rows]
+            self._write_audit(cur, entries)
+        return len(entries)
+
+    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+        # Deleting means gone for good: archived and expired facts are included.
+        where, params = _where(dataclasses.replace(flt, include_dead=True), now)
+        with self._transaction() as cur:
+            rows = cur.execute(self._sql.delete(where), params).fetchall()
+            self._write_audit(cur, _deleted(rows, actor, now))
+        return len(rows)
+
+    def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
+        where, params = _where(flt, now)
+        with self._transaction() as cur:
+            rows = cur.execute(self._sql.list_facts(where), params).fetchall()
+        return [_fact(r) for r in rows]
+
+    def _count(self, flt: LtmFilter | None, now: float) -> int:
+        where: sql.Composable
+        if flt is None:
+            where, params = sql.SQL(_LIVE), {"now": now}
+        else:
+            where, params = _where(flt, now)
+        with self._transaction() as cur:
+            row = cur.execute(self._sql.count(where), params).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+        with self._transaction() as cur:
+            rows = cur.execute(
+                self._sql.audit_log, {"user_id": user_id, "fact_id": fact_id}
+            ).fetchall()
+        return [_audit_entry(r) for r in rows]
+
+    def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
+        with self._transaction() as cur:
+            rows = cur.execute(self._sql.sweep, {"now": now, "batch": batch_size}).fetchall()
+            self._write_audit(cur, _deleted(rows, actor, now))
+        return len(rows)
+
+
+class _Statements:
+    """The SQL of one namespace: identifiers quoted once, values always as parameters."""
+
+    def __init__(self, ns: Namespace) -> None:
+        self._names: dict[str, sql.Composable] = {
+            "facts": sql.Identifier(ns.facts_table),
+            "audit": sql.Identifier(ns.audit_table),
+            "cols": _columns(),
+            "f_cols": _columns("f."),
+            "audit_cols": sql.SQL(", ").join(map(sql.Identifier, _AUDIT_COLUMNS)),
+        }
+        q = self._compose
+        self.lock_current = q(
+            "SELECT fact_id, version, value FROM {facts}"
+            " WHERE user_id = %(user_id)s AND category = %(category)s AND key = %(key)s"
+            " FOR UPDATE"
+        )
+        self.upsert = q(
+            "INSERT INTO {facts} AS f (fact_id, user_id, category, key, value, text, embedding,"
+            " importance, version, status, created_at, updated_at, last_accessed_at,"
+            " access_count, expires_at)"
+            " VALUES (%(fact_id)s, %(user_id)s, %(category)s, %(key)s, %(value)s, %(text)s,"
+            " %(embedding)s, %(importance)s, 1, 'active', %(now)s, %(now)s, %(now)s, 0,"
+            " %(expires_at)s)"
+            " ON CONFLICT (user_id, category, key) DO UPDATE SET"
+            " value = EXCLUDED.value, text = EXCLUDED.text, embedding = EXCLUDED.embedding,"
+            " importance = EXCLUDED.importance, expires_at = EXCLUDED.expires_at,"
+            " version = f.version + 1, status = 'active', updated_at = EXCLUDED.updated_at"
+            " WHERE f.version = %(prior_version)s"
+            " RETURNING {f_cols}"
+        )
+        self.insert_audit = q(
+            "INSERT INTO {audit} ({audit_cols}) VALUES ({placeholders})",
+            placeholders=sql.SQL(", ").join(sql.Placeholder() * len(_AUDIT_COLUMNS)),
+        )
+        self.get_touch = q(
+            "UPDATE {facts} SET last_accessed_at = %(now)s, access_count = access_count + 1"
+            " WHERE user_id = %(user_id)s AND category = %(category)s AND key = %(key)s"
+            f" AND {_LIVE} RETURNING {{cols}}"
+        )
+        self.audit_log = q(
+            "SELECT audit_id, {audit_cols} FROM {audit} WHERE user_id = %(user_id)s"
+            " AND (%(fact_id)s::text IS NULL OR fact_id = %(fact_id)s) ORDER BY audit_id"
+        )
+        # SKIP LOCKED: concurrent sweepers take different batches instead of queueing.
+        self.sweep = q(
+            "DELETE FROM {facts} WHERE fact_id IN (SELECT fact_id FROM {facts}"
+            " WHERE expires_at <= %(now)s ORDER BY expires_at, fact_id LIMIT %(batch)s"
+            " FOR UPDATE SKIP LOCKED) RETURNING {cols}"
+        )
+
+    def _compose(self, text: str, **extra: sql.Composable) -> sql.Composed:
+        return sql.SQL(text).format(**self._names, **extra)
+
+    # Statements over a filter: `where` is the composed filter of `_where`.
+    _TOUCH = (
+        " UPDATE {facts} AS f SET last_accessed_at = %(now)s,"
+        " access_count = f.access_count + 1"
+        " FROM top WHERE f.fact_id = top.fact_id AND f.status = 'active'"
+        " RETURNING {f_cols}, top.distance"
+    )
+
+    def query(self, where: sql.Composable, *, exact: bool) -> sql.Composed:
+        if exact:
+            # MATERIALIZED fences the user's candidates off from the ORDER BY, so the
+            # planner cannot answer it from the HNSW index: the scores are exact.
+            return self._compose(
+                "WITH candidates AS MATERIALIZED (SELECT fact_id, embedding <=> %(query)s"
+                " AS distance FROM {facts} WHERE {where}),"
+                " top AS (SELECT fact_id, distance FROM candidates"
+                " ORDER BY distance, fact_id LIMIT %(k)s)" + self._TOUCH,
+                where=where,
+            )
+        return self._compose(
+            "WITH top AS (SELECT fact_id, embedding <=> %(query)s AS distance FROM {facts}"
+            " WHERE {where} ORDER BY embedding <=> %(query)s, fact_id LIMIT %(k)s)" + self._TOUCH,
+            where=where,
+        )
+
+    def archive(self, where: sql.Composable) -> sql.Composed:
+        return self._compose(
+            "UPDATE {facts} SET status = 'archived', updated_at = %(now)s"
+            " WHERE {where} AND status = 'active' RETURNING {cols}",
+            where=where,
+        )
+
+    def delete(self, where: sql.Composable) -> sql.Composed:
+        return self._compose("DELETE FROM {facts} WHERE {where} RETURNING {cols}", where=where)
+
+    def list_facts(self, where: sql.Composable) -> sql.Composed:
+        return self._compose(
+            "SELECT {cols} FROM {facts} WHERE {where} ORDER BY created_at, fact_id", where=where
+        )
+
+    def count(self, where: sql.Composable) -> sql.Composed:
+        return self._compose("SELECT count(*) FROM {facts} WHERE {where}", where=where)
+
+
+def _where(flt: LtmFilter, now: float) -> tuple[sql.Composable, dict[str, Any]]:
+    """The SQL meaning of `LtmFilter.matches`, with every value a parameter."""
+    clauses = [sql.SQL("user_id = %(user_id)s"), sql.SQL("status <> 'deleted'")]
+    params: dict[str, Any] = {"user_id": flt.user_id, "now": now}
+    if flt.categories is not None:
+        clauses.append(sql.SQL("category = ANY(%(categories)s::text[])"))
+        params["categories"] = sorted(c.value for c in flt.categories)
+    if flt.keys is not None:
+        clauses.append(sql.SQL("key = ANY(%(keys)s::text[])"))
+        params["keys"] = sorted(flt.keys)
+    if flt.fact_ids is not None:
+        clauses.append(sql.SQL("fact_id = ANY(%(fact_ids)s::text[])"))
+        params["fact_ids"] = sorted(flt.fact_ids)
+    if not flt.include_dead:
+        clauses.append(sql.SQL(_LIVE))
+    return sql.SQL(" AND ").join(clauses), params
+
+
+def _fact(row: tuple[Any, ...]) -> Fact:
+    return Fact(
+        fact_id=row[0],
+        user_id=row[1],
+        category=Category(row[2]),
+        key=row[3],
+        value=row[4],
+        text=row[5],
+        version=int(row[6]),
+        created_at=float(row[7]),
+        updated_at=float(row[8]),
+        last_accessed_at=float(row[9]),
+        access_count=int(row[10]),
+        importance=float(row[11]),
+        expires_at=None if row[12] is None else float(row[12]),
+        status=Status(row[13]),
+    )
+
+
+def _audit_entry(row: tuple[Any, ...]) -> AuditEntry:
+    fields = dict(zip(["audit_id", *_AUDIT_COLUMNS], row, strict=True))
+    fields["category"] = Category(fields["category"])
+    return AuditEntry(**fields)
+
+
+def _audit_row(entry: AuditEntry) -> list[Any]:
+    values = [getattr(entry, column) for column in _AUDIT_COLUMNS]
+    # psycopg would dump an Enum by name, and a dict only as JSON when wrapped.
+    return [
+        v.value if isinstance(v, Category) else Jsonb(v) if isinstance(v, dict) else v
+        for v in values
+    ]
+
+
+def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float) -> list[AuditEntry]:
+    # A deletion's audit keeps the value it removed; erasure redacts it later.
+    facts = [_fact(r) for r in rows]
+    return [audit_draft(f, "delete", actor, now, f.value, None) for f in facts]
+
+
+def _new_fact_id() -> str:
+    return uuid.uuid4().hex
