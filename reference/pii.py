@@ -25,6 +25,24 @@ MASK = "*"
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
+# The first two digits name a province (GB/T 2260), plus 71 Taiwan, 81/82 Hong Kong and
+# Macau, 83 the Taiwan residence permit and 91 the foreigner permanent residence ID.
+_PROVINCES = frozenset(
+    str(n)
+    for n in (
+        *range(11, 16),
+        *range(21, 24),
+        *range(31, 38),
+        *range(41, 47),
+        *range(50, 55),
+        *range(61, 66),
+        71,
+        81,
+        82,
+        83,
+        91,
+    )
+)
 
 # Letters and digits on either side mean the number is part of a longer token
 # (a serial, a hash, an order id), not a value of its own.
@@ -56,25 +74,19 @@ _PRIORITY = ("email", "cn_id", "mobile", "bank_card", "passport")
 
 
 def is_valid_cn_id(value: str) -> bool:
-    """Whether `value` is an 18-character resident ID with a real birth date and checksum."""
+    """Whether `value` is an 18-character resident ID: province, birth date and checksum."""
     if len(value) != 18 or not value[:17].isdigit():
         return False
     last = value[17].upper()
-    if not (last.isdigit() or last == "X") or value[0] == "0":
-        return False
-    try:
-        born = date(int(value[6:10]), int(value[10:12]), int(value[12:14]))
-    except ValueError:
-        return False
-    if not 1900 <= born.year <= 2099:
+    if not (last.isdigit() or last == "X") or not _looks_like_cn_id(value[:17] + "0"):
         return False
     total = sum(int(d) * w for d, w in zip(value[:17], _ID_WEIGHTS, strict=True))
     return _ID_CHECK[total % 11] == last
 
 
 def _looks_like_cn_id(digits: str) -> bool:
-    """An 18-digit string with a plausible birth date: an ID, even if mistyped."""
-    if len(digits) != 18:
+    """18 digits with a province prefix and a real birth date: an ID, even if mistyped."""
+    if len(digits) != 18 or digits[:2] not in _PROVINCES:
         return False
     try:
         born = date(int(digits[6:10]), int(digits[10:12]), int(digits[12:14]))

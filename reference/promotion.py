@@ -1,8 +1,8 @@
 """Promotion: which short-term utterances become long-term facts, under which key.
 
 A simple rule, as the design asks for now: an utterance is promoted when it states a
-stable default ("always", "by default", "默认", ...) or when the user has said the same
-thing before in short-term memory. The key decides what a newer statement supersedes:
+stable default ("always", "by default", "默认", ...), declares a profile fact ("my address
+is ...", "我的地址是..."), or repeats what the user said before in short-term memory. The key decides what a newer statement supersedes:
 "my X is Y" / "我的X是Y" key on X; preferences key on a topic from a small lexicon
 (so "I prefer window seats" and later "I prefer aisle seats" share the key `seat`).
 """
@@ -85,9 +85,9 @@ def extract_fact(text: str, kind: MemoryType | None) -> FactCandidate | None:
     return None
 
 
-def should_promote(text: str, *, said_before: bool) -> bool:
-    """Stable when stated as a default, or repeated."""
-    return said_before or is_stable_preference(text)
+def should_promote(text: str, kind: MemoryType | None, *, said_before: bool) -> bool:
+    """Stable when repeated, stated as a default, or a declared profile fact ("my X is Y")."""
+    return said_before or kind is MemoryType.PROFILE or is_stable_preference(text)
 
 
 def _profile_key(subject: str) -> str:

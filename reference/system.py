@@ -201,16 +201,21 @@ class MemorySystem:
     def _promote(
         self, user_id: str, masked: str, added: AddResult, said_before: bool, vector: np.ndarray
     ) -> Fact | None:
-        if not added.accepted or not should_promote(masked, said_before=said_before):
+        kind = added.intent.kind
+        if not added.accepted or not should_promote(masked, kind, said_before=said_before):
             return None
-        candidate = extract_fact(masked, added.intent.kind)
+        candidate = extract_fact(masked, kind)
         if candidate is None:
             return None
+        value = {"value": candidate.value}
+        current = self.ltm.get(user_id=user_id, category=candidate.category, key=candidate.key)
+        if current is not None and current.value == value:
+            return None  # restating a known fact is not a new version
         return self.ltm.upsert(
             user_id=user_id,
             category=candidate.category,
             key=candidate.key,
-            value={"value": candidate.value},
+            value=value,
             text=masked,
             actor="promotion",
             embedding=vector,

@@ -48,8 +48,11 @@ def test_unrelated_statements_never_share_a_key() -> None:
     assert same is not None and same.key == a.key
 
 
-def test_only_stable_or_repeated_statements_are_promoted() -> None:
-    assert should_promote("I always fly economy", said_before=False)
-    assert should_promote("我默认用顺丰", said_before=False)
-    assert should_promote("Book a taxi to the airport", said_before=True)
-    assert not should_promote("Book a taxi to the airport", said_before=False)
+def test_only_stable_repeated_or_profile_statements_are_promoted() -> None:
+    pref, instruction = MemoryType.PREFERENCE, MemoryType.INSTRUCTION
+    assert should_promote("I always fly economy", pref, said_before=False)
+    assert should_promote("我默认用顺丰", pref, said_before=False)
+    assert should_promote("My address is 5 Elm Road", MemoryType.PROFILE, said_before=False)
+    assert should_promote("Book a taxi to the airport", instruction, said_before=True)
+    assert not should_promote("Book a taxi to the airport", instruction, said_before=False)
+    assert not should_promote("I like jazz", pref, said_before=False)

@@ -12,7 +12,7 @@ from reference.errors import InvalidInput
 from reference.factory import build_memory_system
 from reference.keys import Namespace
 from reference.ltm.base import LtmFilter
-from reference.models import Category
+from reference.models import Category, Fact
 from reference.pii import contains_raw_pii
 from reference.settings import Settings
 from reference.stm.base import StmFilter
@@ -73,36 +73,26 @@ def test_pii_is_masked_before_any_layer_stores_it(system: MemorySystem) -> None:
     assert stored and not any(contains_raw_pii(record.text) for record in stored)
 
 
-def test_a_stable_preference_is_promoted_and_a_newer_value_supersedes_it(
+def test_stable_facts_are_promoted_and_a_newer_value_supersedes_the_old(
     system: MemorySystem, clock: VirtualClock
 ) -> None:
-    first = system.turn(
-        user_id="alice", session_id="s1", text="My address is 12 Oak Street, Springfield."
-    )
-    assert first.promoted is None  # said once, not as a default: not yet stable
-    second = system.turn(
-        user_id="alice", session_id="s1", text="My address is 12 Oak Street, Springfield."
-    )
-    assert second.promoted is not None
-    assert (second.promoted.category, second.promoted.key, second.promoted.version) == (
-        Category.PROFILE,
-        "address",
-        1,
-    )
-    always = system.turn(
-        user_id="alice", session_id="s1", text="I always want deliveries by SF Express."
-    )
-    assert always.promoted is not None and always.promoted.key == "shipping"
+    def say(session_id: str, text: str) -> Fact | None:
+        return system.turn(user_id="alice", session_id=session_id, text=text).promoted
+
+    first = say("s1", "My address is 12 Oak Street, Springfield.")
+    assert first is not None
+    assert (first.category, first.key, first.version) == (Category.PROFILE, "address", 1)
+    assert say("s1", "My address is 12 Oak Street, Springfield.") is None  # same value again
+    assert say("s1", "I like jazz music.") is None  # a preference said once: not yet stable
+    assert say("s1", "I like jazz music.") is not None  # said twice: stable
+    assert say("s1", "Book a taxi to the airport at 6am.") is None
+    assert say("s1", "Book a taxi to the airport at 6am.") is None  # an errand is no fact
+    always = say("s1", "I always want deliveries by SF Express.")
+    assert always is not None and always.key == "shipping"
 
     clock.advance(2 * HOUR)
-    moved = system.turn(
-        user_id="alice", session_id="s2", text="My address is 5 Elm Road, Shelbyville."
-    )
-    assert moved.promoted is None
-    moved = system.turn(
-        user_id="alice", session_id="s2", text="My address is 5 Elm Road, Shelbyville."
-    )
-    assert moved.promoted is not None and moved.promoted.version == 2
+    moved = say("s2", "My address is 5 Elm Road, Shelbyville.")
+    assert moved is not None and moved.version == 2
     recalled = system.recall(
         user_id="alice", session_id="s3", query="where does alice live, address"
     )

@@ -139,6 +139,7 @@ class InMemoryLongTermStore(LongTermStore):
         now: float,
     ) -> Fact:
         encoded = storable_json("value", value)
+        storable_text("key", key)
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding)
         with self._lock:
@@ -198,8 +199,9 @@ class InMemoryLongTermStore(LongTermStore):
             if not candidates:
                 return []
             matrix = np.stack([self._vectors[fid] for fid in candidates]).astype(np.float64)
-            dots = matrix @ query
-            norms = np.einsum("ij,ij->i", matrix, matrix) * float(query @ query)
+            # Row-wise sums, not BLAS: equal vectors must get bit-equal scores (ties).
+            dots = (matrix * query).sum(axis=1)
+            norms = (matrix * matrix).sum(axis=1) * float((query * query).sum())
             # pgvector clamps the similarity to [-1, 1] and returns 1 - it as the distance.
             distances = 1.0 - np.clip(dots / np.sqrt(norms), -1.0, 1.0)
             ranked = sorted(zip(distances.tolist(), candidates, strict=True))[:k]

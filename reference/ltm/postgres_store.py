@@ -127,15 +127,14 @@ class PostgresLongTermStore(LongTermStore):
     def schema_versions(self) -> list[int]:
         """Migration versions recorded for this namespace (inspection, tests)."""
         with self._transaction() as cur:
-            conn = cur.connection
-            return applied_versions(conn, self.namespace)
+            return applied_versions(cur.connection, self.namespace)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
         conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ef_search)))
-        if not self._exact_search:
+        if not self._exact_search and (self.pgvector_version or ()) >= (0, 8):
             conn.execute("SET hnsw.iterative_scan = strict_order")
         conn.commit()  # the pool discards connections left inside a transaction
 
@@ -181,6 +180,7 @@ class PostgresLongTermStore(LongTermStore):
         now: float,
     ) -> Fact:
         storable_json("value", value)
+        storable_text("key", key)
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding)
         ident = {"user_id": user_id, "category": category.value, "key": key}

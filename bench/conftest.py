@@ -1,0 +1,374 @@
+"""Fixtures, options and the SLA gate of the bench suites (`pytest bench`).
+
+Options: `--bench-size small|full`, `--bench-embedder minilm|hashing` (the embedder of
+the measured calls; seeds always use hashing), `--bench-rounds N`, `--ltm-1m` (adds a
+1,000,000-row LTM table), `--bench-run-id`, `--bench-report-dir`, `--bench-min-samples`.
+
+Real backends are the embedded servers under a temporary directory (or `MEMH_DATA_DIR`),
+or external ones when `MEMH_REDIS_URL` / `MEMH_PG_URL` / `MEMH_CHROMA_URL` are set. Each
+bench session uses a fresh prefix, seeds once (session-scoped fixtures), and drops what
+it created at the end.
+
+The gate runs in `pytest_sessionfinish`, after every benchmark: it checks each
+operation's raw timings (bench/sla.py), writes `<report-dir>/<run-id>/bench.json`, and
+turns the exit status into a failure on a breach.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.config import LTM_1M, SIZES, STM_SESSION, STM_USER, BenchCase, BenchConfig
+from bench.measure import (
+    Measure,
+    OpSamples,
+    Recorder,
+    Setup,
+    report,
+    run_pedantic,
+    table,
+    write_report,
+)
+from bench.null_backend import build_null_system
+from bench.seed import (
+    Texts,
+    drop_ltm,
+    drop_redis_keys,
+    drop_stm,
+    pg_url,
+    seed_ltm,
+    seed_sessions,
+    seed_stm,
+)
+from bench.sla import CONFIDENCE, RESAMPLES, SEED, SLA_MS, GateOutcome
+from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
+from reference.factory import build_memory_system, describe_backends
+from reference.keys import Namespace
+from reference.settings import Settings
+from reference.text import Embedder
+
+RECORDER = pytest.StashKey[Recorder]()
+RUN = pytest.StashKey[dict[str, Any]]()
+OUTCOME = pytest.StashKey[tuple[GateOutcome, Path]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("memharness bench")
+    group.addoption("--bench-size", choices=sorted(SIZES), default="small")
+    group.addoption("--bench-embedder", choices=["minilm", "hashing"], default="minilm")
+    group.addoption("--bench-rounds", type=int, default=None, help="calls per operation")
+    group.addoption("--ltm-1m", action="store_true", help="also measure a 1M-row LTM table")
+    group.addoption("--bench-run-id", default=None, help="default: bench-<utc time>-<hex>")
+    group.addoption("--bench-report-dir", default="reports")
+    group.addoption("--bench-min-samples", type=int, default=200)
+    group.addoption(
+        "--bench-null-delay-ms",
+        type=float,
+        default=0.0,
+        help="slow every null-backend operation by this much (to see the gate fail)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The project's addopts skip benchmarks (they must not run with tests/); here they
+    # are the point. This runs before pytest-benchmark reads its options (trylast).
+    config.option.benchmark_skip = False
+    config.option.benchmark_disable = False
+    config.option.benchmark_save_data = True  # saved runs keep raw timings, not only stats
+    run_id = config.getoption("--bench-run-id") or (
+        f"bench-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    )
+    config.stash[RECORDER] = Recorder()
+    config.stash[RUN] = {
+        "run_id": run_id,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started_perf": time.perf_counter(),
+        "seeding_s": {},
+    }
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Session scope groups the tests by parameter, so each seeded store is built once.
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", ["null", "real"], scope="session")
+    if "ltm_size" in metafunc.fixturenames:
+        rows = _config(metafunc.config).ltm_rows
+        sizes: list[str | int] = ["null", *rows]
+        ids = ["null", *(_label(r) for r in rows)]
+        metafunc.parametrize("ltm_size", sizes, ids=ids, scope="session")
+
+
+def _config(config: pytest.Config) -> BenchConfig:
+    size = str(config.getoption("--bench-size"))
+    sizes = SIZES[size]
+    rows = sizes.ltm_rows + ((LTM_1M,) if config.getoption("--ltm-1m") else ())
+    return BenchConfig(
+        size=size,
+        sizes=sizes,
+        embedder=str(config.getoption("--bench-embedder")),
+        rounds=int(config.getoption("--bench-rounds") or sizes.rounds),
+        warmup=sizes.warmup,
+        ltm_rows=rows,
+        min_samples=int(config.getoption("--bench-min-samples")),
+    )
+
+
+def _label(rows: int) -> str:
+    return f"{rows // 1_000_000}m" if rows >= 1_000_000 else f"{rows // 1000}k"
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def bench_config(pytestconfig: pytest.Config) -> BenchConfig:
+    return _config(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def bench_settings(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory, bench_config: BenchConfig
+) -> Settings:
+    """Settings from MEMH_* (URLs, data dir), forced to real backends and a fresh prefix."""
+    overrides: dict[str, Any] = {
+        "backend": "embedded",
+        "embedder": bench_config.embedder,
+        "prefix": f"b{uuid.uuid4().hex[:10]}",
+    }
+    if "MEMH_DATA_DIR" not in os.environ:
+        overrides["data_dir"] = tmp_path_factory.mktemp("memh-bench")
+    settings = Settings(**overrides)
+    pytestconfig.stash[RUN]["backends"] = describe_backends(settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def query_embedder(pytestconfig: pytest.Config, bench_config: BenchConfig) -> CachedEmbedder:
+    """The embedder of measured calls, with the LRU cache a real deployment runs."""
+    started = time.perf_counter()
+    inner: Embedder = MiniLMEmbedder() if bench_config.embedder == "minilm" else HashingEmbedder()
+    _seeded(pytestconfig, "load_embedder", time.perf_counter() - started)
+    return CachedEmbedder(inner, maxsize=10_000)
+
+
+@pytest.fixture(scope="session")
+def texts() -> Texts:
+    return Texts(seed=7)
+
+
+def _seeded(pytestconfig: pytest.Config, what: str, seconds: float) -> None:
+    pytestconfig.stash[RUN]["seeding_s"][what] = round(seconds, 3)
+
+
+@pytest.fixture(scope="session")
+def real_case(
+    pytestconfig: pytest.Config,
+    bench_config: BenchConfig,
+    bench_settings: Settings,
+    query_embedder: CachedEmbedder,
+) -> Iterator[BenchCase]:
+    """All three layers on real servers, seeded at the configured sizes."""
+    sizes, rows = bench_config.sizes, bench_config.ltm_rows[0]
+    started = time.perf_counter()
+    system = build_memory_system(bench_settings, embedder=query_embedder)
+    namespace = system.session.namespace
+    url, handle = pg_url(bench_settings)
+    _seeded(pytestconfig, "start_servers", time.perf_counter() - started)
+    try:
+        mark = time.perf_counter()
+        sessions = seed_sessions(system.session, count=sizes.sessions)
+        _seeded(pytestconfig, "sessions", time.perf_counter() - mark)
+        stm_s = seed_stm(
+            system.stm,
+            user_id=STM_USER,
+            session_id=STM_SESSION,
+            in_session=sizes.stm_session,
+            total=sizes.stm_collection,
+            now=system.clock.now(),
+        )
+        _seeded(pytestconfig, "stm", stm_s)
+        ltm = seed_ltm(
+            url, namespace, rows=rows, per_user=sizes.ltm_facts_per_user, now=system.clock.now()
+        )
+        for key, value in ltm.items():
+            _seeded(pytestconfig, f"{key}@{_label(rows)}", value)
+        yield BenchCase(
+            backend="real",
+            system=system,
+            sessions=sessions,
+            ltm_rows=rows,
+            ltm_users=rows // sizes.ltm_facts_per_user,
+            per_user=sizes.ltm_facts_per_user,
+            label=_label(rows),
+        )
+    finally:
+        drop_redis_keys(bench_settings, namespace)
+        drop_stm(bench_settings, namespace)
+        system.dispose()
+        drop_ltm(url, namespace)
+        if handle is not None:
+            handle.close()
+
+
+@pytest.fixture(scope="session")
+def null_case(pytestconfig: pytest.Config, bench_config: BenchConfig) -> BenchCase:
+    """The null backend, with the same ids as the real case (nothing is seeded)."""
+    sizes = bench_config.sizes
+    delay = float(pytestconfig.getoption("--bench-null-delay-ms"))
+    return BenchCase(
+        backend="null",
+        system=build_null_system(session_delay_ms=delay, stm_delay_ms=delay, ltm_delay_ms=delay),
+        sessions=[(f"su{i % 100}", f"ss{i}") for i in range(sizes.sessions)],
+        ltm_rows=0,
+        ltm_users=bench_config.ltm_rows[0] // sizes.ltm_facts_per_user,
+        per_user=sizes.ltm_facts_per_user,
+        label="null",
+    )
+
+
+@pytest.fixture(scope="session")
+def case(request: pytest.FixtureRequest, backend: str) -> BenchCase:
+    """The system under measurement for the `backend` parameter."""
+    found: BenchCase = request.getfixturevalue(f"{backend}_case")
+    return found
+
+
+@pytest.fixture(scope="session")
+def ltm_case(
+    request: pytest.FixtureRequest,
+    pytestconfig: pytest.Config,
+    ltm_size: str | int,
+    bench_config: BenchConfig,
+) -> Iterator[BenchCase]:
+    """The LTM table of `ltm_size` rows: the real case's, or one more namespace seeded
+    for it (dropped when the tests of that size are done)."""
+    if ltm_size == "null" or ltm_size == bench_config.ltm_rows[0]:
+        name = "null_case" if ltm_size == "null" else "real_case"
+        found: BenchCase = request.getfixturevalue(name)
+        yield found
+        return
+    bench_settings: Settings = request.getfixturevalue("bench_settings")
+    query_embedder: CachedEmbedder = request.getfixturevalue("query_embedder")
+    rows, per_user = int(ltm_size), bench_config.sizes.ltm_facts_per_user
+    namespace = Namespace(f"{bench_settings.prefix}_{_label(rows)}")
+    system = build_memory_system(bench_settings, embedder=query_embedder, namespace=namespace)
+    url, handle = pg_url(bench_settings)
+    try:
+        seeded = seed_ltm(url, namespace, rows=rows, per_user=per_user, now=system.clock.now())
+        for key, value in seeded.items():
+            _seeded(pytestconfig, f"{key}@{_label(rows)}", value)
+        yield BenchCase(
+            backend="real",
+            system=system,
+            sessions=[],
+            ltm_rows=rows,
+            ltm_users=rows // per_user,
+            per_user=per_user,
+            label=_label(rows),
+        )
+    finally:
+        drop_stm(bench_settings, namespace)
+        system.dispose()
+        drop_ltm(url, namespace)
+        if handle is not None:
+            handle.close()
+
+
+@pytest.fixture(scope="session")
+def recorder(pytestconfig: pytest.Config) -> Recorder:
+    """Where measured samples go; the gate reads it at the end of the session."""
+    return pytestconfig.stash[RECORDER]
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> random.Random:
+    """Per-test, seeded by the test's id: the same picks on every run."""
+    return random.Random(request.node.nodeid)
+
+
+@pytest.fixture
+def measure(benchmark: Any, recorder: Recorder, bench_config: BenchConfig) -> Measure:
+    """`measure(op, layer, target, setup=..., case=..., params=...)`: time `target` once
+    per round under pytest-benchmark and record the raw samples for the gate."""
+
+    def run(
+        op: str,
+        layer: str,
+        target: Callable[..., object],
+        *,
+        case: BenchCase,
+        setup: Setup | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> OpSamples:
+        info = {"size": bench_config.size, "embedder": bench_config.embedder, **(params or {})}
+        benchmark.group = op
+        benchmark.extra_info.update(info, backend=case.backend, sla_ms=SLA_MS.get(layer))
+        samples = run_pedantic(
+            benchmark, target, rounds=bench_config.rounds, warmup=bench_config.warmup, setup=setup
+        )
+        recorded = OpSamples(
+            op=op, layer=layer, backend=case.backend, samples_ms=samples, params=info
+        )
+        recorder.add(recorded)
+        return recorded
+
+    return run
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is None or not recorder.ops:
+        return
+    bench = _config(config)
+    gate_params = {
+        "rule": "FAIL when the lower bound of the p95's bootstrap CI exceeds the SLA; "
+        "INSUFFICIENT (a failure) below min_samples",
+        "slas_ms": SLA_MS,
+        "min_samples": bench.min_samples,
+        "resamples": RESAMPLES,
+        "confidence": CONFIDENCE,
+        "seed": SEED,
+    }
+    outcome = recorder.evaluate(min_samples=bench.min_samples)
+    started: dict[str, Any] = config.stash[RUN]
+    run = dict(started)
+    run["wall_s"] = round(time.perf_counter() - run.pop("started_perf"), 1)
+    run.update(
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        size=bench.size,
+        sizes=bench.sizes.describe() | {"ltm_rows": list(bench.ltm_rows)},
+        rounds=bench.rounds,
+        embedder=bench.embedder,
+        pytest_exitstatus=int(exitstatus),
+    )
+    document = report(outcome, recorder, run=run, gate_params=gate_params)
+    path = Path(str(config.getoption("--bench-report-dir"))) / run["run_id"] / "bench.json"
+    config.stash[OUTCOME] = (outcome, write_report(path, document))
+    if not outcome.passed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    found = config.stash.get(OUTCOME, None)
+    if found is None:
+        return
+    outcome, path = found
+    terminalreporter.section("SLA gate (p95, bootstrap CI)")
+    for line in table(outcome.checks):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line("")
+    terminalreporter.write_line(outcome.summary(), red=not outcome.passed, green=outcome.passed)
+    terminalreporter.write_line(f"report: {path}")

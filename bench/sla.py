@@ -1,0 +1,252 @@
+"""The SLA check: p95/p99 with bootstrap confidence intervals over raw per-call timings.
+
+Pure functions of the samples, no I/O. pytest-benchmark's own `--benchmark-compare-fail`
+gates only mean/median, so this is the p95 gate of DESIGN.md ("Measuring latency").
+
+The rule: an operation FAILS only when the *lower* bound of the confidence interval of
+its p95 is over the SLA, i.e. we are confident (95% by default) that the true p95
+breaches it. A noisy machine then widens the interval instead of failing the build. With
+fewer than `min_samples` samples the check says INSUFFICIENT, which fails too: a gate
+that cannot see the tail must not pass. Percentiles are order statistics (numpy's
+"higher" method: always an observed sample, never interpolated below it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+import numpy as np
+
+#: SLAs at p95, in milliseconds, per layer (DESIGN.md).
+SLA_MS: dict[str, float] = {"session": 5.0, "stm": 50.0, "ltm": 200.0, "turn": 300.0}
+MIN_SAMPLES = 200
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+SEED = 20_260_101
+PERCENTILE_METHOD: Final = "higher"
+#: Bound on the size of one bootstrap block (resamples x samples), to cap memory.
+_BLOCK_ELEMENTS = 2_000_000
+
+
+class Verdict(StrEnum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INSUFFICIENT = "INSUFFICIENT"
+    INFO = "INFO"  # no SLA for this measurement (e.g. the embedding share of a turn)
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A two-sided confidence interval, in milliseconds."""
+
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"[{_fmt(self.low)}, {_fmt(self.high)}]"
+
+
+_NAN_INTERVAL = Interval(math.nan, math.nan)
+
+
+@dataclass(frozen=True, slots=True)
+class SlaCheck:
+    """The outcome of checking one operation's timings against its layer's SLA."""
+
+    op: str
+    layer: str
+    sla_ms: float | None
+    n: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    p95_ci: Interval
+    p99_ci: Interval
+    confidence: float
+    verdict: Verdict
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in (Verdict.PASS, Verdict.INFO)
+
+    @property
+    def headroom(self) -> float | None:
+        """SLA / p95: how many times slower the operation could get before breaching."""
+        if self.sla_ms is None or math.isnan(self.p95_ms):
+            return None
+        return math.inf if self.p95_ms <= 0 else self.sla_ms / self.p95_ms
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "layer": self.layer,
+            "n": self.n,
+            "p50_ms": _num(self.p50_ms),
+            "p95_ms": _num(self.p95_ms),
+            "p99_ms": _num(self.p99_ms),
+            "p95_ci_ms": [_num(self.p95_ci.low), _num(self.p95_ci.high)],
+            "p99_ci_ms": [_num(self.p99_ci.low), _num(self.p99_ci.high)],
+            "confidence": self.confidence,
+            "sla_ms": self.sla_ms,
+            "headroom": _num(self.headroom),
+            "verdict": self.verdict.value,
+            "message": self.message,
+        }
+
+
+def percentiles(samples: Sequence[float] | np.ndarray, qs: Sequence[float]) -> list[float]:
+    """The `qs` percentiles (0-100) of the samples, as observed order statistics."""
+    data = np.asarray(samples, dtype=np.float64)
+    if data.size == 0:
+        return [math.nan for _ in qs]
+    values = np.percentile(data, list(qs), method=PERCENTILE_METHOD)
+    return [float(v) for v in np.atleast_1d(values)]
+
+
+def bootstrap_cis(
+    samples: Sequence[float] | np.ndarray,
+    qs: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> list[Interval]:
+    """Percentile-bootstrap confidence intervals of the `qs` percentiles, one per q.
+
+    Seeded: the same samples give the same intervals. Resamples are drawn in blocks so
+    memory stays bounded for large sample counts.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    data = np.asarray(samples, dtype=np.float64)
+    n = data.size
+    if n == 0:
+        return [_NAN_INTERVAL for _ in qs]
+    rng = np.random.default_rng(seed)
+    estimates = np.empty((len(qs), resamples))
+    block = max(1, _BLOCK_ELEMENTS // n)
+    for start in range(0, resamples, block):
+        rows = min(block, resamples - start)
+        drawn = data[rng.integers(0, n, size=(rows, n))]
+        estimates[:, start : start + rows] = np.percentile(
+            drawn, list(qs), axis=1, method=PERCENTILE_METHOD
+        )
+    alpha = (1.0 - confidence) / 2.0
+    bounds = np.quantile(estimates, [alpha, 1.0 - alpha], axis=1)
+    return [Interval(float(bounds[0, i]), float(bounds[1, i])) for i in range(len(qs))]
+
+
+def check_sla(
+    op: str,
+    samples_ms: Sequence[float] | np.ndarray,
+    *,
+    layer: str,
+    sla_ms: float | None,
+    min_samples: int = MIN_SAMPLES,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> SlaCheck:
+    """Check one operation's raw timings (milliseconds) against `sla_ms` at p95.
+
+    FAIL only when the p95 interval's lower bound is over the SLA; INSUFFICIENT (a
+    failure) below `min_samples`; INFO when `sla_ms` is None. The message gives p95,
+    its interval, the SLA, n and p99.
+    """
+    data = np.asarray(samples_ms, dtype=np.float64)
+    n = int(data.size)
+    p50, p95, p99 = percentiles(data, (50, 95, 99))
+    ci95, ci99 = bootstrap_cis(
+        data, (95, 99), resamples=resamples, confidence=confidence, seed=seed
+    )
+    level = f"{confidence:.0%} CI"
+    figures = f"p95 {_fmt(p95)} ms ({level} {ci95}), p99 {_fmt(p99)} ms ({level} {ci99}), n={n}"
+    verdict: Verdict
+    if sla_ms is None:
+        verdict, message = Verdict.INFO, f"{op}: no SLA; {figures}"
+    elif n < min_samples:
+        verdict = Verdict.INSUFFICIENT
+        message = (
+            f"{op}: INSUFFICIENT samples for the {layer} SLA of {_fmt(sla_ms)} ms: "
+            f"n={n} < {min_samples}; {figures}"
+        )
+    elif ci95.low > sla_ms:
+        verdict = Verdict.FAIL
+        message = (
+            f"{op}: FAIL: the {layer} SLA of {_fmt(sla_ms)} ms at p95 is breached: "
+            f"p95 {_fmt(p95)} ms, {level} lower bound {_fmt(ci95.low)} ms > {_fmt(sla_ms)} ms; "
+            f"{figures}"
+        )
+    else:
+        verdict = Verdict.PASS
+        headroom = math.inf if p95 <= 0 else sla_ms / p95
+        message = (
+            f"{op}: PASS: within the {layer} SLA of {_fmt(sla_ms)} ms, "
+            f"headroom {headroom:.1f}x; {figures}"
+        )
+        if p95 > sla_ms:
+            message += (
+                "; inconclusive: p95 is over the SLA but its interval reaches below it "
+                "(run more rounds)"
+            )
+    return SlaCheck(
+        op=op,
+        layer=layer,
+        sla_ms=sla_ms,
+        n=n,
+        p50_ms=p50,
+        p95_ms=p95,
+        p99_ms=p99,
+        p95_ci=ci95,
+        p99_ci=ci99,
+        confidence=confidence,
+        verdict=verdict,
+        message=message,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    """All checks of a run, and whether the run passes."""
+
+    checks: list[SlaCheck]
+
+    @property
+    def failures(self) -> list[SlaCheck]:
+        return [check for check in self.checks if not check.passed]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        if self.passed:
+            return f"SLA gate PASSED: {len(self.checks)} operations within their SLAs"
+        lines = [f"SLA gate FAILED: {len(self.failures)} of {len(self.checks)} operations"]
+        lines += [f"  {check.message}" for check in self.failures]
+        return "\n".join(lines)
+
+
+def gate(checks: Iterable[SlaCheck]) -> GateOutcome:
+    """Combine checks: the gate fails when any check FAILs or is INSUFFICIENT."""
+    return GateOutcome(checks=list(checks))
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    return f"{value:.3f}" if value < 100 else f"{value:.1f}"
+
+
+def _num(value: float | None) -> float | None:
+    """JSON-safe: NaN and infinity become None."""
+    if value is None or math.isnan(value) or math.isinf(value):
+        return None
+    return round(value, 6)

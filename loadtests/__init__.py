@@ -1,0 +1,1 @@
+"""Locust load tests of the reference memory (run `locustfile.py` with Locust)."""

@@ -1,0 +1,340 @@
+"""Locust load test of the reference memory, in-process: scripted conversations, per layer.
+
+Each Locust process that runs users (a local run, or each worker) builds one
+`MemorySystem` from `Settings()` (MEMH_* variables: embedded real servers by default,
+external ones by URL) on a `SystemClock`, warms it up, and shares it among its users.
+Every turn fires one Locust request event per layer ("layer": session, pii, embed, stm,
+ltm, promotion) and one for the whole turn ("turn"), timed inside `MemorySystem.turn`;
+in open-loop mode also "turn@intended", the response time from the turn's intended start.
+Every event also goes into an HDR histogram (microseconds), which workers ship to the
+master; the master (or the local runner) prints the HDR table, writes
+reports/<run-id>/load_hdr.json and checks the SLAs at exit: exit code 3 names each
+broken SLA. See loadtests/README.md.
+
+    locust -f loadtests/locustfile.py --headless -u 20 -r 20 -t 60s
+    locust -f loadtests/locustfile.py --headless -u 20 -r 20 -t 60s --open-loop --rate 50
+    MEMH_LOAD_STEPS=10x30s,50x30s locust -f loadtests/locustfile.py --headless
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sys
+import time
+import uuid
+import weakref
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_REPO = Path(__file__).resolve().parent.parent
+if str(_REPO) not in sys.path:  # Locust puts only this file's directory on sys.path
+    sys.path.insert(0, str(_REPO))
+
+from gevent.lock import BoundedSemaphore  # noqa: E402
+from locust import LoadTestShape, User, events, task  # noqa: E402
+from locust.env import Environment  # noqa: E402
+from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
+
+from loadtests.conversations import Conversation, load_conversations, render  # noqa: E402
+from loadtests.hdr import OpHistograms  # noqa: E402
+from loadtests.options import LoadOptions, add_arguments  # noqa: E402
+from loadtests.pacing import ArrivalSchedule, run_paced  # noqa: E402
+from loadtests.report import build_report, format_table, ordered_ops, write_report  # noqa: E402
+from loadtests.shape import STEPS_ENV, step_at, steps_from_env, steps_requested  # noqa: E402
+from loadtests.sla import QUEUE, TURN_INTENDED, TURN_QUEUED, check_slas, failed  # noqa: E402
+from reference.clock import SystemClock  # noqa: E402
+from reference.factory import build_memory_system, describe_backends  # noqa: E402
+from reference.settings import Settings  # noqa: E402
+from reference.system import TIMING_KEYS, MemorySystem  # noqa: E402
+
+log = logging.getLogger("memharness.load")
+SLA_EXIT_CODE = 3
+_EVENT_TYPES = frozenset({"layer", "turn", "wait"})
+
+
+class StepShape(LoadTestShape):
+    """Steps of users over time from MEMH_LOAD_STEPS; active only when it is set."""
+
+    abstract = not steps_requested()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = steps_from_env()
+
+    def tick(self) -> tuple[int, float] | None:
+        step = step_at(self.steps, self.get_run_time())
+        return None if step is None else (step.users, step.spawn_rate)
+
+
+@dataclass
+class LoadRun:
+    """What one Locust process keeps for the run: the memory, the histograms, the users."""
+
+    hists: OpHistograms = field(default_factory=OpHistograms)
+    options: LoadOptions = field(default_factory=LoadOptions)
+    system: MemorySystem | None = None
+    backends: dict[str, str] = field(default_factory=dict)
+    conversations: tuple[Conversation, ...] = ()
+    schedule: ArrivalSchedule | None = None
+    #: --serial: one turn at a time in this process; otherwise a no-op context.
+    turn_slot: AbstractContextManager[object] = field(default_factory=nullcontext)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    user_ids: list[str] = field(default_factory=list)
+    started_at: float | None = None
+    stopped: bool = False
+    #: Master only: workers heard from, and those whose last report came after their stop.
+    workers: set[str] = field(default_factory=set)
+    final_reports: set[str] = field(default_factory=set)
+
+    def new_user_id(self) -> str:
+        user_id = f"load-{self.token}-u{len(self.user_ids)}"
+        self.user_ids.append(user_id)
+        return user_id
+
+
+_RUNS: weakref.WeakKeyDictionary[Environment, LoadRun] = weakref.WeakKeyDictionary()
+
+
+def run_for(environment: Environment) -> LoadRun:
+    run = _RUNS.get(environment)
+    if run is None:
+        run = _RUNS[environment] = LoadRun()
+    return run
+
+
+def _runs_users(environment: Environment) -> bool:
+    return not isinstance(environment.runner, MasterRunner)
+
+
+# --------------------------------------------------------------------------- events
+@events.init_command_line_parser.add_listener
+def _on_parser(parser: Any, **_: Any) -> None:
+    add_arguments(parser)
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, **_: Any) -> None:
+    """Build and warm the memory where users run, before any turn is timed."""
+    run = run_for(environment)
+    run.conversations = load_conversations()
+    if not isinstance(environment.runner, WorkerRunner):  # workers get options at start
+        try:
+            run.options = LoadOptions.from_parsed(environment.parsed_options)
+        except ValueError as exc:
+            log.error("invalid option: %s", exc)
+            sys.exit(2)
+    if not _runs_users(environment):
+        return
+    settings = Settings()
+    run.backends = {**describe_backends(settings), "embedder": settings.embedder}
+    started = time.perf_counter()
+    run.system = build_memory_system(settings, clock=SystemClock())
+    warm_user = f"load-{run.token}-warmup"
+    for text in render(run.conversations[0], random.Random(0)):
+        run.system.turn(user_id=warm_user, session_id=f"{warm_user}-c0", text=text)
+    run.system.delete_user_data(user_id=warm_user)
+    log.info(
+        "memory ready in %.1f s: %s",
+        time.perf_counter() - started,
+        ", ".join(f"{k}={v}" for k, v in run.backends.items()),
+    )
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    run = run_for(environment)
+    run.options = LoadOptions.from_parsed(environment.parsed_options)
+    run.hists.reset()
+    run.started_at = time.time()
+    run.stopped = False
+    run.workers.clear()
+    run.final_reports.clear()
+    run.turn_slot = BoundedSemaphore(1) if run.options.serial else nullcontext()
+    run.schedule = None
+    if run.options.open_loop and _runs_users(environment):
+        index = getattr(environment.runner, "worker_index", 0)
+        run.schedule = ArrivalSchedule(
+            run.options.rate / run.options.workers,
+            arrivals=run.options.arrivals,
+            seed=run.options.seed * 1_000_003 + index,
+        )
+    if isinstance(environment.runner, MasterRunner):
+        connected = len(environment.runner.clients)
+        if run.options.open_loop and connected != run.options.workers:
+            log.warning(
+                "open loop: %d workers connected but --expect-workers is %d; each worker "
+                "offers --rate/%d, so the total offered rate is off",
+                connected,
+                run.options.workers,
+                run.options.workers,
+            )
+
+
+@events.request.add_listener
+def _on_request(
+    request_type: str, name: str, response_time: float, context: Any = None, **_: Any
+) -> None:
+    env = context.get("memh_env") if isinstance(context, dict) else None
+    if request_type in _EVENT_TYPES and env is not None:
+        run_for(env).hists.record_ms(name, response_time)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    run_for(environment).stopped = True
+
+
+@events.report_to_master.add_listener
+def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    """Worker: ship the histograms recorded since the last report, then start afresh."""
+    for env, run in list(_RUNS.items()):
+        if isinstance(env.runner, WorkerRunner):
+            data["memh_hdr"] = run.hists.take_encoded()
+            data["memh_final"] = run.stopped
+            data["memh_backends"] = run.backends
+
+
+@events.worker_report.add_listener
+def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    """Master: add a worker's histogram deltas into the run's histograms."""
+    for env, run in list(_RUNS.items()):
+        if isinstance(env.runner, MasterRunner) and "memh_hdr" in data:
+            run.hists.merge_encoded(data["memh_hdr"])
+            run.workers.add(client_id)
+            run.backends = data.get("memh_backends") or run.backends
+            if data.get("memh_final"):
+                run.final_reports.add(client_id)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Environment, **_: Any) -> None:
+    run = run_for(environment)
+    if not isinstance(environment.runner, WorkerRunner) and run.started_at is not None:
+        _report(environment, run)
+    if run.system is not None:
+        if not run.options.keep_data:
+            for user_id in run.user_ids:
+                run.system.delete_user_data(user_id=user_id)
+        run.system.dispose()
+        run.system = None
+
+
+def _report(environment: Environment, run: LoadRun) -> None:
+    """Master or local runner: the HDR table, load_hdr.json, and the SLA exit code."""
+    options = run.options
+    verdicts = check_slas(run.hists, options.slas, measure_as={"turn": options.turn_measure})
+    broken = failed(verdicts, gate=options.sla_gate)
+    missing = sorted(run.workers - run.final_reports)
+    steps = os.environ.get(STEPS_ENV) if steps_requested() else None
+    meta: dict[str, object] = {
+        "run_id": options.run_id,
+        "mode": options.mode,
+        "rate_per_s": options.rate or None,
+        "arrivals": options.arrivals if options.open_loop else None,
+        "seed": options.seed,
+        "users": None if steps else getattr(environment.parsed_options, "num_users", None),
+        "steps": steps,
+        "think_time_s": None if options.open_loop or options.rate else list(options.think_time),
+        "started_at": run.started_at,
+        "finished_at": time.time(),
+        "runner": type(environment.runner).__name__,
+        "workers": sorted(run.workers),
+        "workers_without_final_report": missing,
+        "backends": run.backends,
+        "sla_gate": options.sla_gate,
+    }
+    report = build_report(run.hists, verdicts, failed=broken, meta=meta)
+    path = write_report(report, Path(options.out_dir) / options.run_id)
+    summaries = run.hists.summaries(ordered_ops(run.hists.ops))
+    print(f"\nHDR latency per operation (run {options.run_id}, {meta['mode']}):", flush=True)
+    print(format_table(summaries, verdicts), flush=True)
+    for verdict in verdicts:
+        print("  " + verdict.message, flush=True)
+    print(f"HDR report: {path}", flush=True)
+    if missing:
+        log.warning("no final HDR report from workers %s: their last seconds are missing", missing)
+    if broken:
+        for verdict in broken:
+            log.error("SLA failed: %s", verdict.message)
+        environment.process_exit_code = SLA_EXIT_CODE
+
+
+# --------------------------------------------------------------------------- the user
+class ConversationUser(User):
+    """A user who plays scripted conversations, one turn per task, one session each.
+
+    Closed loop: a think time between turns, or pacing to its share of --rate. Open loop
+    (--open-loop): no wait; each turn claims the next intended start from the process's
+    arrival schedule, so users are the concurrency that serves a fixed arrival rate.
+    """
+
+    def on_start(self) -> None:
+        self.run = run_for(self.environment)
+        self.user_id = self.run.new_user_id()
+        self.rng = random.Random(f"{self.run.options.seed}/{self.user_id}")
+        self.pending: list[str] = []
+        self.session_id = ""
+        self.conversations_played = 0
+        self.task_started = time.perf_counter()
+
+    def wait_time(self) -> float:
+        options = self.run.options
+        if options.open_loop:
+            return 0.0
+        if options.rate > 0:  # closed-loop pacing: this user's share of the rate
+            users = max(1, self.environment.runner.user_count if self.environment.runner else 1)
+            interval = users * options.workers / options.rate
+            return max(0.0, interval - (time.perf_counter() - self.task_started))
+        return self.rng.uniform(*options.think_time)
+
+    @task
+    def say(self) -> None:
+        self.task_started = time.perf_counter()
+        if not self.pending:
+            conversation = self.rng.choice(self.run.conversations)
+            self.pending = render(conversation, self.rng)
+            self.session_id = f"{self.user_id}-c{self.conversations_played}"
+            self.conversations_played += 1
+        text = self.pending.pop(0)
+        if self.run.schedule is None:
+            self._turn(text)
+            return
+        ok, paced = run_paced(self.run.schedule, lambda: self._turn(text))
+        if ok:
+            self._fire("turn", TURN_INTENDED, paced.response_ms)
+
+    def _turn(self, text: str) -> bool:
+        """One turn; fires its events. False when it failed (fired as a failure)."""
+        system = self.run.system
+        assert system is not None, "the memory is built at init in every process with users"
+        ready = time.perf_counter()
+        with self.run.turn_slot:
+            started = time.perf_counter()
+            try:
+                result = system.turn(user_id=self.user_id, session_id=self.session_id, text=text)
+            except Exception as exc:
+                self._fire("turn", "turn", (time.perf_counter() - started) * 1000.0, exc)
+                return False
+        finished = time.perf_counter()
+        for key in TIMING_KEYS:
+            self._fire("turn" if key == "turn" else "layer", key, result.timings_ms[key])
+        if self.run.options.serial:
+            self._fire("wait", QUEUE, (started - ready) * 1000.0)
+            self._fire("turn", TURN_QUEUED, (finished - ready) * 1000.0)
+        return True
+
+    def _fire(
+        self, request_type: str, name: str, ms: float, exception: Exception | None = None
+    ) -> None:
+        self.environment.events.request.fire(
+            request_type=request_type,
+            name=name,
+            response_time=ms,
+            response_length=0,
+            exception=exception,
+            context={"memh_env": self.environment},
+        )

@@ -1,0 +1,204 @@
+"""`memharness bench`: run the pytest-benchmark SLA suites of bench/ and print the verdict.
+
+Runs `pytest bench` in a subprocess (its own embedded servers, its own output captured to
+`reports/<run-id>/pytest.log`), then reads `reports/<run-id>/bench.json`, which the
+suites' gate wrote, and prints per operation p50, p95, p99, the SLA, the headroom
+(SLA / p95), the p95's confidence interval and PASS/FAIL, then the null backend's
+figures (the harness's own overhead). Exits non-zero when an SLA is broken, the suites
+failed, or a `--compare` regression was found.
+
+bench/ lives in the source tree, not in the installed package: run from a checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_DIR = ROOT / "bench"
+BASELINE_DIR = BENCH_DIR / "baseline"
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True}
+)
+@click.option(
+    "--size",
+    type=click.Choice(["small", "full"]),
+    default="small",
+    show_default=True,
+    help="small: the CI gate's sizes; full: STM 100k records, LTM 10k and 100k rows.",
+)
+@click.option(
+    "--embedder",
+    type=click.Choice(["minilm", "hashing"]),
+    default="minilm",
+    show_default=True,
+    help="Embedder of the measured calls (seeds always use hashing).",
+)
+@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Calls per operation.")
+@click.option("--ltm-1m", is_flag=True, help="Also measure a 1,000,000-row LTM table (slow).")
+@click.option("--run-id", default=None, help="Default: bench-<utc time>-<hex>.")
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+)
+@click.option(
+    "--compare",
+    metavar="ID|FILE",
+    default=None,
+    help="Fail on a median regression over 25% against a run saved in bench/baseline "
+    "(its number, e.g. 0001, or a JSON file).",
+)
+@click.option(
+    "--save-baseline",
+    metavar="NAME",
+    default=None,
+    help="Save this run's pytest-benchmark JSON into bench/baseline.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Show pytest's output as it runs.")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def bench(
+    size: str,
+    embedder: str,
+    rounds: int | None,
+    ltm_1m: bool,
+    run_id: str | None,
+    report_dir: Path,
+    compare: str | None,
+    save_baseline: str | None,
+    verbose: bool,
+    pytest_args: tuple[str, ...],
+) -> None:
+    """Run the SLA benchmarks in bench/ and print p50/p95/p99, SLA and headroom per operation.
+
+    Extra PYTEST_ARGS (after --) go to pytest, e.g. `memharness bench -- -k session`.
+    """
+    if not (BENCH_DIR / "conftest.py").is_file():
+        raise click.UsageError(f"no bench suites at {BENCH_DIR}: run from a source checkout")
+    run_id = run_id or f"bench-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    report_dir = report_dir.resolve()
+    command = [
+        *(sys.executable, "-m", "pytest", str(BENCH_DIR), "-p", "no:cacheprovider"),
+        *("--bench-size", size, "--bench-embedder", embedder),
+        *("--bench-run-id", run_id, "--bench-report-dir", str(report_dir)),
+    ]
+    if rounds is not None:
+        command += ["--bench-rounds", str(rounds)]
+    if ltm_1m:
+        command.append("--ltm-1m")
+    if compare is not None or save_baseline is not None:
+        command.append(f"--benchmark-storage=file://{BASELINE_DIR}")
+    if compare is not None:
+        command += [f"--benchmark-compare={compare}", "--benchmark-compare-fail=median:25%"]
+    if save_baseline is not None:
+        command.append(f"--benchmark-save={save_baseline}")
+    command += pytest_args
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    log_path = report_dir / run_id / "pytest.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    click.echo(f"memharness bench: size={size} embedder={embedder} run={run_id}")
+    click.echo(f"pytest log: {log_path}")
+    started = datetime.now(UTC)
+    returncode = _run(command, env, log_path, verbose=verbose)
+    wall = (datetime.now(UTC) - started).total_seconds()
+
+    report_path = report_dir / run_id / "bench.json"
+    if not report_path.is_file():
+        click.echo(_tail(log_path), err=True)
+        click.echo(f"error: pytest exited {returncode} and wrote no {report_path}", err=True)
+        sys.exit(returncode or 2)
+    document = json.loads(report_path.read_text(encoding="utf-8"))
+    for line in format_report(document):
+        click.echo(line)
+    click.echo(f"wall time {wall:.0f} s; report: {report_path}")
+    if returncode != 0:
+        if document["gate"]["passed"]:
+            click.echo(_tail(log_path), err=True)
+            click.echo(f"pytest exited {returncode} (a failing test or a regression)", err=True)
+        sys.exit(returncode)
+
+
+def _run(command: list[str], env: dict[str, str], log_path: Path, *, verbose: bool) -> int:
+    with log_path.open("w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            if verbose:
+                click.echo(line, nl=False)
+        return process.wait()
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def format_report(document: dict[str, Any]) -> list[str]:
+    """The per-operation table, the null backend's overhead, and the gate's verdict."""
+    ops = document["ops"]
+    real = [op for op in ops if op["backend"] != "null"]
+    null = [op for op in ops if op["backend"] == "null"]
+    seeding = ", ".join(f"{k} {v:.1f} s" for k, v in document.get("seeding_s", {}).items())
+    lines = [
+        f"backends: {document.get('backends', {})}",
+        f"sizes: {document.get('sizes', {})}",
+        f"setup and seeding: {seeding}",
+        "",
+    ]
+    lines += _table(real, "operation (real backends)")
+    lines += ["", *_table(null, "operation (null backend: harness overhead)")]
+    gate = document["gate"]
+    failed = [op for op in ops if op["verdict"] in ("FAIL", "INSUFFICIENT")]
+    lines.append("")
+    if gate["passed"]:
+        lines.append(f"SLA gate PASSED ({len(ops)} operations; {_rule(gate)})")
+    else:
+        lines.append(f"SLA gate FAILED ({len(failed)} of {len(ops)} operations; {_rule(gate)})")
+        lines += [f"  {op['message']}" for op in failed]
+    return lines
+
+
+def _rule(gate: dict[str, Any]) -> str:
+    return (
+        f"fail when the p95's {gate.get('confidence', 0.95):.0%} bootstrap CI lower bound "
+        f"> SLA, n >= {gate.get('min_samples', '?')}"
+    )
+
+
+def _table(rows: list[dict[str, Any]], title: str) -> list[str]:
+    head = (
+        f"{title:46}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}{'SLA':>6}"
+        f"{'headroom':>10}{'p95 95% CI':>18}  verdict"
+    )
+    lines = [head, "-" * len(head)]
+    for row in rows:
+        sla = "-" if row["sla_ms"] is None else f"{row['sla_ms']:g}"
+        room = "-" if row["headroom"] is None else f"{row['headroom']:.1f}x"
+        low, high = row["p95_ci_ms"]
+        ci = "-" if low is None else f"{low:.2f}-{high:.2f}"
+        lines.append(
+            f"{row['op']:46}{row['n']:>6}{_ms(row['p50_ms'])}{_ms(row['p95_ms'])}"
+            f"{_ms(row['p99_ms'])}{sla:>6}{room:>10}{ci:>18}  {row['verdict']}"
+        )
+    lines.append("(milliseconds)")
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return f"{'-':>9}" if value is None else f"{value:>9.3f}"

@@ -1,0 +1,191 @@
+"""`memharness load`: a headless Locust run of loadtests/locustfile.py with sane defaults.
+
+Locust runs as a subprocess (its gevent monkey-patching must own the process from the
+start), in this interpreter, with the checkout on PYTHONPATH. Its CSV and HTML reports
+and the HDR report go to OUT/RUN_ID/; the command exits with Locust's exit code: 0 when
+every SLA holds, 3 when one is broken (named in the output), 1 when turns failed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+__all__ = ["build_locust_command", "default_locustfile", "load"]
+
+_DURATION_RE = re.compile(r"\d+|(?:\d+h)?(?:\d+m)?(?:\d+s)?")
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def default_locustfile() -> Path:
+    """loadtests/locustfile.py of the checkout this package runs from."""
+    return Path(__file__).resolve().parent.parent / "loadtests" / "locustfile.py"
+
+
+def build_locust_command(
+    *,
+    locustfile: Path,
+    run_dir: Path,
+    run_id: str,
+    users: int,
+    spawn_rate: float,
+    duration: str,
+    rate: float | None,
+    open_loop: bool,
+    arrivals: str,
+    serial: bool,
+    steps: str | None,
+    sla: str | None,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """The Locust command line for these options (a shape replaces -u, -r and -t)."""
+    command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless"]
+    if steps is None:
+        command += ["-u", str(users), "-r", f"{spawn_rate:g}", "-t", duration]
+    command += [
+        "--only-summary",
+        "--csv",
+        str(run_dir / "load"),
+        "--html",
+        str(run_dir / "load.html"),
+        "--run-id",
+        run_id,
+        "--out-dir",
+        str(run_dir.parent),
+    ]
+    if rate is not None:
+        command += ["--rate", f"{rate:g}"]
+    if open_loop:
+        command += ["--open-loop", "--arrivals", arrivals]
+    if serial:
+        command.append("--serial")
+    if sla is not None:
+        command += ["--sla", sla]
+    return command + list(extra)
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.option("--users", "-u", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Turns per second over all users. With --open-loop: the arrival rate. Without: "
+    "users pace themselves to it. Unset: closed loop with 1-3 s of think time per user.",
+)
+@click.option(
+    "--duration", "-d", default="60s", show_default=True, help="Run time: 90, 90s, 5m, 1h30m."
+)
+@click.option(
+    "--spawn-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Users started per second [default: all of them within a second].",
+)
+@click.option("--open-loop", is_flag=True, help="Fixed arrival timeline at --rate.")
+@click.option(
+    "--arrivals",
+    type=click.Choice(["constant", "poisson"]),
+    default="constant",
+    show_default=True,
+    help="Open loop: evenly spaced or Poisson arrivals.",
+)
+@click.option("--serial", is_flag=True, help="One turn at a time; the wait is 'queue'.")
+@click.option("--steps", default=None, help="Step-load shape, e.g. 10x30s,50x30s (replaces -u/-d).")
+@click.option("--sla", default=None, help="SLAs as op=ms[@pNN],... [default: DESIGN.md's].")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Reports go to OUT/RUN_ID/.",
+)
+@click.option("--run-id", default=None, help="[default: load-YYYYmmdd-HHMMSS]")
+@click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
+@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
+@click.option(
+    "--locustfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="[default: loadtests/locustfile.py of this checkout]",
+)
+@click.argument("locust_args", nargs=-1, type=click.UNPROCESSED)
+def load(
+    users: int,
+    rate: float | None,
+    duration: str,
+    spawn_rate: float | None,
+    open_loop: bool,
+    arrivals: str,
+    serial: bool,
+    steps: str | None,
+    sla: str | None,
+    out: Path,
+    run_id: str | None,
+    backend: str | None,
+    embedder: str | None,
+    locustfile: Path | None,
+    locust_args: tuple[str, ...],
+) -> None:
+    """Load-test the memory with Locust: conversations in-process, per-layer HDR latency.
+
+    Extra arguments after `--` go to Locust unchanged. Exits with Locust's exit code
+    (3: an SLA is broken).
+    """
+    if open_loop and rate is None:
+        raise click.UsageError("--open-loop needs --rate (turns per second)")
+    if not _DURATION_RE.fullmatch(duration) or not duration:
+        raise click.UsageError(f"--duration {duration!r}: expected e.g. 90, 90s, 5m, 1h30m")
+    run_id = run_id or time.strftime("load-%Y%m%d-%H%M%S")
+    if not _RUN_ID_RE.fullmatch(run_id):
+        raise click.UsageError(f"--run-id {run_id!r}: letters, digits, '.', '_', '-' only")
+    locustfile = locustfile or default_locustfile()
+    if not locustfile.is_file():
+        raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
+    run_dir = out / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = build_locust_command(
+        locustfile=locustfile,
+        run_dir=run_dir,
+        run_id=run_id,
+        users=users,
+        spawn_rate=spawn_rate or float(users),
+        duration=duration,
+        rate=rate,
+        open_loop=open_loop,
+        arrivals=arrivals,
+        serial=serial,
+        steps=steps,
+        sla=sla,
+        extra=locust_args,
+    )
+    env = _environment(locustfile, backend=backend, embedder=embedder, steps=steps)
+    click.echo(f"memharness load: {run_dir}/ ({' '.join(command[2:])})", err=True)
+    code = subprocess.run(command, env=env, check=False).returncode
+    click.echo(f"memharness load: exit code {code}; reports in {run_dir}/", err=True)
+    sys.exit(code)
+
+
+def _environment(
+    locustfile: Path, *, backend: str | None, embedder: str | None, steps: str | None
+) -> dict[str, str]:
+    env = dict(os.environ)
+    checkout = str(locustfile.resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [checkout, env.get("PYTHONPATH")]))
+    env.setdefault("HF_HUB_OFFLINE", "1")  # the model comes from a package, never a hub
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if backend is not None:
+        env["MEMH_BACKEND"] = backend
+    if embedder is not None:
+        env["MEMH_EMBEDDER"] = embedder
+    if steps is not None:
+        env["MEMH_LOAD_STEPS"] = steps
+    else:
+        env.pop("MEMH_LOAD_STEPS", None)  # a stray variable would silently replace -u/-t
+    return env

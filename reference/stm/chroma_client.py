@@ -1,0 +1,94 @@
+"""Chroma clients for the short-term layer: embedded under a data directory, or HTTP by URL.
+
+Telemetry is off in both. Embedded clients are cached per directory for the life of the
+process: Chroma runs one embedded system per path per process, refuses a second client
+on the same path with other settings, and starting one costs a second or more. An HTTP
+client is cheap and made fresh each call.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from reference.errors import BackendUnavailable, InvalidInput
+
+#: Port of an http:// URL that names none: the port `chroma run` listens on by default.
+DEFAULT_HTTP_PORT = 8000
+#: Seconds to wait for a configured server before calling it unreachable. Chroma's own
+#: HTTP client has no timeout, so an unroutable host would otherwise hang the caller.
+CONNECT_TIMEOUT_S = 5.0
+
+_embedded: dict[Path, Any] = {}
+_embedded_lock = threading.Lock()
+
+
+def make_chroma_client(url: str | None, data_dir: Path) -> Any:
+    """A `chromadb.api.ClientAPI`: embedded under `data_dir/chroma` when `url` is None,
+    else connected to the server at `url` (http or https), checked with a heartbeat."""
+    if url is None:
+        return _embedded_client(Path(data_dir) / "chroma")
+    host, port, ssl = parse_chroma_url(url)
+    return _http_client(url, host, port, ssl)
+
+
+def parse_chroma_url(url: str) -> tuple[str, int, bool]:
+    """(host, port, ssl) of a server URL such as `http://127.0.0.1:8000`."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput("chroma_url", "must be an http:// or https:// URL")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput("chroma_url", f"{url!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise InvalidInput("chroma_url", f"{url!r} must start with http:// or https://")
+    if not parts.hostname:
+        raise InvalidInput("chroma_url", f"{url!r} names no host")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidInput("chroma_url", "must not carry credentials (Chroma auth is a header)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise InvalidInput("chroma_url", f"{url!r} must be scheme://host[:port], nothing more")
+    ssl = parts.scheme == "https"
+    if port is None:
+        port = 443 if ssl else DEFAULT_HTTP_PORT
+    return parts.hostname, port, ssl
+
+
+def _embedded_client(path: Path) -> Any:
+    import chromadb
+    from chromadb.config import Settings
+
+    path = path.expanduser().resolve()
+    with _embedded_lock:
+        client = _embedded.get(path)
+        if client is None:
+            path.mkdir(parents=True, exist_ok=True)
+            client = chromadb.PersistentClient(
+                path=str(path),
+                settings=Settings(anonymized_telemetry=False, allow_reset=True),
+            )
+            _embedded[path] = client
+        return client
+
+
+def _http_client(url: str, host: str, port: int, ssl: bool) -> Any:
+    import chromadb
+    from chromadb.config import Settings
+
+    base = f"{'https' if ssl else 'http'}://{host}:{port}"
+    try:
+        # A bounded probe first: chromadb's client would wait forever on a silent host.
+        httpx.get(f"{base}/api/v2/heartbeat", timeout=CONNECT_TIMEOUT_S).raise_for_status()
+        client = chromadb.HttpClient(
+            host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
+        )
+        client.heartbeat()
+    except (httpx.HTTPError, ConnectionError, ValueError) as exc:
+        # chromadb raises ValueError("Could not connect to a Chroma server...") itself.
+        raise BackendUnavailable(f"chroma server at {url} is unreachable: {exc}") from exc
+    return client

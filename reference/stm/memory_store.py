@@ -1,0 +1,242 @@
+"""The in-memory short-term store: a first-class backend and the oracle of differential tests.
+
+Semantics are those of `ChromaShortTermStore`, down to what a test can see: vectors are
+kept as float32 (as Chroma keeps them), scores are exact cosine similarities computed by
+`cosine_scores` (which the Chroma backend also uses to rank its candidates), ties go to
+the smaller record_id, and the same inputs are refused for the same reasons.
+
+Lifecycle: build one per process (it is not shared across processes); `dispose()` drops
+the data. Thread-safe: every operation holds one lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+import numpy as np
+
+from reference.clock import Clock
+from reference.errors import InvalidInput
+from reference.keys import Namespace
+from reference.models import Hit, MemoryRecord
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.text import Embedder, IntentFilter, PiiMasker
+
+T = TypeVar("T")
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+# --------------------------------------------------------------------------- shared rules
+# Both backends apply these, so they accept, refuse and rank exactly alike. The checks
+# belong in base.py/validation.py: they are inputs Chroma cannot store or cosine cannot score.
+
+
+def storable_vector(field: str, embedding: Sequence[float]) -> np.ndarray:
+    """The embedding as float32, as Chroma stores it; a zero vector has no cosine."""
+    vector = np.asarray(embedding, dtype=np.float32)
+    if not np.any(vector):
+        raise InvalidInput(field, "is the zero vector; cosine similarity is undefined")
+    return vector
+
+
+def storable_record(record: MemoryRecord) -> None:
+    """Refuses what Chroma would store wrongly: it drops the whole metadata of a record
+    with a NaN, turns ints beyond int64 into floats, and cannot encode lone surrogates."""
+    _storable_str("text", record.text)
+    for key, value in record.metadata.items():
+        field = f"metadata.{key}"
+        _storable_str("metadata", key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+            raise InvalidInput(field, f"{value} does not fit in a signed 64-bit integer")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInput(field, f"must be finite, got {value}")
+        if isinstance(value, str):
+            _storable_str(field, value)
+
+
+def _storable_str(field: str, text: str) -> None:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "contains unpaired surrogates (not valid UTF-8)") from None
+
+
+def cosine_scores(vectors: np.ndarray, query: Sequence[float]) -> np.ndarray:
+    """Cosine similarity of each float32 row with the query, in float64.
+
+    Row-wise sums (not a BLAS matrix product, whose summation order depends on the
+    matrix shape) make a record's score the same whichever candidates it is scored with,
+    so both backends rank near-ties alike.
+    """
+    matrix = np.asarray(vectors, dtype=np.float64).reshape(-1, len(query))
+    q = np.asarray(query, dtype=np.float64)
+    dots = (matrix * q).sum(axis=1)
+    norms = np.sqrt((matrix * matrix).sum(axis=1)) * math.sqrt(float((q * q).sum()))
+    scores: np.ndarray = np.clip(dots / norms, -1.0, 1.0)
+    return scores
+
+
+def top_k(scored: Iterable[tuple[float, str, T]], k: int) -> list[tuple[float, str, T]]:
+    """The k best (score, record_id, item) triples: score descending, then record_id."""
+    return heapq.nsmallest(k, scored, key=lambda item: (-item[0], item[1]))
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class InMemoryShortTermStore(ShortTermStore):
+    """Short-term memory in process dicts, with exact cosine top-k."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        namespace: Namespace,
+        embedder: Embedder,
+        intent_filter: IntentFilter,
+        pii: PiiMasker,
+        ttl_s: float = DEFAULT_STM_TTL_S,
+    ) -> None:
+        super().__init__(
+            clock=clock,
+            namespace=namespace,
+            embedder=embedder,
+            intent_filter=intent_filter,
+            pii=pii,
+            ttl_s=ttl_s,
+        )
+        self._lock = threading.RLock()
+        self._by_id: dict[str, MemoryRecord] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._by_user: dict[str, set[str]] = {}
+        self._by_scope: dict[tuple[str, str], set[str]] = {}
+        # (expires_at, record_id); entries of replaced or deleted records are skipped
+        # when popped, which is cheaper than keeping the heap exact.
+        self._expiry: list[tuple[float, str]] = []
+
+    # ------------------------------------------------------------------ primitives
+    def _put(self, record: MemoryRecord, embedding: list[float]) -> None:
+        storable_record(record)
+        vector = storable_vector("embedding", embedding)
+        with self._lock:
+            self._remove(record.record_id)
+            self._by_id[record.record_id] = record
+            self._vectors[record.record_id] = vector
+            self._by_user.setdefault(record.user_id, set()).add(record.record_id)
+            scope = (record.user_id, record.session_id)
+            self._by_scope.setdefault(scope, set()).add(record.record_id)
+            if record.expires_at is not None:
+                heapq.heappush(self._expiry, (record.expires_at, record.record_id))
+            if len(self._expiry) > 2 * len(self._by_id) + 1024:
+                # Entries of deleted or replaced records would otherwise pile up.
+                self._expiry = [
+                    (r.expires_at, r.record_id)
+                    for r in self._by_id.values()
+                    if r.expires_at is not None
+                ]
+                heapq.heapify(self._expiry)
+
+    def _query(
+        self, embedding: list[float], flt: StmFilter, k: int, now: float
+    ) -> list[Hit[MemoryRecord]]:
+        storable_vector("embedding", embedding)
+        with self._lock:
+            matching = self._matching(flt, now)
+            if not matching:
+                return []
+            vectors = np.stack([self._vectors[r.record_id] for r in matching])
+        scores = cosine_scores(vectors, embedding)
+        best = top_k(((float(s), r.record_id, r) for s, r in zip(scores, matching, strict=True)), k)
+        return [Hit(record=record, score=score) for score, _, record in best]
+
+    def _touch(self, record_ids: list[str], now: float) -> None:
+        with self._lock:
+            for record_id in record_ids:
+                record = self._by_id.get(record_id)
+                if record is not None:
+                    self._by_id[record_id] = replace(
+                        record, last_accessed_at=now, access_count=record.access_count + 1
+                    )
+
+    def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+        with self._lock:
+            found = self._matching(flt, now)
+        return sorted(found, key=lambda r: (r.created_at, r.record_id))
+
+    def _delete(self, flt: StmFilter, now: float) -> int:
+        with self._lock:
+            found = self._matching(flt, now)
+            for record in found:
+                self._remove(record.record_id)
+            return len(found)
+
+    def _count(self, flt: StmFilter | None, now: float) -> int:
+        with self._lock:
+            if flt is None:
+                return sum(1 for r in self._by_id.values() if r.is_live(now))
+            return len(self._matching(flt, now))
+
+    def _sweep(self, now: float, batch_size: int) -> int:
+        removed = 0
+        with self._lock:
+            while self._expiry and removed < batch_size and self._expiry[0][0] <= now:
+                expires_at, record_id = heapq.heappop(self._expiry)
+                record = self._by_id.get(record_id)
+                if record is not None and record.expires_at == expires_at:
+                    self._remove(record_id)
+                    removed += 1
+        return removed
+
+    def dispose(self) -> None:
+        """Drop every record."""
+        with self._lock:
+            self._by_id.clear()
+            self._vectors.clear()
+            self._by_user.clear()
+            self._by_scope.clear()
+            self._expiry.clear()
+
+    # ------------------------------------------------------------------ helpers
+    def _matching(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+        """Records matching the filter; the caller holds the lock."""
+        if flt.record_ids is not None:
+            ids: Iterable[str] = flt.record_ids
+        elif flt.session_id is not None:
+            ids = self._by_scope.get((flt.user_id, flt.session_id), ())
+        else:
+            ids = self._by_user.get(flt.user_id, ())
+        found = (self._by_id.get(record_id) for record_id in ids)
+        return [r for r in found if r is not None and flt.matches(r, now)]
+
+    def _remove(self, record_id: str) -> None:
+        """Forget one record and its index entries; the caller holds the lock."""
+        record = self._by_id.pop(record_id, None)
+        if record is None:
+            return
+        del self._vectors[record_id]
+        _discard(self._by_user, record.user_id, record_id)
+        _discard(self._by_scope, (record.user_id, record.session_id), record_id)
+
+
+def _discard(index: dict[T, set[str]], key: T, record_id: str) -> None:
+    ids = index.get(key)
+    if ids is not None:
+        ids.discard(record_id)
+        if not ids:
+            del index[key]
+
+
+__all__ = [
+    "InMemoryShortTermStore",
+    "cosine_scores",
+    "storable_record",
+    "storable_vector",
+    "top_k",
+]

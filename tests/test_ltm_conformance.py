@@ -1,0 +1,524 @@
+"""Conformance suite of the long-term layer: every backend passes the same tests.
+
+The in-memory backend is the oracle: the last test checks PostgreSQL against it on
+10,000 facts. Time only moves through the virtual clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from reference.clock import VirtualClock
+from reference.errors import BackendUnavailable, InvalidInput, MemoryStoreError
+from reference.keys import Namespace
+from reference.ltm.base import LongTermStore, LtmFilter
+from reference.ltm.memory_store import InMemoryLongTermStore
+from reference.ltm.postgres_store import PostgresLongTermStore
+from reference.models import AuditEntry, Category, Fact, Status
+from reference.text import Embedder
+from tests.fixtures.ltm_backends import LtmStoreFactory
+
+DIM = 384
+
+
+def unit(seed: int) -> np.ndarray:
+    """A reproducible random unit vector."""
+    v = np.random.default_rng(seed).standard_normal(DIM)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def put(
+    store: LongTermStore,
+    key: str,
+    *,
+    user: str = "u1",
+    seed: int | None = None,
+    category: str = "preference",
+    **kwargs: Any,
+) -> Fact:
+    kwargs.setdefault("value", {"v": key})
+    kwargs.setdefault("text", f"the {key}")
+    if seed is not None:
+        kwargs["embedding"] = unit(seed)
+    return store.upsert(user_id=user, category=category, key=key, **kwargs)
+
+
+def everything(store: LongTermStore, user: str = "u1") -> list[Fact]:
+    return store.list(filter=LtmFilter(user_id=user, include_dead=True))
+
+
+def actions(store: LongTermStore, user: str = "u1") -> list[str]:
+    return [e.action for e in store.audit_log(user_id=user)]
+
+
+# ---------------------------------------------------------------------------- upsert
+
+
+def test_upsert_inserts_version_1_and_audits_insert(ltm_store: LongTermStore, clock: VirtualClock):
+    fact = put(
+        ltm_store, "drink", value={"v": "tea"}, text="I drink tea", importance=7.5, actor="agent"
+    )
+    assert (fact.version, fact.status, fact.value, fact.importance) == (
+        1,
+        Status.ACTIVE,
+        {"v": "tea"},
+        7.5,
+    )
+    assert fact.created_at == fact.updated_at == fact.last_accessed_at == clock.now()
+    assert fact.access_count == 0 and fact.expires_at is None
+    [entry] = ltm_store.audit_log(user_id="u1")
+    assert entry == AuditEntry(
+        audit_id=1,
+        fact_id=fact.fact_id,
+        user_id="u1",
+        category=Category.PREFERENCE,
+        key="drink",
+        action="insert",
+        actor="agent",
+        at=clock.now(),
+        version=1,
+        old_value=None,
+        new_value={"v": "tea"},
+    )
+
+
+def test_upsert_of_same_key_supersedes(ltm_store: LongTermStore, clock: VirtualClock):
+    old = put(ltm_store, "city", value={"v": "Paris"}, text="I live in Paris", seed=1)
+    clock.advance(60)
+    new = put(ltm_store, "  city ", value={"v": "Lyon"}, text="I live in Lyon", seed=2, actor="bob")
+    assert (new.fact_id, new.key, new.version) == (old.fact_id, "city", 2)
+    assert (new.created_at, new.updated_at) == (old.created_at, clock.now())
+    assert ltm_store.get(user_id="u1", category="preference", key="city").value == {"v": "Lyon"}
+    hits = ltm_store.query(user_id="u1", embedding=unit(1), k=5)
+    assert [h.record.text for h in hits] == ["I live in Lyon"]
+    assert len(everything(ltm_store)) == 1
+    entries = ltm_store.audit_log(user_id="u1", fact_id=old.fact_id)
+    assert [(e.action, e.version, e.actor) for e in entries] == [
+        ("insert", 1, "system"),
+        ("update", 2, "bob"),
+    ]
+    assert (entries[1].old_value, entries[1].new_value) == ({"v": "Paris"}, {"v": "Lyon"})
+    assert entries[0].audit_id < entries[1].audit_id
+
+
+def test_same_key_in_other_category_or_user_is_another_fact(ltm_store: LongTermStore):
+    a = put(ltm_store, "name")
+    b = put(ltm_store, "name", category="profile")
+    c = put(ltm_store, "name", user="u2")
+    assert len({a.fact_id, b.fact_id, c.fact_id}) == 3
+    assert {a.version, b.version, c.version} == {1}
+
+
+def test_returned_values_are_copies(ltm_store: LongTermStore):
+    fact = put(ltm_store, "diet", value={"v": ["vegan"]})
+    fact.value["v"].append("raw")
+    got = ltm_store.get(user_id="u1", category="preference", key="diet")
+    assert got is not None and got.value == {"v": ["vegan"]}
+    got.value["v"].clear()
+    assert ltm_store.list(filter=LtmFilter(user_id="u1"))[0].value == {"v": ["vegan"]}
+
+
+# ---------------------------------------------------------------------------- get / query
+
+
+def test_get_returns_live_only_and_touches(ltm_store: LongTermStore, clock: VirtualClock):
+    put(ltm_store, "drink")
+    clock.advance(10)
+    first = ltm_store.get(user_id="u1", category="preference", key="drink")
+    clock.advance(10)
+    second = ltm_store.get(user_id="u1", category="preference", key="drink")
+    assert first is not None and second is not None
+    assert (first.access_count, second.access_count) == (1, 2)
+    assert second.last_accessed_at == clock.now()
+    assert ltm_store.get(user_id="u2", category="preference", key="drink") is None
+    assert ltm_store.get(user_id="u1", category="profile", key="drink") is None
+    assert ltm_store.get(user_id="u1", category="preference", key="food") is None
+    assert actions(ltm_store) == ["insert"]  # reads are not audited
+
+
+def test_query_stays_within_the_user(ltm_store: LongTermStore):
+    for i in range(3):
+        put(ltm_store, f"k{i}", user="alice", seed=i)
+    put(ltm_store, "k0", user="bob", seed=100)
+    hits = ltm_store.query(user_id="bob", embedding=unit(0), k=10)
+    assert [h.record.user_id for h in hits] == ["bob"]
+    assert ltm_store.query(user_id="carol", embedding=unit(0), k=10) == []
+
+
+@pytest.mark.parametrize(
+    "user_id", ["u1' OR '1'='1", "u1%", "*", "", " u1", "a:b", "x" * 129, "u1\x00", "ü"]
+)
+def test_crafted_user_ids_are_rejected(ltm_store: LongTermStore, user_id: str):
+    put(ltm_store, "drink")
+    calls = [
+        lambda: ltm_store.query(user_id=user_id, embedding=unit(0)),
+        lambda: ltm_store.get(user_id=user_id, category="preference", key="drink"),
+        lambda: put(ltm_store, "drink", user=user_id),
+        lambda: ltm_store.audit_log(user_id=user_id),
+        lambda: LtmFilter(user_id=user_id),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInput) as err:
+            call()
+        assert err.value.field == "user_id"
+
+
+def test_query_filters_by_category(ltm_store: LongTermStore):
+    put(ltm_store, "a", category="preference", seed=1)
+    put(ltm_store, "b", category="profile", seed=2)
+    put(ltm_store, "c", category="entity", seed=3)
+    wanted = frozenset({Category.PROFILE, Category.ENTITY})
+    hits = ltm_store.query(user_id="u1", embedding=unit(1), k=10, categories=wanted)
+    assert sorted(h.record.key for h in hits) == ["b", "c"]
+    assert ltm_store.query(user_id="u1", embedding=unit(1), categories=frozenset()) == []
+
+
+def test_query_ranks_by_cosine_and_honours_k(ltm_store: LongTermStore):
+    base = unit(7)
+    noise = unit(8)
+    for i, weight in enumerate([0.0, 0.3, 0.6, 1.0, 2.0]):
+        put(ltm_store, f"k{i}", embedding=base + weight * noise)
+    put(ltm_store, "text-only", text="a completely different sentence about weather")
+    hits = ltm_store.query(user_id="u1", embedding=base * 3.0, k=3)  # cosine ignores scale
+    assert [h.record.key for h in hits] == ["k0", "k1", "k2"]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-6)
+    scores = [h.score for h in ltm_store.query(user_id="u1", embedding=base, k=10)]
+    assert len(scores) == 6 and scores == sorted(scores, reverse=True)
+    by_text = ltm_store.query(user_id="u1", text="different sentence about the weather", k=1)
+    assert by_text[0].record.key == "text-only"
+
+
+def test_query_breaks_ties_by_fact_id(ltm_store: LongTermStore):
+    facts = [put(ltm_store, f"twin{i}", seed=5) for i in range(6)]
+    hits = ltm_store.query(user_id="u1", embedding=unit(5), k=4)
+    assert [h.record.fact_id for h in hits] == sorted(f.fact_id for f in facts)[:4]
+
+
+def test_query_touches_only_what_it_returns(ltm_store: LongTermStore, clock: VirtualClock):
+    put(ltm_store, "near", seed=1)
+    put(ltm_store, "far", embedding=-unit(1))
+    clock.advance(30)
+    [hit] = ltm_store.query(user_id="u1", embedding=unit(1), k=1)
+    assert (hit.record.key, hit.record.access_count, hit.record.last_accessed_at) == (
+        "near",
+        1,
+        clock.now(),
+    )
+    far = ltm_store.list(filter=LtmFilter(user_id="u1", keys=frozenset({"far"})))[0]
+    assert (far.access_count, far.last_accessed_at) == (0, clock.now() - 30)
+
+
+# ---------------------------------------------------------------------------- expiry
+
+
+def test_expired_facts_are_never_returned_even_before_a_sweep(
+    ltm_store: LongTermStore, clock: VirtualClock
+):
+    put(ltm_store, "temp", seed=1, expires_at=clock.now() + 100)
+    put(ltm_store, "kept", seed=2)
+    assert ltm_store.count(filter=LtmFilter(user_id="u1")) == 2
+    clock.advance(100)  # expires_at == now: expired
+    assert ltm_store.get(user_id="u1", category="preference", key="temp") is None
+    assert [h.record.key for h in ltm_store.query(user_id="u1", embedding=unit(1), k=5)] == ["kept"]
+    assert ltm_store.count(filter=LtmFilter(user_id="u1")) == 1
+    assert ltm_store.count() == 1
+    assert [f.key for f in ltm_store.list(filter=LtmFilter(user_id="u1"))] == ["kept"]
+    assert len(everything(ltm_store)) == 2  # still stored until swept
+
+
+def test_sweep_deletes_expired_in_batches_with_audit(ltm_store: LongTermStore, clock: VirtualClock):
+    for i in range(5):
+        put(ltm_store, f"e{i}", user=f"u{i % 2}", expires_at=clock.now() + 10 + i)
+    put(ltm_store, "later", expires_at=clock.now() + 1000)
+    put(ltm_store, "forever")
+    clock.advance(50)
+    assert [ltm_store.sweep_expired(batch_size=2, actor="janitor") for _ in range(4)] == [
+        2,
+        2,
+        1,
+        0,
+    ]
+    assert sorted(f.key for f in everything(ltm_store, "u0") + everything(ltm_store, "u1")) == [
+        "forever",
+        "later",
+    ]
+    deletes = [
+        e for u in ("u0", "u1") for e in ltm_store.audit_log(user_id=u) if e.action == "delete"
+    ]
+    assert sorted(e.key for e in deletes) == [f"e{i}" for i in range(5)]
+    assert {(e.actor, e.at) for e in deletes} == {("janitor", clock.now())}
+    assert all(e.old_value == {"v": e.key} and e.new_value is None for e in deletes)
+    with pytest.raises(InvalidInput) as err:
+        ltm_store.sweep_expired(batch_size=0)
+    assert err.value.field == "batch_size"
+
+
+# ---------------------------------------------------------------------------- archive / delete
+
+
+def test_archive_hides_and_upsert_reactivates(ltm_store: LongTermStore, clock: VirtualClock):
+    fact = put(ltm_store, "addr", seed=1)
+    put(ltm_store, "other", seed=2)
+    clock.advance(5)
+    flt = LtmFilter(user_id="u1", keys=frozenset({"addr"}))
+    assert ltm_store.archive(filter=flt, actor="forgetter") == 1
+    assert ltm_store.archive(filter=flt) == 0  # already archived: not live, not matched
+    assert ltm_store.get(user_id="u1", category="preference", key="addr") is None
+    assert [h.record.key for h in ltm_store.query(user_id="u1", embedding=unit(1))] == ["other"]
+    [archived] = ltm_store.list(filter=dataclasses.replace(flt, include_dead=True))
+    assert (archived.status, archived.version, archived.updated_at) == (
+        Status.ARCHIVED,
+        1,
+        clock.now(),
+    )
+    entry = ltm_store.audit_log(user_id="u1", fact_id=fact.fact_id)[-1]
+    assert (entry.action, entry.actor, entry.version, entry.at) == (
+        "archive",
+        "forgetter",
+        1,
+        clock.now(),
+    )
+    back = put(ltm_store, "addr", value={"v": "new"}, seed=1)
+    assert (back.status, back.version, back.fact_id) == (Status.ACTIVE, 2, fact.fact_id)
+    assert actions(ltm_store)[-1] == "update"
+
+
+def test_delete_hard_deletes_archived_too_and_audits(ltm_store: LongTermStore, clock: VirtualClock):
+    a = put(ltm_store, "a", value={"v": "secret"})
+    put(ltm_store, "b")
+    put(ltm_store, "c", category="profile")
+    ltm_store.archive(filter=LtmFilter(user_id="u1", keys=frozenset({"a"})))
+    clock.advance(1)
+    flt = LtmFilter(user_id="u1", categories=frozenset({Category.PREFERENCE}))
+    assert ltm_store.delete(filter=flt, actor="user") == 2
+    assert [f.key for f in everything(ltm_store)] == ["c"]
+    assert ltm_store.delete(filter=flt) == 0
+    entry = ltm_store.audit_log(user_id="u1", fact_id=a.fact_id)[-1]
+    assert (entry.action, entry.actor, entry.at) == ("delete", "user", clock.now())
+    assert (entry.old_value, entry.new_value) == ({"v": "secret"}, None)
+    again = put(ltm_store, "a")
+    assert again.version == 1 and again.fact_id != a.fact_id
+
+
+# ---------------------------------------------------------------------------- list / count
+
+
+def test_list_and_count_apply_every_filter_field(ltm_store: LongTermStore, clock: VirtualClock):
+    facts = []
+    for i, cat in enumerate(["preference", "profile", "entity", "preference"]):
+        facts.append(put(ltm_store, f"k{i}", category=cat))
+        clock.advance(1)
+    put(ltm_store, "k0", user="u2")
+    ltm_store.archive(filter=LtmFilter(user_id="u1", keys=frozenset({"k3"})))
+
+    def keys(**kw: Any) -> list[str]:
+        flt = LtmFilter(user_id="u1", **kw)
+        listed = [f.key for f in ltm_store.list(filter=flt)]
+        assert ltm_store.count(filter=flt) == len(listed)
+        return listed
+
+    assert keys() == ["k0", "k1", "k2"]  # ordered by created_at
+    assert keys(include_dead=True) == ["k0", "k1", "k2", "k3"]
+    assert keys(categories=frozenset({Category.PREFERENCE})) == ["k0"]
+    assert keys(keys=frozenset({"k1", "k2", "zz"})) == ["k1", "k2"]
+    assert keys(fact_ids=frozenset({facts[2].fact_id})) == ["k2"]
+    assert keys(keys=frozenset()) == []
+    assert ltm_store.count() == 4  # whole namespace, live only
+    assert all(f.access_count == 0 for f in everything(ltm_store))  # listing does not touch
+
+
+# ---------------------------------------------------------------------------- setup
+
+
+def test_setup_is_idempotent_and_safe_in_parallel(
+    ltm_store: LongTermStore, ltm_store_factory: LtmStoreFactory
+):
+    put(ltm_store, "kept")
+    ltm_store.setup()
+    ltm_store.setup()
+    others = [ltm_store_factory() for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def run(store: LongTermStore) -> None:
+        try:
+            store.setup()
+        except BaseException as exc:  # surfaced below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in others]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert ltm_store.get(user_id="u1", category="preference", key="kept") is not None
+    if isinstance(ltm_store, PostgresLongTermStore):
+        assert ltm_store.schema_versions() == [1]
+        assert others[0].count() == 1
+
+
+def test_unreachable_server_is_an_error_not_a_skip(clock: VirtualClock, embedder: Embedder):
+    url = "postgresql://postgres@/postgres?host=/nonexistent-memh-socket-dir"
+    store = PostgresLongTermStore(
+        url, clock=clock, namespace=Namespace("t_unreachable"), embedder=embedder
+    )
+    with pytest.raises(BackendUnavailable):
+        store.setup()
+    with pytest.raises(MemoryStoreError):
+        store.count()
+
+
+# ---------------------------------------------------------------------------- bad input
+
+BAD_INPUT = {
+    "unknown category": ("category", {"category": "hobby"}),
+    "empty key": ("key", {"key": "  "}),
+    "long text": ("text", {"text": "x" * 8001}),
+    "wrong dim": ("embedding", {"embedding": [0.1] * 383}),
+    "NaN": ("embedding", {"embedding": [math.nan] + [0.1] * 383}),
+    "zero vector": ("embedding", {"embedding": [0.0] * 384}),
+    "non-JSON value": ("value", {"value": {"when": object()}}),
+    "NUL in value": ("value", {"value": {"v": "a\x00b"}}),
+    "importance high": ("importance", {"importance": 10.5}),
+    "importance NaN": ("importance", {"importance": math.nan}),
+    "bad actor": ("actor", {"actor": "robert'); DROP TABLE x;--"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_upsert_input_names_the_field(ltm_store: LongTermStore, case: str):
+    field, override = BAD_INPUT[case]
+    args: dict[str, Any] = {
+        "user_id": "u1",
+        "category": "fact",
+        "key": "k",
+        "value": {},
+        "text": "t",
+    }
+    with pytest.raises(InvalidInput) as err:
+        ltm_store.upsert(**{**args, **override})
+    assert err.value.field == field
+    assert ltm_store.count() == 0 and ltm_store.audit_log(user_id="u1") == []
+
+
+@pytest.mark.parametrize(
+    ("field", "kwargs"),
+    [
+        ("k", {"k": 0}),
+        ("k", {"k": 1001}),
+        ("text", {"text": None}),
+        ("embedding", {"embedding": [1.0]}),
+    ],
+)
+def test_bad_query_input_names_the_field(
+    ltm_store: LongTermStore, field: str, kwargs: dict[str, Any]
+):
+    with pytest.raises(InvalidInput) as err:
+        ltm_store.query(user_id="u1", **kwargs)
+    assert err.value.field == field
+
+
+# ---------------------------------------------------------------------------- transactions
+
+FAILURES = (RuntimeError, MemoryStoreError, psycopg.Error)
+
+
+def break_audit(store: LongTermStore, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Make the audit write fail after the fact itself was written in the same transaction.
+
+    "raise": the hook raises; "constraint": the store really writes an entry that the
+    audit table's CHECK (or the in-memory mirror of it) refuses.
+    """
+    original = store._write_audit  # type: ignore[attr-defined]
+
+    def broken(txn: Any, entries: list[AuditEntry]) -> None:
+        if how == "raise":
+            raise RuntimeError("audit log unavailable")
+        original(txn, [dataclasses.replace(e, action="tampered") for e in entries])
+
+    monkeypatch.setattr(store, "_write_audit", broken)
+
+
+@pytest.mark.parametrize("how", ["raise", "constraint"])
+def test_failed_audit_write_leaves_neither_fact_nor_entry(
+    ltm_store: LongTermStore, monkeypatch: pytest.MonkeyPatch, clock: VirtualClock, how: str
+):
+    kept = put(ltm_store, "kept", value={"v": 1})
+    clock.advance(1)
+    put(ltm_store, "doomed", expires_at=clock.now() + 1)
+    before = ltm_store.audit_log(user_id="u1")
+    clock.advance(5)
+    with monkeypatch.context() as patch:
+        break_audit(ltm_store, patch, how)
+        operations = [
+            lambda: put(ltm_store, "new"),
+            lambda: put(ltm_store, "kept", value={"v": 2}),
+            lambda: ltm_store.archive(filter=LtmFilter(user_id="u1")),
+            lambda: ltm_store.delete(filter=LtmFilter(user_id="u1")),
+            lambda: ltm_store.sweep_expired(),
+        ]
+        for operation in operations:
+            with pytest.raises(FAILURES):
+                operation()
+    assert ltm_store.audit_log(user_id="u1") == before
+    assert [(f.key, f.version, f.status, f.value) for f in everything(ltm_store)] == [
+        ("kept", 1, Status.ACTIVE, {"v": 1}),
+        ("doomed", 1, Status.ACTIVE, {"v": "doomed"}),
+    ]
+    # The store is still usable, and the ids keep increasing.
+    again = put(ltm_store, "kept", value={"v": 3})
+    assert (again.fact_id, again.version) == (kept.fact_id, 2)
+    assert ltm_store.audit_log(user_id="u1")[-1].audit_id > before[-1].audit_id
+
+
+# ---------------------------------------------------------------------------- oracle
+
+
+def test_query_matches_the_in_memory_oracle_on_10000_facts(
+    ltm_store: LongTermStore, clock: VirtualClock, namespace: Namespace, embedder: Embedder
+):
+    oracle = InMemoryLongTermStore(clock=clock, namespace=namespace, embedder=embedder)
+    rng = np.random.default_rng(20260101)
+    categories = list(Category)
+    users = [f"user{i:03d}" for i in range(250)]  # 40 facts each: a user is 0.4% of the rows
+    vectors = rng.standard_normal((10_000, DIM)).astype(np.float32)
+    for i, vector in enumerate(vectors):
+        spec = {
+            "user_id": users[i % len(users)],
+            "category": categories[int(rng.integers(len(categories)))],
+            "key": f"key{i}",
+            "value": {"i": i},
+            "text": f"fact {i}",
+            "importance": float(rng.integers(0, 11)),
+            "expires_at": clock.now() + 3600 if i % 7 == 0 else None,
+            "embedding": vector,
+        }
+        for store in (ltm_store, oracle):
+            store.upsert(**spec)
+    clock.advance(7200)  # every seventh fact has expired (not swept)
+    for store in (ltm_store, oracle):
+        store.archive(filter=LtmFilter(user_id=users[0], categories=frozenset({Category.FACT})))
+    assert ltm_store.count() == oracle.count()
+
+    for q in range(40):
+        user = users[q % 5]
+        query = rng.standard_normal(DIM).astype(np.float32)
+        cats = frozenset(categories[:2]) if q % 4 == 0 else None
+        k = [1, 5, 10, 50][q % 4]
+        got = ltm_store.query(user_id=user, embedding=query, k=k, categories=cats)
+        want = oracle.query(user_id=user, embedding=query, k=k, categories=cats)
+        assert [h.record.key for h in got] == [h.record.key for h in want]
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
+    for user in users[:5]:  # same versions, statuses, access counts, timestamps
+        got_facts, want_facts = (
+            sorted((dataclasses.replace(f, fact_id="") for f in everything(s, user)), key=str)
+            for s in (ltm_store, oracle)
+        )
+        assert got_facts == want_facts

@@ -1,0 +1,585 @@
+"""Conformance suite of the short-term layer: every backend passes the same tests.
+
+Time moves only through the virtual clock (`clock.advance`); nothing sleeps. The
+differential tests at the end replay one random history on the in-memory store (the
+oracle) and on Chroma, and demand the same answers in the same order. Scores agree to
+1e-6, not bit for bit: Chroma gives back a stored vector within an ulp of float32 of
+what it was given (it normalises for cosine), never the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from reference.clock import VirtualClock
+from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
+from reference.models import MemoryType, Status
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.stm.chroma_client import make_chroma_client, parse_chroma_url
+from reference.stm.chroma_store import ChromaShortTermStore
+from reference.text import Embedder, PiiMasker
+from tests.conftest import T0
+from tests.fixtures.stm_backends import (
+    StmStoreFactory,
+    chroma_backend_params,
+    chroma_client,
+    raw_documents,
+)
+
+TTL = DEFAULT_STM_TTL_S
+ALICE, BOB = "alice", "bob"
+PHONE, EMAIL, CN_ID = "13812345678", "alice.wang@example.com", "11010519491231002X"
+SEATS = "remember that I prefer window seats"
+FLIGHT = "book a flight to Paris next Monday"
+HOTEL = "i need a hotel near the airport"
+REPORT = "send the report to my manager"
+TRAIN = "请帮我订明天去上海的高铁票"
+
+
+def _add(store: ShortTermStore, text: str, **kw: Any) -> str:
+    kw.setdefault("user_id", ALICE)
+    kw.setdefault("session_id", "s1")
+    result = store.add(text=text, **kw)
+    assert result.accepted and result.record is not None, result.reason
+    return result.record.record_id
+
+
+def _ids(hits: list[Any]) -> list[str]:
+    return [h.record.record_id for h in hits]
+
+
+# ---------------------------------------------------------------- add
+def test_add_sets_every_field_from_clock_and_intent(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
+    clock.advance(0.123456789)
+    meta = {"src": "chat", "turn": 3, "ok": True, "w": 0.5, "地点": "北京"}
+    result = stm_store.add(user_id=ALICE, session_id="s1", text=SEATS, importance=7, metadata=meta)
+    record = result.record
+    assert result.accepted and record is not None
+    assert result.intent.keep and result.reason == result.intent.reason
+    assert record.type is result.intent.kind is MemoryType.PREFERENCE
+    assert (record.user_id, record.session_id, record.text) == (ALICE, "s1", SEATS)
+    assert record.created_at == record.last_accessed_at == T0 + 0.123456789
+    assert record.expires_at == record.created_at + TTL
+    assert (record.status, record.access_count, record.importance) == (Status.ACTIVE, 0, 7.0)
+    assert record.metadata == meta
+    # Every field round-trips exactly, types included (True stays bool, 3 stays int).
+    stored = stm_store.get(user_id=ALICE, record_id=record.record_id)
+    assert stored == record
+    assert {k: type(v) for k, v in stored.metadata.items()} == {k: type(v) for k, v in meta.items()}
+    assert stm_store.records(filter=StmFilter(user_id=ALICE)) == [record]
+
+
+def test_add_with_explicit_type_ttl_and_id(stm_store: ShortTermStore) -> None:
+    record = stm_store.add(
+        user_id=ALICE,
+        session_id="s1",
+        text=FLIGHT,
+        type="fact",
+        ttl_s=60,
+        record_id="rec-1",
+    ).record
+    assert record is not None
+    assert (record.record_id, record.type, record.expires_at) == ("rec-1", MemoryType.FACT, T0 + 60)
+
+
+def test_add_same_record_id_replaces_the_record(stm_store: ShortTermStore) -> None:
+    _add(stm_store, SEATS, record_id="r1", metadata={"a": 1, "b": "x"})
+    _add(stm_store, FLIGHT, record_id="r1", session_id="s2", metadata={"a": 2})
+    stored = stm_store.get(user_id=ALICE, record_id="r1")
+    assert stored is not None
+    assert (stored.text, stored.session_id, stored.metadata) == (FLIGHT, "s2", {"a": 2})
+    assert stm_store.count() == 1
+    assert stm_store.query(user_id=ALICE, session_id="s1", text=SEATS) == []
+
+
+@pytest.mark.parametrize("text", ["今天天气真好", "hello!", "haha ok"])
+def test_chitchat_is_rejected_with_a_reason(stm_store: ShortTermStore, text: str) -> None:
+    result = stm_store.add(user_id=ALICE, session_id="s1", text=text)
+    assert not result.accepted and result.record is None
+    assert result.reason and result.reason == result.intent.reason
+    assert stm_store.count() == 0
+    assert stm_store.records(filter=StmFilter(user_id=ALICE, include_dead=True)) == []
+    assert raw_documents(stm_store) in (None, [])
+
+
+def test_force_stores_chitchat(stm_store: ShortTermStore) -> None:
+    result = stm_store.add(user_id=ALICE, session_id="s1", text="hello!", force=True)
+    assert result.accepted and result.record is not None
+    assert not result.intent.keep and result.record.type is MemoryType.CONVERSATION
+    assert stm_store.get(user_id=ALICE, record_id=result.record.record_id) == result.record
+
+
+def test_pii_is_stored_masked(
+    stm_store: ShortTermStore, pii: PiiMasker, embedder: Embedder
+) -> None:
+    text = f"my phone is {PHONE}, email {EMAIL}, 身份证 {CN_ID}"
+    record_id = _add(stm_store, text, force=True)
+    masked = pii.mask(text)
+    stored = stm_store.get(user_id=ALICE, record_id=record_id)
+    assert stored is not None and stored.text == masked
+    hits = stm_store.query(user_id=ALICE, session_id="s1", text=text)
+    # The vector is the masked text's: querying with that vector is an exact match.
+    assert hits[0].score == pytest.approx(1.0)
+    exact = stm_store.query(
+        user_id=ALICE, session_id="s1", embedding=embedder.embed_one(masked), k=1
+    )
+    assert exact[0].score == pytest.approx(1.0)
+    documents = raw_documents(stm_store)
+    seen = [stored.text, hits[0].record.text, *(documents or [])]
+    if documents is not None:
+        assert documents == [masked]
+    for raw in (PHONE, EMAIL, CN_ID):
+        assert all(raw not in value for value in seen)
+
+
+# ---------------------------------------------------------------- query
+def test_query_returns_top_k_of_the_session_best_first(stm_store: ShortTermStore) -> None:
+    texts = [SEATS, FLIGHT, HOTEL, REPORT, TRAIN, "book a flight to Rome on Friday"]
+    ids = {text: _add(stm_store, text) for text in texts}
+    _add(stm_store, FLIGHT, session_id="s2")
+    _add(stm_store, FLIGHT, user_id=BOB)
+    hits = stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, k=3)
+    assert len(hits) == 3
+    assert hits[0].record.record_id == ids[FLIGHT] and hits[0].score == pytest.approx(1.0)
+    assert hits[1].record.record_id == ids["book a flight to Rome on Friday"]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.record.session_id == "s1" and h.record.user_id == ALICE for h in hits)
+    everything = stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, k=100)
+    assert sorted(_ids(everything)) == sorted(ids.values())
+    assert stm_store.query(user_id=ALICE, session_id="nobody", text=FLIGHT) == []
+
+
+def test_query_by_embedding_and_types(stm_store: ShortTermStore, embedder: Embedder) -> None:
+    seats = _add(stm_store, SEATS)
+    _add(stm_store, FLIGHT)
+    vector = embedder.embed_one(SEATS)
+    assert _ids(stm_store.query(user_id=ALICE, session_id="s1", embedding=vector, k=1)) == [seats]
+    # The embedding wins over the text.
+    hits = stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, embedding=vector, k=1)
+    assert _ids(hits) == [seats]
+    only = stm_store.query(
+        user_id=ALICE,
+        session_id="s1",
+        text=SEATS,
+        types=frozenset({MemoryType.INSTRUCTION}),
+    )
+    assert [h.record.type for h in only] == [MemoryType.INSTRUCTION]
+    assert stm_store.query(user_id=ALICE, session_id="s1", text=SEATS, types=frozenset()) == []
+
+
+def test_ties_go_to_the_smaller_record_id(stm_store: ShortTermStore) -> None:
+    for record_id in ("c", "a", "d", "b"):
+        _add(stm_store, HOTEL, record_id=record_id)
+    _add(stm_store, REPORT, record_id="0")
+    hits = stm_store.query(user_id=ALICE, session_id="s1", text=HOTEL, k=3)
+    assert _ids(hits) == ["a", "b", "c"]
+    assert hits[0].score == hits[1].score == hits[2].score
+
+
+def test_query_touches_what_it_returns(stm_store: ShortTermStore, clock: VirtualClock) -> None:
+    flight, seats = _add(stm_store, FLIGHT), _add(stm_store, SEATS)
+    clock.advance(30)
+    (hit,) = stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, k=1)
+    assert (hit.record.record_id, hit.record.access_count) == (flight, 1)
+    assert hit.record.last_accessed_at == T0 + 30
+    clock.advance(30)
+    stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, k=1)
+    touched = stm_store.get(user_id=ALICE, record_id=flight)
+    untouched = stm_store.get(user_id=ALICE, record_id=seats)
+    assert touched is not None and untouched is not None
+    assert (touched.access_count, touched.last_accessed_at) == (2, T0 + 60)
+    assert (untouched.access_count, untouched.last_accessed_at) == (0, T0)
+    assert touched.expires_at == T0 + TTL  # a touch does not extend the TTL
+
+
+# ---------------------------------------------------------------- isolation
+def test_no_read_crosses_users_or_sessions(stm_store: ShortTermStore) -> None:
+    bobs = _add(stm_store, FLIGHT, user_id=BOB, session_id="s1")
+    other_session = _add(stm_store, FLIGHT, session_id="s2")
+    assert stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT) == []
+    assert _ids(stm_store.query(user_id=ALICE, session_id="s2", text=FLIGHT)) == [other_session]
+    assert stm_store.get(user_id=ALICE, record_id=bobs) is None
+    assert stm_store.records(filter=StmFilter(user_id=ALICE, record_ids=frozenset({bobs}))) == []
+    flt = StmFilter(user_id=ALICE, record_ids=frozenset({bobs}), include_dead=True)
+    assert stm_store.count(filter=flt) == 0
+    assert stm_store.delete(filter=flt) == 0
+    assert stm_store.get(user_id=BOB, record_id=bobs) is not None
+
+
+CRAFTED = ["*", "a:b", "$ne", "{'$ne': 1}", 'x"y', "a'b", "", " ", "a b", "../x", "-x", "a/b"]
+
+
+@pytest.mark.parametrize("bad", CRAFTED)
+def test_crafted_ids_are_refused_naming_the_field(stm_store: ShortTermStore, bad: str) -> None:
+    _add(stm_store, FLIGHT, record_id="r1")
+    calls: list[tuple[str, Any]] = [
+        ("user_id", lambda: stm_store.add(user_id=bad, session_id="s1", text=FLIGHT)),
+        ("session_id", lambda: stm_store.add(user_id=ALICE, session_id=bad, text=FLIGHT)),
+        ("record_id", lambda: _add(stm_store, FLIGHT, record_id=bad)),
+        ("user_id", lambda: stm_store.query(user_id=bad, session_id="s1", text=FLIGHT)),
+        ("session_id", lambda: stm_store.query(user_id=ALICE, session_id=bad, text=FLIGHT)),
+        ("record_id", lambda: stm_store.get(user_id=ALICE, record_id=bad)),
+        ("user_id", lambda: stm_store.get(user_id=bad, record_id="r1")),
+        ("user_id", lambda: StmFilter(user_id=bad)),
+        ("session_id", lambda: StmFilter(user_id=ALICE, session_id=bad)),
+        ("record_ids", lambda: StmFilter(user_id=ALICE, record_ids=frozenset({bad}))),
+    ]
+    for field, call in calls:
+        with pytest.raises(InvalidInput) as info:
+            call()
+        assert info.value.field == field
+    assert _ids(stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT)) == ["r1"]
+    assert stm_store.count() == 1
+
+
+# ---------------------------------------------------------------- expiry
+def test_expired_records_vanish_without_a_sweep(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
+    record_id = _add(stm_store, FLIGHT)
+    short = _add(stm_store, SEATS, ttl_s=10)
+    clock.advance(10)  # expires_at == now: expired (a record lives while now < expires_at)
+    assert _ids(stm_store.query(user_id=ALICE, session_id="s1", text=SEATS)) == [record_id]
+    assert stm_store.get(user_id=ALICE, record_id=short) is None
+    clock.advance(TTL + 1)
+    assert stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT) == []
+    assert stm_store.get(user_id=ALICE, record_id=record_id) is None
+    assert stm_store.count() == 0
+    assert stm_store.count(filter=StmFilter(user_id=ALICE, session_id="s1")) == 0
+    assert stm_store.records(filter=StmFilter(user_id=ALICE)) == []
+    # Still stored until swept: sweeps and forgetting can see them.
+    dead = stm_store.records(filter=StmFilter(user_id=ALICE, include_dead=True))
+    assert sorted(r.record_id for r in dead) == sorted([record_id, short])
+
+
+def test_sweep_deletes_expired_in_batches(stm_store: ShortTermStore, clock: VirtualClock) -> None:
+    for i in range(5):
+        _add(stm_store, f"{FLIGHT} number {i}", ttl_s=10)
+    keep = [_add(stm_store, SEATS), _add(stm_store, HOTEL, user_id=BOB)]
+    assert stm_store.sweep_expired() == 0
+    clock.advance(11)
+    assert [stm_store.sweep_expired(batch_size=2) for _ in range(4)] == [2, 2, 1, 0]
+    alive = stm_store.records(filter=StmFilter(user_id=ALICE, include_dead=True))
+    assert [r.record_id for r in alive] == keep[:1]
+    assert stm_store.count() == 2
+    with pytest.raises(InvalidInput) as info:
+        stm_store.sweep_expired(batch_size=0)
+    assert info.value.field == "batch_size"
+
+
+# ---------------------------------------------------------------- get / records / delete / count
+def test_records_delete_and_count_by_filter(stm_store: ShortTermStore, clock: VirtualClock) -> None:
+    ids = []
+    for text, session in [(SEATS, "s1"), (FLIGHT, "s1"), (HOTEL, "s2"), (REPORT, "s2")]:
+        clock.advance(1)
+        ids.append(_add(stm_store, text, session_id=session))
+    _add(stm_store, FLIGHT, user_id=BOB)
+    alice = StmFilter(user_id=ALICE)
+    assert [r.record_id for r in stm_store.records(filter=alice)] == ids  # oldest first
+    s2 = StmFilter(user_id=ALICE, session_id="s2")
+    assert [r.record_id for r in stm_store.records(filter=s2)] == ids[2:]
+    some = StmFilter(user_id=ALICE, record_ids=frozenset({ids[0], ids[3], "missing"}))
+    assert [r.record_id for r in stm_store.records(filter=some)] == [ids[0], ids[3]]
+    instructions = StmFilter(user_id=ALICE, types=frozenset({MemoryType.INSTRUCTION}))
+    assert stm_store.count(filter=instructions) == 3
+    assert (stm_store.count(filter=alice), stm_store.count()) == (4, 5)
+    assert stm_store.count(filter=StmFilter(user_id=ALICE, types=frozenset())) == 0
+    assert stm_store.delete(filter=StmFilter(user_id=ALICE, record_ids=frozenset())) == 0
+    assert (
+        stm_store.delete(filter=StmFilter(user_id=ALICE, session_id="s1", types=instructions.types))
+        == 1
+    )
+    assert stm_store.delete(filter=s2) == 2
+    assert [r.record_id for r in stm_store.records(filter=alice)] == ids[:1]
+    assert stm_store.count() == 2
+
+
+def test_delete_spares_expired_records_unless_asked(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
+    _add(stm_store, SEATS, ttl_s=5)
+    _add(stm_store, FLIGHT)
+    clock.advance(5)
+    assert stm_store.delete(filter=StmFilter(user_id=ALICE)) == 1
+    everything = StmFilter(user_id=ALICE, include_dead=True)
+    assert stm_store.count(filter=everything) == 1
+    assert stm_store.delete(filter=everything) == 1
+    assert stm_store.count(filter=everything) == 0
+
+
+# ---------------------------------------------------------------- bad input
+NAN = [math.nan] + [0.0] * 383
+BAD_ADDS: list[tuple[str, dict[str, Any]]] = [
+    ("text", {"text": ""}),
+    ("text", {"text": " \n\t "}),
+    ("text", {"text": "a" * 8001}),
+    ("text", {"text": "bad \ud800 surrogate"}),
+    ("importance", {"importance": 11}),
+    ("importance", {"importance": -0.5}),
+    ("importance", {"importance": math.nan}),
+    ("ttl_s", {"ttl_s": 0}),
+    ("type", {"type": "bogus"}),
+    ("embedding", {"embedding": [0.1] * 383}),
+    ("embedding", {"embedding": NAN}),
+    ("embedding", {"embedding": [0.0] * 384}),
+    ("metadata", {"metadata": {"_private": 1}}),
+    ("metadata.x", {"metadata": {"x": math.nan}}),
+    ("metadata.x", {"metadata": {"x": 2**70}}),
+    ("metadata.x", {"metadata": {"x": [1, 2]}}),
+]
+
+
+@pytest.mark.parametrize(("field", "kwargs"), BAD_ADDS, ids=[f for f, _ in BAD_ADDS])
+def test_bad_add_is_refused_naming_the_field(
+    stm_store: ShortTermStore, field: str, kwargs: dict[str, Any]
+) -> None:
+    args: dict[str, Any] = {"user_id": ALICE, "session_id": "s1", "text": FLIGHT, "force": True}
+    with pytest.raises(InvalidInput) as info:
+        stm_store.add(**(args | kwargs))
+    assert info.value.field == field
+    assert stm_store.count(filter=StmFilter(user_id=ALICE, include_dead=True)) == 0
+
+
+BAD_QUERIES: list[tuple[str, dict[str, Any]]] = [
+    ("k", {"k": 0}),
+    ("k", {"k": 1001}),
+    ("text", {"text": "  "}),
+    ("text", {"text": None}),
+    ("text", {"text": "x" * 8001}),
+    ("embedding", {"embedding": [0.1] * 385}),
+    ("embedding", {"embedding": NAN}),
+    ("embedding", {"embedding": [0.0] * 384}),
+]
+
+
+@pytest.mark.parametrize(("field", "kwargs"), BAD_QUERIES, ids=[f for f, _ in BAD_QUERIES])
+def test_bad_query_is_refused_naming_the_field(
+    stm_store: ShortTermStore, field: str, kwargs: dict[str, Any]
+) -> None:
+    _add(stm_store, FLIGHT)
+    with pytest.raises(InvalidInput) as info:
+        stm_store.query(**({"user_id": ALICE, "session_id": "s1", "text": FLIGHT} | kwargs))
+    assert info.value.field == field
+
+
+# ---------------------------------------------------------------- differential
+WORDS = [
+    *("flight", "hotel", "paris", "rome", "train", "ticket", "seat", "window", "aisle"),
+    *("refund", "order", "invoice", "address", "phone", "email", "manager", "report"),
+    *("meeting", "monday", "friday", "北京", "上海", "高铁", "酒店", "订单"),
+]
+
+
+def _history(seed: int, steps: int) -> list[tuple[str, dict[str, Any]]]:
+    """A seeded random history of adds, queries, clock moves, sweeps and deletes."""
+    rng = random.Random(seed)
+    texts = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(25)]
+    ops: list[tuple[str, dict[str, Any]]] = []
+    for i in range(steps):
+        where = {"user_id": rng.choice([ALICE, BOB]), "session_id": rng.choice(["s1", "s2"])}
+        roll = rng.random()
+        if roll < 0.55:  # repeats of a few texts make exact score ties
+            kind = rng.choice([None, "fact", "preference"])
+            ttl = rng.choice([None, 60.0, 600.0])
+            ops.append(
+                (
+                    "add",
+                    where
+                    | {
+                        "text": rng.choice(texts),
+                        "record_id": f"r{i:04d}",
+                        "type": kind,
+                        "ttl_s": ttl,
+                        "force": True,
+                    },
+                )
+            )
+        elif roll < 0.85:
+            ops.append(("query", where | {"text": rng.choice(texts), "k": rng.randint(1, 8)}))
+        elif roll < 0.93:
+            ops.append(("advance", {"seconds": rng.choice([1.0, 30.0, 120.0])}))
+        elif roll < 0.97:
+            ops.append(("sweep", {"batch_size": rng.randint(1, 5)}))
+        else:
+            ops.append(("delete", {"filter": StmFilter(**where)}))
+    return ops
+
+
+class _Score(float):
+    """A score that equals another within 1e-6 (see the module docstring)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and abs(self - other) <= 1e-6
+
+    __hash__ = float.__hash__
+
+
+def _replay(
+    store: ShortTermStore, clock: VirtualClock, ops: list[tuple[str, dict[str, Any]]]
+) -> list[Any]:
+    out: list[Any] = []
+    for op, kwargs in ops:
+        if op == "add":
+            record = store.add(**kwargs).record
+            out.append(record)
+        elif op == "query":
+            out.append([(h.record, _Score(h.score)) for h in store.query(**kwargs)])
+        elif op == "advance":
+            clock.advance(kwargs["seconds"])
+        elif op == "sweep":
+            out.append(("swept", store.sweep_expired(**kwargs)))
+        else:
+            out.append(("deleted", store.delete(**kwargs)))
+    out.append(("count", store.count()))
+    # Which expired records a partial sweep takes is backend-specific (Chroma cannot
+    # order a get by metadata); after a full sweep the stored sets must agree again.
+    out.append(("swept", store.sweep_expired(batch_size=10_000) >= 0))
+    for user in (ALICE, BOB):
+        out.append(store.records(filter=StmFilter(user_id=user, include_dead=True)))
+    return out
+
+
+@pytest.mark.parametrize("chroma", chroma_backend_params())
+@pytest.mark.parametrize("scan_limit", [100, 0], ids=["scan", "hnsw"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_chroma_matches_the_in_memory_oracle(
+    make_stm_store: StmStoreFactory, chroma: str, scan_limit: int, seed: int
+) -> None:
+    ops = _history(seed, 160)
+    oracle_clock, chroma_clock = VirtualClock(T0), VirtualClock(T0)
+    expected = _replay(make_stm_store("memory", clock=oracle_clock), oracle_clock, ops)
+    store = make_stm_store(chroma, clock=chroma_clock, scan_limit=scan_limit)
+    assert _replay(store, chroma_clock, ops) == expected
+
+
+@pytest.mark.parametrize("chroma", chroma_backend_params())
+def test_chroma_hnsw_path_is_exact_within_ef(make_stm_store: StmStoreFactory, chroma: str) -> None:
+    """A session larger than the scan limit goes through HNSW; while it fits in `ef`, the
+    filtered search is exhaustive, so the ranking is still exactly the oracle's."""
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((240, 384)).astype(np.float32)
+    oracle = make_stm_store("memory")
+    store = make_stm_store(chroma, scan_limit=10)
+    for target in (oracle, store):
+        for i, vector in enumerate(vectors):
+            session = "big" if i % 3 == 0 else f"other{i % 7}"
+            _add(
+                target,
+                f"{HOTEL} {i}",
+                session_id=session,
+                embedding=vector,
+                record_id=f"r{i:03d}",
+                force=True,
+            )
+    for query in rng.standard_normal((15, 384)):
+        expected = oracle.query(user_id=ALICE, session_id="big", embedding=query, k=10)
+        got = store.query(user_id=ALICE, session_id="big", embedding=query, k=10)
+        assert _ids(got) == _ids(expected)
+        assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-6)
+
+
+@pytest.mark.parametrize("chroma", chroma_backend_params())
+def test_chroma_hnsw_path_looks_past_expired_neighbours(
+    make_stm_store: StmStoreFactory, clock: VirtualClock, chroma: str
+) -> None:
+    """Liveness is checked after the HNSW fetch, so expired records nearest the query
+    must make the fetch grow until k live records are found."""
+    rng = np.random.default_rng(11)
+    query = rng.standard_normal(384)
+    near = query + 0.1 * rng.standard_normal((40, 384))
+    far = rng.standard_normal((5, 384))
+    oracle = make_stm_store("memory")
+    store = make_stm_store(chroma, scan_limit=0)
+    for target in (oracle, store):
+        for i, vector in enumerate(near):
+            _add(target, f"{FLIGHT} {i}", embedding=vector, record_id=f"n{i:02d}", ttl_s=10)
+        for i, vector in enumerate(far):
+            _add(target, f"{HOTEL} {i}", embedding=vector, record_id=f"f{i}")
+    clock.advance(10)
+    expected = oracle.query(user_id=ALICE, session_id="s1", embedding=query, k=3)
+    got = store.query(user_id=ALICE, session_id="s1", embedding=query, k=3)
+    assert _ids(got) == _ids(expected) and _ids(got)[0].startswith("f")
+
+
+# ---------------------------------------------------------------- Chroma layout and client
+@pytest.mark.parametrize("chroma", chroma_backend_params())
+def test_chroma_layout_is_one_collection_with_flat_metadata(
+    make_stm_store: StmStoreFactory, chroma: str
+) -> None:
+    store = make_stm_store(chroma)
+    record_id = _add(store, SEATS, metadata={"src": "chat"})
+    _add(store, FLIGHT, user_id=BOB, session_id="s9")
+    assert isinstance(store, ChromaShortTermStore)
+    collection = store.client.get_collection(store.namespace.stm_collection)
+    assert collection.configuration["hnsw"]["space"] == "cosine"
+    assert collection.count() == 2
+    (metadata,) = collection.get(ids=[record_id], include=["metadatas"])["metadatas"]
+    assert metadata == {
+        "user_id": ALICE,
+        "session_id": "s1",
+        "scope": f"{ALICE}/s1",
+        "type": "preference",
+        "created_at": T0,
+        "last_accessed_at": T0,
+        "access_count": 0,
+        "importance": 5.0,
+        "expires_at": T0 + TTL,
+        "status": "active",
+        "m_src": "chat",
+    }
+
+
+@pytest.mark.parametrize("chroma", chroma_backend_params())
+def test_chroma_refuses_a_collection_of_another_space(
+    request: pytest.FixtureRequest, make_stm_store: StmStoreFactory, chroma: str
+) -> None:
+    store = make_stm_store(chroma)  # registers the collection for deletion after the test
+    assert isinstance(store, ChromaShortTermStore)
+    name = store.namespace.stm_collection
+    store.client.delete_collection(name)
+    chroma_client(request, chroma).create_collection(
+        name, configuration={"hnsw": {"space": "l2"}}, embedding_function=None
+    )
+    with pytest.raises(ConfigurationError, match="cosine"):
+        make_stm_store(chroma)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "localhost:8000",
+        "ftp://host",
+        "http://",
+        "http://h:99999",
+        "http://h:x",
+        "http://u:p@h:1",
+        "http://h:1/api",
+        "http://h:1?x=1",
+    ],
+)
+def test_bad_chroma_url_is_refused(url: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as info:
+        make_chroma_client(url, tmp_path)
+    assert info.value.field == "chroma_url"
+
+
+def test_chroma_url_defaults_and_unreachable_server(tmp_path: Path) -> None:
+    assert parse_chroma_url("http://127.0.0.1") == ("127.0.0.1", 8000, False)
+    assert parse_chroma_url("https://chroma.example.com/") == ("chroma.example.com", 443, True)
+    with pytest.raises(BackendUnavailable):
+        make_chroma_client("http://127.0.0.1:9", tmp_path)
+
+
+def test_embedded_client_is_one_per_directory(data_dir: Path) -> None:
+    client = make_chroma_client(None, data_dir)
+    assert make_chroma_client(None, data_dir / ".") is client
+    assert (data_dir / "chroma").is_dir()
