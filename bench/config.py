@@ -44,7 +44,7 @@ SIZES: dict[str, BenchSizes] = {
         stm_collection=5_000,
         ltm_rows=(10_000,),
         ltm_facts_per_user=100,
-        rounds=400,
+        rounds=300,
         warmup=20,
     ),
     "full": BenchSizes(

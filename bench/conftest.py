@@ -2,7 +2,9 @@
 
 Options: `--bench-size small|full`, `--bench-embedder minilm|hashing` (the embedder of
 the measured calls; seeds always use hashing), `--bench-rounds N`, `--ltm-1m` (adds a
-1,000,000-row LTM table), `--bench-run-id`, `--bench-report-dir`, `--bench-min-samples`.
+1,000,000-row LTM table), `--bench-run-id`, `--bench-report-dir`, `--bench-min-samples`,
+`--bench-torch-threads N` (MiniLM's torch threads), `--bench-null-delay-ms MS` (slows the
+null backend, to watch the gate fail). See bench/README.md.
 
 Real backends are the embedded servers under a temporary directory (or `MEMH_DATA_DIR`),
 or external ones when `MEMH_REDIS_URL` / `MEMH_PG_URL` / `MEMH_CHROMA_URL` are set. Each
@@ -71,6 +73,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-report-dir", default="reports")
     group.addoption("--bench-min-samples", type=int, default=200)
     group.addoption(
+        "--bench-torch-threads",
+        type=int,
+        default=None,
+        help="torch threads of MiniLM (default: the reference's choice, all cores)",
+    )
+    group.addoption(
         "--bench-null-delay-ms",
         type=float,
         default=0.0,
@@ -93,6 +101,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "started_perf": time.perf_counter(),
         "seeding_s": {},
+        # A noisy machine widens the intervals; the load says how noisy it was.
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "cpu_count": os.cpu_count(),
     }
 
 
@@ -155,7 +166,10 @@ def bench_settings(
 def query_embedder(pytestconfig: pytest.Config, bench_config: BenchConfig) -> CachedEmbedder:
     """The embedder of measured calls, with the LRU cache a real deployment runs."""
     started = time.perf_counter()
-    inner: Embedder = MiniLMEmbedder() if bench_config.embedder == "minilm" else HashingEmbedder()
+    threads = pytestconfig.getoption("--bench-torch-threads")
+    inner: Embedder = (
+        MiniLMEmbedder(threads=threads) if bench_config.embedder == "minilm" else HashingEmbedder()
+    )
     _seeded(pytestconfig, "load_embedder", time.perf_counter() - started)
     return CachedEmbedder(inner, maxsize=10_000)
 
@@ -348,10 +362,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run["wall_s"] = round(time.perf_counter() - run.pop("started_perf"), 1)
     run.update(
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        loadavg_end=[round(x, 2) for x in os.getloadavg()],
         size=bench.size,
         sizes=bench.sizes.describe() | {"ltm_rows": list(bench.ltm_rows)},
         rounds=bench.rounds,
         embedder=bench.embedder,
+        torch_threads=config.getoption("--bench-torch-threads"),
         pytest_exitstatus=int(exitstatus),
     )
     document = report(outcome, recorder, run=run, gate_params=gate_params)

@@ -124,7 +124,8 @@ class OpHistograms:
             return value_us / 1000.0
 
         if count == 0:
-            return OpSummary(op, 0, *([math.nan] * 8), None)
+            nan = math.nan
+            return OpSummary(op, 0, nan, nan, nan, nan, nan, nan, nan, nan, None)
         return OpSummary(
             op=op,
             count=count,

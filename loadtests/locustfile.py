@@ -273,16 +273,16 @@ class ConversationUser(User):
     """
 
     def on_start(self) -> None:
-        self.run = run_for(self.environment)
-        self.user_id = self.run.new_user_id()
-        self.rng = random.Random(f"{self.run.options.seed}/{self.user_id}")
+        self.load = run_for(self.environment)
+        self.user_id = self.load.new_user_id()
+        self.rng = random.Random(f"{self.load.options.seed}/{self.user_id}")
         self.pending: list[str] = []
         self.session_id = ""
         self.conversations_played = 0
         self.task_started = time.perf_counter()
 
     def wait_time(self) -> float:
-        options = self.run.options
+        options = self.load.options
         if options.open_loop:
             return 0.0
         if options.rate > 0:  # closed-loop pacing: this user's share of the rate
@@ -295,24 +295,24 @@ class ConversationUser(User):
     def say(self) -> None:
         self.task_started = time.perf_counter()
         if not self.pending:
-            conversation = self.rng.choice(self.run.conversations)
+            conversation = self.rng.choice(self.load.conversations)
             self.pending = render(conversation, self.rng)
             self.session_id = f"{self.user_id}-c{self.conversations_played}"
             self.conversations_played += 1
         text = self.pending.pop(0)
-        if self.run.schedule is None:
+        if self.load.schedule is None:
             self._turn(text)
             return
-        ok, paced = run_paced(self.run.schedule, lambda: self._turn(text))
+        ok, paced = run_paced(self.load.schedule, lambda: self._turn(text))
         if ok:
             self._fire("turn", TURN_INTENDED, paced.response_ms)
 
     def _turn(self, text: str) -> bool:
         """One turn; fires its events. False when it failed (fired as a failure)."""
-        system = self.run.system
+        system = self.load.system
         assert system is not None, "the memory is built at init in every process with users"
         ready = time.perf_counter()
-        with self.run.turn_slot:
+        with self.load.turn_slot:
             started = time.perf_counter()
             try:
                 result = system.turn(user_id=self.user_id, session_id=self.session_id, text=text)
@@ -322,7 +322,7 @@ class ConversationUser(User):
         finished = time.perf_counter()
         for key in TIMING_KEYS:
             self._fire("turn" if key == "turn" else "layer", key, result.timings_ms[key])
-        if self.run.options.serial:
+        if self.load.options.serial:
             self._fire("wait", QUEUE, (started - ready) * 1000.0)
             self._fire("turn", TURN_QUEUED, (finished - ready) * 1000.0)
         return True

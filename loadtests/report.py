@@ -33,8 +33,10 @@ OP_ORDER = (
 )
 
 
-_CSV_FIELDS = ("op", "count", "min_ms", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms")
-_CSV_FIELDS += ("p999_ms", "max_ms")
+_CSV_FIELDS: tuple[str, ...] = (
+    *("op", "count", "min_ms", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms"),
+    *("p999_ms", "max_ms"),
+)
 
 
 def ordered_ops(ops: Sequence[str]) -> list[str]:

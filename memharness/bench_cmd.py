@@ -45,6 +45,12 @@ BASELINE_DIR = BENCH_DIR / "baseline"
     show_default=True,
     help="Embedder of the measured calls (seeds always use hashing).",
 )
+@click.option(
+    "--torch-threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Threads of MiniLM's torch (default: the reference's choice, all cores).",
+)
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Calls per operation.")
 @click.option("--ltm-1m", is_flag=True, help="Also measure a 1,000,000-row LTM table (slow).")
 @click.option("--run-id", default=None, help="Default: bench-<utc time>-<hex>.")
@@ -72,6 +78,7 @@ BASELINE_DIR = BENCH_DIR / "baseline"
 def bench(
     size: str,
     embedder: str,
+    torch_threads: int | None,
     rounds: int | None,
     ltm_1m: bool,
     run_id: str | None,
@@ -96,6 +103,8 @@ def bench(
     ]
     if rounds is not None:
         command += ["--bench-rounds", str(rounds)]
+    if torch_threads is not None:
+        command += ["--bench-torch-threads", str(torch_threads)]
     if ltm_1m:
         command.append("--ltm-1m")
     if compare is not None or save_baseline is not None:
@@ -158,7 +167,11 @@ def format_report(document: dict[str, Any]) -> list[str]:
     lines = [
         f"backends: {document.get('backends', {})}",
         f"sizes: {document.get('sizes', {})}",
+        f"embedder: {document.get('embedder')} (torch threads: "
+        f"{document.get('torch_threads') or 'default'})",
         f"setup and seeding: {seeding}",
+        f"load average (1/5/15 min) at start {document.get('loadavg_start')}, "
+        f"at end {document.get('loadavg_end')}, on {document.get('cpu_count')} cpus",
         "",
     ]
     lines += _table(real, "operation (real backends)")

@@ -80,14 +80,12 @@ def _play(system: MemorySystem, step: Step, echo: Callable[[str], None]) -> Turn
         echo(f"  stm      stored as {result.stm.record.type} ({result.stm.reason})")
     else:
         echo(f"  stm      not stored: {result.stm.reason}")
-    for hit in result.stm_hits[:3]:
-        echo(f"           recalled {hit.score:.2f}  {hit.record.text}")
-    for hit in result.ltm_hits[:3]:
-        fact = hit.record
-        echo(f"  ltm      recalled {hit.score:.2f}  {_describe(fact)}")
+    for stm_hit in result.stm_hits[:3]:
+        echo(f"           recalled {stm_hit.score:.2f}  {stm_hit.record.text}")
+    for ltm_hit in result.ltm_hits[:3]:
+        echo(f"  ltm      recalled {ltm_hit.score:.2f}  {_describe(ltm_hit.record)}")
     if result.promoted is not None:
-        fact = result.promoted
-        echo(f"  ltm      promoted {_describe(fact)}")
+        echo(f"  ltm      promoted {_describe(result.promoted)}")
     return result
 
 
@@ -101,7 +99,7 @@ def _print_forgetting(
     echo(f"  session s1 after 2 h idle: {'expired' if expired is None else 'still live'}")
     old = system.stm.records(filter=StmFilter(user_id=DEMO_USER, session_id=first.session_id))
     echo(f"  stm records of s1 still returned: {len(old)}")
-    facts = system.ltm.list(filter=LtmFilter(user_id=DEMO_USER))
+    facts = system.ltm.facts(filter=LtmFilter(user_id=DEMO_USER))
     for fact in facts:
         echo(f"  ltm keeps {_describe(fact)}")
     echo(f"  footprint now: {system.footprint()}")

@@ -181,12 +181,13 @@ _INSTRUCTION = _Rule(
     zh=[
         "帮我|帮忙|麻烦|请|给我|替我|我(?:要|想|想要|需要|打算)(?!说|聊)",
         "能不能|能否|可不可以|可以帮",
-        "订(?!单)|预约|下单|购买|买|查|搜|找(?:一下|一个)",
+        "订(?!单)|预约|下单|购买|买|(?<![复检调审排核盘])查|搜|找(?:一下|一个)",
         "设置|设定|修改|更改|改(?:成|为|到|一下)|换(?:成|为|到)",
         "取消|退(?:款|货|订)|换货|投诉|报修|提醒我|记得|记住|通知我",
         "发(?:给|送|一份|邮件|短信)|转发|导出|打印|下载|上传|提交|确认",
         "安排|添加|加(?:一个|到)|删除|关闭|打开|开通|升级|续费",
         "把.{1,20}(?:改|换|发|设|加|删|放|寄|送|调)",
+        "(?:需要|要求|要)(?:靠近|离|带|有|在|是)",
         "(?:吗|呢|么)$",
         "什么|怎么|怎样|哪(?:里|儿|个|天|家|些)|几(?:点|号|天|个|时)|多少|多久|为什么|是否|有没有",
     ],
@@ -201,6 +202,8 @@ _FACT = _Rule(
         rf".*(?:\d|\b(?:{_WEEKDAYS}|tomorrow|tonight|today|next week|{_MONTHS})\b)",
         r"\b(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}\b",
         r"\b\d{1,2}(?::\d{2})? ?(?:am|pm)\b",
+        r"\b(?:\d+|one|two|three|four|five|six) (?:nights?|days?|weeks?|people|persons|guests"
+        r"|adults?|kids|children|rooms?|bags?|euros?|dollars?|usd|rmb|yuan|km|miles|hours?)\b",
         r"\b(?:order|ticket|booking|flight|tracking|account|invoice|case|reference|room|seat"
         r"|gate|confirmation) (?:number |no\.? |id |#)?#?[a-z]*\d",
         r"\b(?:broken|stopped working|doesn'?t work|not working|leaking|lost|hasn'?t arrived"
@@ -233,6 +236,8 @@ _FACT = _Rule(
         "(?:订单|单号|工单|航班|车次|房间|座位|快递单|运单|发票|合同|账号|会员号|编号)"
         "(?:号|号码|号是|是|为|：|:)?\\s*[a-z]*\\d",
         "\\d{1,4}[年月日号点时]",
+        "\\d+(?:元|块|美元|欧元|人|位|个|晚|天|小时|公里|岁|间|张|件|台)",
+        "[一二两三四五六七八九十]+(?:个|位|口|晚|天|间|张|件|台|大人|小孩|孩子)|预算",
         "(?:明天|后天|下周|下个月|今晚|周[一二三四五六日天]|星期[一二三四五六日天])"
         ".{0,12}(?:到|出发|起飞|开会|见面|发货|到期|截止|生日|面试|入住|退房|要|是|有)",
         "已经|已(?:付|支付|下单|发货|签收|收到|取消|到|完成)|还没(?:收到|到|发货)",
@@ -289,6 +294,7 @@ _CHITCHAT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|no problem|np|never ?mind|whatever|me too|same|maybe|sounds good(?: to me)?"
             r"|(?:i )?(?:like|love) (?:it|that|this)|that'?s (?:great|nice|good|fine|cool)"
             r"|this is (?:great|nice|good|fine|cool)|not bad|of course|no worries"
+            r"|that'?s (?:all|it)(?: for now)?|nothing else|就这些|没有了|没别的了?"
             r"|好的?|好吧|好嘞|好滴|行|可以|嗯+|哦+|噢+|喔+|啊+|呀|啦|对|对的|是的|没错|收到"
             r"|明白了?|知道了|了解|懂了|没问题|没事|算了|随便|不用了?|不是|也是|真的吗?"
             r"|原来如此|这样啊|是吗|那就这样吧?|就这样吧?|太好了|不错|挺好的?|很好|你|您"

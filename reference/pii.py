@@ -23,6 +23,12 @@ __all__ = [
 
 MASK = "*"
 
+# Chinese input methods often type full-width digits and letters ("１３８１２３４５６７８").
+# They map one-to-one onto ASCII, so detection runs on the ASCII form and positions in it
+# are positions in the original text. Patterns are ASCII-only (re.ASCII) after that.
+_FULLWIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+_A = re.ASCII
+
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
 # The first two digits name a province (GB/T 2260), plus 71 Taiwan, 81/82 Hong Kong and
@@ -46,24 +52,27 @@ _PROVINCES = frozenset(
 
 # Letters and digits on either side mean the number is part of a longer token
 # (a serial, a hash, an order id), not a value of its own.
-_CN_ID_RE = re.compile(r"(?<![0-9A-Za-z])[1-9]\d{16}[0-9Xx](?![0-9A-Za-z])")
+_CN_ID_RE = re.compile(r"(?<![0-9A-Za-z])[1-9]\d{16}[0-9Xx](?![0-9A-Za-z])", _A)
 _EMAIL_RE = re.compile(
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@"
     r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-    r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"
+    r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])",
+    _A,
 )
 # 138 1234 5678, 138-1234-5678, +86 13812345678, 0086-138...; the country prefix is
 # kept visible by the mask, only the subscriber digits are hidden.
 _MOBILE_RE = re.compile(
-    r"(?<![0-9A-Za-z])(?:(?:\+|00)?86[ -]?)?(?P<num>1[3-9]\d(?:[ -]?\d{4}){2})(?![0-9A-Za-z])"
+    r"(?<![0-9A-Za-z])(?:(?:\+|00)?86[ -]?)?(?P<num>1[3-9]\d(?:[ -]?\d{4}){2})(?![0-9A-Za-z])",
+    _A,
 )
 # Either one run of 13-19 digits, or groups of digits joined by one space or dash
 # (4-4-4-4, 4-4-4-4-3, 6-13, 4-6-5 ...). Digit counts and Luhn are checked afterwards,
 # on the longest run of groups that passes, so a number after the card does not hide it.
-_CARD_RE = re.compile(r"(?<![0-9A-Za-z])\d{3,19}(?:[ -]\d{1,19})*(?![0-9A-Za-z])")
-_GROUP_RE = re.compile(r"\d+")
-_PASSPORT_STRICT_RE = re.compile(r"(?<![0-9A-Za-z])[EGeg]\d{8}(?![0-9A-Za-z])")
-_PASSPORT_LOOSE_RE = re.compile(r"(?<![0-9A-Za-z])[A-Za-z]{1,2}\d{7,8}(?![0-9A-Za-z])")
+_CARD_RE = re.compile(r"(?<![0-9A-Za-z])\d{3,19}(?:[ -]\d{1,19})*(?![0-9A-Za-z])", _A)
+_GROUP_RE = re.compile(r"\d+", _A)
+_PASSPORT_STRICT_RE = re.compile(r"(?<![0-9A-Za-z])[EGeg]\d{8}(?![0-9A-Za-z])", _A)
+_PASSPORT_LOOSE_RE = re.compile(r"(?<![0-9A-Za-z])[A-Za-z]{1,2}\d{7,8}(?![0-9A-Za-z])", _A)
+_ANY_DIGIT = re.compile(r"\d", _A)
 # A loose passport number only counts close after a keyword: "passport no. P1234567",
 # "护照号码：EA1234567". The window is short so an unrelated code later on is not caught.
 _PASSPORT_KEYWORD_RE = re.compile(r"(?i)passport|护照|護照")
@@ -75,7 +84,7 @@ _PRIORITY = ("email", "cn_id", "mobile", "bank_card", "passport")
 
 def is_valid_cn_id(value: str) -> bool:
     """Whether `value` is an 18-character resident ID: province, birth date and checksum."""
-    if len(value) != 18 or not value[:17].isdigit():
+    if len(value) != 18 or not (value[:17].isascii() and value[:17].isdigit()):
         return False
     last = value[17].upper()
     if not (last.isdigit() or last == "X") or not _looks_like_cn_id(value[:17] + "0"):
@@ -97,7 +106,7 @@ def _looks_like_cn_id(digits: str) -> bool:
 
 def luhn_ok(digits: str) -> bool:
     """The Luhn (mod 10) check that payment card numbers carry."""
-    if not digits.isdigit():
+    if not (digits.isascii() and digits.isdigit()):
         return False
     total = 0
     for i, ch in enumerate(reversed(digits)):
@@ -121,8 +130,8 @@ def _mask_keep(value: str, head: int, tail: int) -> str:
 
 
 def _mask_email(value: str) -> str:
-    local, _, domain = value.partition("@")
-    return f"{local[0]}{MASK * 3}@{domain}"
+    at = value.translate(_FULLWIDTH).index("@")  # the original may hold a full-width "＠"
+    return f"{value[0]}{MASK * 3}{value[at:]}"
 
 
 def _mask_match(match: PiiMatch) -> str:
@@ -146,33 +155,27 @@ class RegexPiiMasker(PiiMasker):
     """
 
     def detect(self, text: str) -> list[PiiMatch]:
+        norm = text.translate(_FULLWIDTH)
         candidates: dict[str, list[PiiMatch]] = {kind: [] for kind in _PRIORITY}
-        if "@" in text:
-            for m in _EMAIL_RE.finditer(text):
-                candidates["email"].append(PiiMatch("email", m.start(), m.end(), m.group()))
-        has_digit = any(ch.isdigit() for ch in text)
-        if has_digit:
-            for m in _CN_ID_RE.finditer(text):
-                if is_valid_cn_id(m.group()):
-                    candidates["cn_id"].append(PiiMatch("cn_id", m.start(), m.end(), m.group()))
-            for m in _MOBILE_RE.finditer(text):
-                candidates["mobile"].append(PiiMatch("mobile", m.start(), m.end(), m.group()))
-            for m in _CARD_RE.finditer(text):
-                candidates["bank_card"].extend(_cards_in(text, m.start(), m.end()))
-            candidates["passport"] = self._passports(text)
-        return _resolve(candidates)
 
-    def _passports(self, text: str) -> list[PiiMatch]:
-        found = [
-            PiiMatch("passport", m.start(), m.end(), m.group())
-            for m in _PASSPORT_STRICT_RE.finditer(text)
-        ]
-        for kw in _PASSPORT_KEYWORD_RE.finditer(text):
-            window_end = min(len(text), kw.end() + _PASSPORT_WINDOW)
-            for m in _PASSPORT_LOOSE_RE.finditer(text, kw.end(), window_end):
-                if m.end() <= window_end and not any(f.start == m.start() for f in found):
-                    found.append(PiiMatch("passport", m.start(), m.end(), m.group()))
-        return found
+        def add(kind: str, start: int, end: int) -> None:
+            candidates[kind].append(PiiMatch(kind, start, end, text[start:end]))
+
+        if "@" in norm:
+            for m in _EMAIL_RE.finditer(norm):
+                add("email", m.start(), m.end())
+        if _ANY_DIGIT.search(norm):
+            for m in _CN_ID_RE.finditer(norm):
+                if is_valid_cn_id(m.group()):
+                    add("cn_id", m.start(), m.end())
+            for m in _MOBILE_RE.finditer(norm):
+                add("mobile", m.start(), m.end())
+            for m in _CARD_RE.finditer(norm):
+                for start, end in _cards_in(norm, m.start(), m.end()):
+                    add("bank_card", start, end)
+            for start, end in _passports(norm):
+                add("passport", start, end)
+        return _resolve(candidates)
 
     def mask(self, text: str) -> str:
         # Masking turns at least one letter or digit of each match into '*', so every
@@ -183,23 +186,35 @@ class RegexPiiMasker(PiiMasker):
         return text
 
 
-def _cards_in(text: str, start: int, end: int) -> list[PiiMatch]:
+def _passports(norm: str) -> list[tuple[int, int]]:
+    found = [(m.start(), m.end()) for m in _PASSPORT_STRICT_RE.finditer(norm)]
+    for kw in _PASSPORT_KEYWORD_RE.finditer(norm):
+        window_end = kw.end() + _PASSPORT_WINDOW
+        # No `endpos`: a window edge must not cut a longer token into a passport number.
+        for m in _PASSPORT_LOOSE_RE.finditer(norm, kw.end()):
+            if m.start() >= window_end:
+                break
+            if all(start != m.start() for start, _ in found):
+                found.append((m.start(), m.end()))
+    return found
+
+
+def _cards_in(norm: str, start: int, end: int) -> list[tuple[int, int]]:
     """Card numbers inside one run of digit groups: greedy, longest passing span first."""
-    groups = [(g.start(), g.end()) for g in _GROUP_RE.finditer(text, start, end)]
-    found: list[PiiMatch] = []
+    groups = [(g.start(), g.end()) for g in _GROUP_RE.finditer(norm, start, end)]
+    found: list[tuple[int, int]] = []
     i = 0
     while i < len(groups):
         best = None
         for j in range(len(groups) - 1, i - 1, -1):
-            digits = "".join(text[a:b] for a, b in groups[i : j + 1])
+            digits = "".join(norm[a:b] for a, b in groups[i : j + 1])
             if 13 <= len(digits) <= 19 and luhn_ok(digits) and not _looks_like_cn_id(digits):
                 best = j
                 break
         if best is None:
             i += 1
             continue
-        s, e = groups[i][0], groups[best][1]
-        found.append(PiiMatch("bank_card", s, e, text[s:e]))
+        found.append((groups[i][0], groups[best][1]))
         i = best + 1
     return found
 

@@ -2,9 +2,10 @@
 
 A simple rule, as the design asks for now: an utterance is promoted when it states a
 stable default ("always", "by default", "默认", ...), declares a profile fact ("my address
-is ...", "我的地址是..."), or repeats what the user said before in short-term memory. The key decides what a newer statement supersedes:
-"my X is Y" / "我的X是Y" key on X; preferences key on a topic from a small lexicon
-(so "I prefer window seats" and later "I prefer aisle seats" share the key `seat`).
+is ...", "我的地址是..."), or repeats what the user said before in short-term memory.
+The key decides what a newer statement supersedes: "my X is Y" / "我的X是Y" key on X;
+preferences key on a topic from a small lexicon (so "I prefer window seats" and later
+"I prefer aisle seats" share the key `seat`).
 """
 
 from __future__ import annotations

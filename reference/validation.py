@@ -49,7 +49,21 @@ def check_text(field: str, value: object, *, max_chars: int = MAX_TEXT_CHARS) ->
         raise InvalidInput(field, f"is {len(value)} characters long; the limit is {max_chars}")
     if "\x00" in value:
         raise InvalidInput(field, "must not contain NUL characters")
+    _check_encodable(field, value)
     return value
+
+
+def _check_encodable(field: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "contains unpaired surrogates (not valid UTF-8)") from None
+
+
+def check_timestamp(field: str, value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise InvalidInput(field, f"must be a finite epoch timestamp, got {value!r}")
+    return float(value)
 
 
 def check_key(field: str, value: object) -> str:
@@ -102,6 +116,8 @@ def check_embedding(field: str, value: Sequence[float] | Any) -> list[float]:
         raise InvalidInput(field, f"has {len(vector)} dimensions; expected {EMBEDDING_DIM}")
     if not all(math.isfinite(x) for x in vector):
         raise InvalidInput(field, "contains NaN or infinite values")
+    if not any(vector):
+        raise InvalidInput(field, "is the zero vector (cosine similarity is undefined)")
     return vector
 
 
@@ -112,6 +128,9 @@ def check_json_object(field: str, value: object) -> dict[str, Any]:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(field, f"is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in encoded:
+        raise InvalidInput(field, "must not contain NUL characters (JSONB cannot store them)")
+    _check_encodable(field, encoded)
     if len(encoded.encode()) > MAX_VALUE_BYTES:
         raise InvalidInput(field, f"encodes to more than {MAX_VALUE_BYTES} bytes")
     return value

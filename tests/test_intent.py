@@ -79,6 +79,21 @@ KEPT: list[tuple[str, MemoryType]] = [
     ("Alice is my manager", FACT),
     ("We have a meeting with Acme Corp on Friday", FACT),
     ("快递单号SF1234567890已经签收", FACT),
+    ("我的车牌号是京A12345", FACT),
+    ("预算在500元以内", FACT),
+    ("我们一家四口，两个大人两个小孩", FACT),
+    ("Budget is under 200 euros a night", FACT),
+    ("We're traveling with two kids", FACT),
+    ("My order #A1234 hasn't arrived yet", FACT),
+    # personal events, as in LoCoMo's conversations
+    ("I went to a LGBTQ support group yesterday and it was so powerful.", FACT),
+    ("Well I also made a dairy-free chocolate cake the other day!", FACT),
+    ("I'll call her tomorrow.", FACT),
+    ("我昨天去医院复查了", FACT),
+    # requirements inside a task
+    ("酒店要靠近地铁站的", INSTRUCTION),
+    ("I'm vegetarian", PREFERENCE),
+    ("I'm a big fan of pottery", PREFERENCE),
 ]
 
 REJECTED: list[tuple[str, str]] = [
@@ -100,6 +115,10 @@ REJECTED: list[tuple[str, str]] = [
     ("收到，谢谢", "acknowledgement"),
     ("sounds good to me", "acknowledgement"),
     ("I see", "acknowledgement"),
+    ("That's all for now, thanks", "acknowledgement"),
+    ("Nope, that's it", "acknowledgement"),
+    ("好的，就这些", "acknowledgement"),
+    ("没有了，谢谢", "acknowledgement"),
     ("haha", "laughter"),
     ("lol", "laughter"),
     ("哈哈哈哈", "laughter"),

@@ -99,7 +99,7 @@ def test_stable_facts_are_promoted_and_a_newer_value_supersedes_the_old(
     values = [hit.record.value["value"] for hit in recalled.ltm_hits]
     assert "5 Elm Road, Shelbyville" in values
     assert not any("Oak Street" in value for value in values)
-    facts = system.ltm.list(
+    facts = system.ltm.facts(
         filter=LtmFilter(user_id="alice", categories=frozenset({Category.PROFILE}))
     )
     assert [fact.version for fact in facts] == [2]

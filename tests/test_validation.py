@@ -42,9 +42,11 @@ def test_text_must_be_non_empty_and_bounded(bad: str) -> None:
 
 
 def test_embedding_dimensions_and_values() -> None:
-    assert len(check_embedding("embedding", [0.0] * 384)) == 384
+    assert len(check_embedding("embedding", [0.5] * 384)) == 384
+    with pytest.raises(InvalidInput, match="zero vector"):
+        check_embedding("embedding", [0.0] * 384)
     with pytest.raises(InvalidInput, match="383 dimensions; expected 384"):
-        check_embedding("embedding", [0.0] * 383)
+        check_embedding("embedding", [0.5] * 383)
     with pytest.raises(InvalidInput, match="NaN"):
         check_embedding("embedding", [math.nan] + [0.0] * 383)
     with pytest.raises(InvalidInput, match="sequence of numbers"):

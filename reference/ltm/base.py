@@ -50,6 +50,8 @@ class LtmFilter:
 
     def __post_init__(self) -> None:
         check_id("user_id", self.user_id)
+        if self.keys is not None:  # upsert strips keys, so a filter must match stripped keys
+            object.__setattr__(self, "keys", frozenset(check_key("keys", k) for k in self.keys))
         for category in self.categories or ():
             check_category("categories", category)
         for fact_id in self.fact_ids or ():
@@ -159,16 +161,18 @@ class LongTermStore(ABC):
         return self._archive(filter, actor=actor, now=self.clock.now())
 
     def delete(self, *, filter: LtmFilter, actor: str = "system") -> int:
-        """Hard-delete matching facts (archived ones included); returns how many."""
+        """Hard-delete matching facts, archived and expired ones included whatever the
+        filter's `include_dead` says; returns how many."""
         check_id("actor", actor)
         return self._delete(filter, actor=actor, now=self.clock.now())
 
-    def list(self, *, filter: LtmFilter) -> list[Fact]:
+    def facts(self, *, filter: LtmFilter) -> list[Fact]:
         """Matching facts ordered by (created_at, fact_id), without touching them."""
         return self._list(filter, self.clock.now())
 
     def count(self, *, filter: LtmFilter | None = None) -> int:
-        """Live facts matching `filter`, or in the whole namespace when None (footprint)."""
+        """Facts matching `filter` (live ones unless it says `include_dead`), or the live
+        facts of the whole namespace when None (footprint)."""
         return self._count(filter, self.clock.now())
 
     def audit_log(self, *, user_id: str, fact_id: str | None = None) -> list[AuditEntry]:
@@ -182,6 +186,7 @@ class LongTermStore(ABC):
         """Hard-delete up to `batch_size` facts past expires_at (audited); returns how many."""
         if batch_size < 1:
             raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
+        check_id("actor", actor)
         return self._sweep(now=self.clock.now(), batch_size=batch_size, actor=actor)
 
     # ------------------------------------------------------------------ helpers

@@ -9,7 +9,8 @@ every read filters on them.
 
 Lifecycle: built by `reference.factory` with a client from `make_chroma_client` (shared
 by every store of the process; the store does not own it); `dispose()` drops the
-store's reference to the collection. Thread-safe as far as the client is.
+store's reference to the collection. Thread-safe: the client is, and touches (a
+read-modify-write) hold a lock.
 
 How `query` stays exact (the in-memory backend is its oracle):
 
@@ -28,11 +29,17 @@ How `query` stays exact (the in-memory backend is its oracle):
   clause in a Chroma `where` costs a scan of its index over the whole collection
   (~9 ms at 20,000 records), which `query` cannot afford. Other operations filter it
   in the `where`.
+
+Scores match the in-memory store's to ~1e-8, not bit for bit: Chroma normalises vectors
+for cosine and gives back one within an ulp of float32 of what it was given. A sweep
+smaller than the backlog removes *some* expired records, not the earliest to expire
+(Chroma cannot order a `get` by metadata); only reads with `include_dead` can tell.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -87,6 +94,7 @@ class ChromaShortTermStore(ShortTermStore):
             ttl_s=ttl_s,
         )
         self.scan_limit = scan_limit
+        self._touch_lock = threading.Lock()
         self.client = client
         with _unavailable():
             self._collection = client.get_or_create_collection(
@@ -168,12 +176,12 @@ class ChromaShortTermStore(ShortTermStore):
             n = min(len(ids), n * 2)
 
     def _touch(self, record_ids: list[str], now: float) -> None:
-        with _unavailable():
+        # Read-modify-write: Chroma has no atomic increment. The lock keeps threads of
+        # this process from losing increments; two processes may still count one.
+        with self._touch_lock, _unavailable():
             found = self._collection.get(ids=record_ids, include=["metadatas"])
             if not found["ids"]:
                 return
-            # Read-modify-write: Chroma has no atomic increment, so two processes
-            # touching one record at once may count one access.
             updates = [
                 {"last_accessed_at": now, "access_count": int(md["access_count"]) + 1}
                 for md in found["metadatas"] or []

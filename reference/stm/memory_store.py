@@ -184,6 +184,8 @@ class InMemoryShortTermStore(ShortTermStore):
             return len(self._matching(flt, now))
 
     def _sweep(self, now: float, batch_size: int) -> int:
+        # Earliest expiry first; Chroma picks in its own order. Only the count is part
+        # of the contract: expired records are invisible to every live read anyway.
         removed = 0
         with self._lock:
             while self._expiry and removed < batch_size and self._expiry[0][0] <= now:
