@@ -158,6 +158,15 @@ def bench_settings(
     if "MEMH_DATA_DIR" not in os.environ:
         overrides["data_dir"] = tmp_path_factory.mktemp("memh-bench")
     settings = Settings(**overrides)
+    # Long lifetimes: a full run with --ltm-1m outlasts the default 30 min session and
+    # 1 h STM TTLs, and seeded data expiring mid-run would change what is measured.
+    day = 86_400.0
+    settings = settings.model_copy(
+        update={
+            "session": settings.session.model_copy(update={"ttl_s": day}),
+            "stm": settings.stm.model_copy(update={"ttl_s": day}),
+        }
+    )
     pytestconfig.stash[RUN]["backends"] = describe_backends(settings)
     return settings
 
