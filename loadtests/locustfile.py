@@ -89,6 +89,31 @@ class LoadRun:
     #: Master only: workers heard from, and those whose last report came after their stop.
     workers: set[str] = field(default_factory=set)
     final_reports: set[str] = field(default_factory=set)
+    #: Embedding cache (hits, misses): at test start here; per worker on the master.
+    cache_base: tuple[int, int] = (0, 0)
+    worker_cache: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def cache_counts(self) -> tuple[int, int]:
+        """Embedding cache hits and misses since the test started, in this process."""
+        hits, misses = self._cache_totals()
+        return hits - self.cache_base[0], misses - self.cache_base[1]
+
+    def _cache_totals(self) -> tuple[int, int]:
+        embedder = self.system.embedder if self.system is not None else None
+        return getattr(embedder, "hits", 0), getattr(embedder, "misses", 0)
+
+    def restart(self, options: LoadOptions) -> None:
+        """Forget the previous test of this process (Locust's UI can run several)."""
+        self.options = options
+        self.hists.reset()
+        self.started_at = time.time()
+        self.stopped = False
+        self.workers.clear()
+        self.final_reports.clear()
+        self.worker_cache.clear()
+        self.cache_base = self._cache_totals()
+        self.turn_slot = BoundedSemaphore(1) if options.serial else nullcontext()
+        self.schedule = None
 
     def new_user_id(self) -> str:
         user_id = f"load-{self.token}-u{len(self.user_ids)}"
@@ -147,14 +172,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
-    run.options = LoadOptions.from_parsed(environment.parsed_options)
-    run.hists.reset()
-    run.started_at = time.time()
-    run.stopped = False
-    run.workers.clear()
-    run.final_reports.clear()
-    run.turn_slot = BoundedSemaphore(1) if run.options.serial else nullcontext()
-    run.schedule = None
+    run.restart(LoadOptions.from_parsed(environment.parsed_options))
     if run.options.open_loop and _runs_users(environment):
         index = getattr(environment.runner, "worker_index", 0)
         run.schedule = ArrivalSchedule(
@@ -196,6 +214,7 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None
             data["memh_hdr"] = run.hists.take_encoded()
             data["memh_final"] = run.stopped
             data["memh_backends"] = run.backends
+            data["memh_cache"] = list(run.cache_counts())
 
 
 @events.worker_report.add_listener
@@ -206,6 +225,7 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
             run.hists.merge_encoded(data["memh_hdr"])
             run.workers.add(client_id)
             run.backends = data.get("memh_backends") or run.backends
+            run.worker_cache[client_id] = tuple(data.get("memh_cache") or (0, 0))
             if data.get("memh_final"):
                 run.final_reports.add(client_id)
 
@@ -216,11 +236,15 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     if not isinstance(environment.runner, WorkerRunner) and run.started_at is not None:
         _report(environment, run)
     if run.system is not None:
-        if not run.options.keep_data:
-            for user_id in run.user_ids:
-                run.system.delete_user_data(user_id=user_id)
-        run.system.dispose()
-        run.system = None
+        try:
+            if not run.options.keep_data:
+                for user_id in run.user_ids:
+                    run.system.delete_user_data(user_id=user_id)
+        except Exception as exc:  # a turn killed at the stop may have broken a connection
+            log.warning("could not erase the load users' records: %s", exc)
+        finally:
+            run.system.dispose()
+            run.system = None
 
 
 def _report(environment: Environment, run: LoadRun) -> None:
@@ -230,6 +254,8 @@ def _report(environment: Environment, run: LoadRun) -> None:
     broken = failed(verdicts, gate=options.sla_gate)
     missing = sorted(run.workers - run.final_reports)
     steps = os.environ.get(STEPS_ENV) if steps_requested() else None
+    counts = list(run.worker_cache.values()) if run.workers else [run.cache_counts()]
+    hits, misses = sum(c[0] for c in counts), sum(c[1] for c in counts)
     meta: dict[str, object] = {
         "run_id": options.run_id,
         "mode": options.mode,
@@ -245,6 +271,11 @@ def _report(environment: Environment, run: LoadRun) -> None:
         "workers": sorted(run.workers),
         "workers_without_final_report": missing,
         "backends": run.backends,
+        "embedding_cache": {
+            "hits": hits,
+            "misses": misses,
+            "hit_ratio": round(hits / (hits + misses), 4) if hits + misses else None,
+        },
         "sla_gate": options.sla_gate,
     }
     report = build_report(run.hists, verdicts, failed=broken, meta=meta)
@@ -254,6 +285,8 @@ def _report(environment: Environment, run: LoadRun) -> None:
     print(format_table(summaries, verdicts), flush=True)
     for verdict in verdicts:
         print("  " + verdict.message, flush=True)
+    if hits + misses:
+        print(f"  embedding cache: {hits} hits, {misses} misses", flush=True)
     print(f"HDR report: {path}", flush=True)
     if missing:
         log.warning("no final HDR report from workers %s: their last seconds are missing", missing)

@@ -109,7 +109,12 @@ def _build_stm(
     from reference.stm.chroma_client import make_chroma_client
 
     client = make_chroma_client(settings.chroma_url, settings.data_dir)
-    store = load_backend("stm", "chroma")(client=client, **common)
+    store = load_backend("stm", "chroma")(
+        client=client,
+        ef_search=settings.stm.hnsw_ef_search,
+        scan_limit=settings.stm.scan_limit,
+        **common,
+    )
     return store
 
 
@@ -130,6 +135,8 @@ def _build_ltm(
         url,
         pool_size=settings.ltm.pool_size,
         hnsw_ef_search=settings.ltm.hnsw_ef_search,
+        hnsw_m=settings.ltm.hnsw_m,
+        hnsw_ef_construction=settings.ltm.hnsw_ef_construction,
         **common,
     )
     return store

@@ -22,6 +22,10 @@ class SessionSettings(BaseModel):
 class ShortTermSettings(BaseModel):
     ttl_s: float = Field(3600.0, gt=0, description="default lifetime of an STM record")
     top_k: int = Field(5, ge=1, le=100)
+    hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    scan_limit: int = Field(
+        100, ge=0, description="sessions up to this size are scored exactly, not via HNSW"
+    )
 
 
 class LongTermSettings(BaseModel):

@@ -154,15 +154,16 @@ class MemorySystem:
     def recall(
         self, *, user_id: str, session_id: str, query: str, at: float | datetime | None = None
     ) -> Recall:
-        """Retrieval only (no session update, nothing stored): what a probe sees."""
+        """Retrieval only: what a probe sees. It changes nothing (no session update,
+        nothing stored, no access counted), so measuring does not move the measured."""
         check_text("query", query)
         self._move_clock(at)
         vector = self.embedder.embed_one(self.pii.mask(query))
         return Recall(
             stm_hits=self.stm.query(
-                user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k
+                user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k, touch=False
             ),
-            ltm_hits=self.ltm.query(user_id=user_id, embedding=vector, k=self.ltm_k),
+            ltm_hits=self.ltm.query(user_id=user_id, embedding=vector, k=self.ltm_k, touch=False),
         )
 
     def footprint(self) -> dict[str, int]:

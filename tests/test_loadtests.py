@@ -331,7 +331,7 @@ def _run_load(tmp_path: Path, run_id: str, *args: str) -> tuple[int, Path, str]:
 
 def test_memharness_load_writes_reports_and_exits_zero(tmp_path: Path) -> None:
     code, run_dir, output = _run_load(
-        tmp_path, "ok", "--users", "2", "--duration", "4s", "--", "--think-time", "0.05,0.2"
+        tmp_path, "ok", "--users", "2", "--duration", "3s", "--", "--think-time", "0.05,0.2"
     )
     assert code == 0, output
     for name in ("load_stats.csv", "load.html", "load_hdr.json", "load_hdr.csv"):
@@ -344,6 +344,8 @@ def test_memharness_load_writes_reports_and_exits_zero(tmp_path: Path) -> None:
     assert ops["turn"]["count"] >= 10
     assert all(ops[op]["count"] == ops["turn"]["count"] for op in ("session", "stm", "ltm"))
     assert 0 < ops["session"]["p95_ms"] < 5  # sub-millisecond figures, not rounded to 0
+    cache = report["embedding_cache"]
+    assert cache["hits"] + cache["misses"] >= ops["turn"]["count"]  # one query embedding a turn
     with (run_dir / "load_hdr.csv").open() as handle:
         hdr_rows = {row["op"]: row for row in csv.DictReader(handle)}
     assert int(hdr_rows["turn"]["count"]) == ops["turn"]["count"]
@@ -384,7 +386,7 @@ def test_distributed_master_and_worker_merge_hdr(tmp_path: Path) -> None:
         [
             *base,
             *("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)),
-            *("--headless", "--expect-workers", "1", "-u", "2", "-r", "2", "-t", "4s"),
+            *("--headless", "--expect-workers", "1", "-u", "2", "-r", "2", "-t", "3s"),
             *("--open-loop", "--rate", "30", "--out-dir", str(tmp_path), "--run-id", "dist"),
         ],
         stderr=subprocess.STDOUT,
@@ -408,6 +410,8 @@ def test_distributed_master_and_worker_merge_hdr(tmp_path: Path) -> None:
     assert len(report["workers"]) == 1
     assert report["workers_without_final_report"] == []
     assert report["ops"]["turn"]["count"] == report["ops"][TURN_INTENDED]["count"] >= 60
+    cache = report["embedding_cache"]  # counted on the worker, summed on the master
+    assert cache["hits"] + cache["misses"] >= report["ops"]["turn"]["count"]
 
 
 def _locust_env() -> dict[str, str]:

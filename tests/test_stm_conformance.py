@@ -9,8 +9,10 @@ what it was given (it normalises for cosine), never the same bits.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,12 @@ def _add(store: ShortTermStore, text: str, **kw: Any) -> str:
     return result.record.record_id
 
 
+def sequential_ids() -> Callable[[], str]:
+    """Reproducible record ids r000000, r000001, ... (two stores given one each agree)."""
+    counter = itertools.count()
+    return lambda: f"r{next(counter):06d}"
+
+
 def _ids(hits: list[Any]) -> list[str]:
     return [h.record.record_id for h in hits]
 
@@ -77,27 +85,19 @@ def test_add_sets_every_field_from_clock_and_intent(
     assert stm_store.records(filter=StmFilter(user_id=ALICE)) == [record]
 
 
-def test_add_with_explicit_type_ttl_and_id(stm_store: ShortTermStore) -> None:
+def test_add_with_explicit_type_and_ttl(stm_store: ShortTermStore) -> None:
     record = stm_store.add(
-        user_id=ALICE,
-        session_id="s1",
-        text=FLIGHT,
-        type="fact",
-        ttl_s=60,
-        record_id="rec-1",
+        user_id=ALICE, session_id="s1", text=FLIGHT, type="fact", ttl_s=60
     ).record
     assert record is not None
-    assert (record.record_id, record.type, record.expires_at) == ("rec-1", MemoryType.FACT, T0 + 60)
+    assert (record.type, record.expires_at) == (MemoryType.FACT, T0 + 60)
 
 
-def test_add_same_record_id_replaces_the_record(stm_store: ShortTermStore) -> None:
-    _add(stm_store, SEATS, record_id="r1", metadata={"a": 1, "b": "x"})
-    _add(stm_store, FLIGHT, record_id="r1", session_id="s2", metadata={"a": 2})
-    stored = stm_store.get(user_id=ALICE, record_id="r1")
-    assert stored is not None
-    assert (stored.text, stored.session_id, stored.metadata) == (FLIGHT, "s2", {"a": 2})
-    assert stm_store.count() == 1
-    assert stm_store.query(user_id=ALICE, session_id="s1", text=SEATS) == []
+def test_every_add_gets_a_fresh_id(stm_store: ShortTermStore) -> None:
+    """Ids are never the caller's: a chosen id could replace another user's record."""
+    first, second = _add(stm_store, SEATS), _add(stm_store, SEATS)
+    assert first != second and len(first) == 32
+    assert stm_store.count() == 2
 
 
 @pytest.mark.parametrize("text", ["今天天气真好", "hello!", "haha ok"])
@@ -176,12 +176,22 @@ def test_query_by_embedding_and_types(stm_store: ShortTermStore, embedder: Embed
 
 
 def test_ties_go_to_the_smaller_record_id(stm_store: ShortTermStore) -> None:
-    for record_id in ("c", "a", "d", "b"):
-        _add(stm_store, HOTEL, record_id=record_id)
-    _add(stm_store, REPORT, record_id="0")
+    ids = sorted(_add(stm_store, HOTEL) for _ in range(4))
+    _add(stm_store, REPORT)
     hits = stm_store.query(user_id=ALICE, session_id="s1", text=HOTEL, k=3)
-    assert _ids(hits) == ["a", "b", "c"]
+    assert _ids(hits) == ids[:3]
     assert hits[0].score == hits[1].score == hits[2].score
+
+
+def test_query_without_touch_changes_nothing(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
+    flight = _add(stm_store, FLIGHT)
+    clock.advance(30)
+    (hit,) = stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, k=1, touch=False)
+    assert (hit.record.access_count, hit.record.last_accessed_at) == (0, T0)
+    stored = stm_store.get(user_id=ALICE, record_id=flight)
+    assert stored is not None and stored.access_count == 0
 
 
 def test_query_touches_what_it_returns(stm_store: ShortTermStore, clock: VirtualClock) -> None:
@@ -219,11 +229,10 @@ CRAFTED = ["*", "a:b", "$ne", "{'$ne': 1}", 'x"y', "a'b", "", " ", "a b", "../x"
 
 @pytest.mark.parametrize("bad", CRAFTED)
 def test_crafted_ids_are_refused_naming_the_field(stm_store: ShortTermStore, bad: str) -> None:
-    _add(stm_store, FLIGHT, record_id="r1")
+    kept = _add(stm_store, FLIGHT)
     calls: list[tuple[str, Any]] = [
         ("user_id", lambda: stm_store.add(user_id=bad, session_id="s1", text=FLIGHT)),
         ("session_id", lambda: stm_store.add(user_id=ALICE, session_id=bad, text=FLIGHT)),
-        ("record_id", lambda: _add(stm_store, FLIGHT, record_id=bad)),
         ("user_id", lambda: stm_store.query(user_id=bad, session_id="s1", text=FLIGHT)),
         ("session_id", lambda: stm_store.query(user_id=ALICE, session_id=bad, text=FLIGHT)),
         ("record_id", lambda: stm_store.get(user_id=ALICE, record_id=bad)),
@@ -236,7 +245,7 @@ def test_crafted_ids_are_refused_naming_the_field(stm_store: ShortTermStore, bad
         with pytest.raises(InvalidInput) as info:
             call()
         assert info.value.field == field
-    assert _ids(stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT)) == ["r1"]
+    assert _ids(stm_store.query(user_id=ALICE, session_id="s1", text=FLIGHT)) == [kept]
     assert stm_store.count() == 1
 
 
@@ -383,7 +392,7 @@ def _history(seed: int, steps: int) -> list[tuple[str, dict[str, Any]]]:
     rng = random.Random(seed)
     texts = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(25)]
     ops: list[tuple[str, dict[str, Any]]] = []
-    for i in range(steps):
+    for _ in range(steps):
         where = {"user_id": rng.choice([ALICE, BOB]), "session_id": rng.choice(["s1", "s2"])}
         roll = rng.random()
         if roll < 0.55:  # repeats of a few texts make exact score ties
@@ -395,7 +404,6 @@ def _history(seed: int, steps: int) -> list[tuple[str, dict[str, Any]]]:
                     where
                     | {
                         "text": rng.choice(texts),
-                        "record_id": f"r{i:04d}",
                         "type": kind,
                         "ttl_s": ttl,
                         "force": True,
@@ -455,8 +463,11 @@ def test_chroma_matches_the_in_memory_oracle(
 ) -> None:
     ops = _history(seed, 160)
     oracle_clock, chroma_clock = VirtualClock(T0), VirtualClock(T0)
-    expected = _replay(make_stm_store("memory", clock=oracle_clock), oracle_clock, ops)
-    store = make_stm_store(chroma, clock=chroma_clock, scan_limit=scan_limit)
+    oracle = make_stm_store("memory", clock=oracle_clock, id_factory=sequential_ids())
+    expected = _replay(oracle, oracle_clock, ops)
+    store = make_stm_store(
+        chroma, clock=chroma_clock, scan_limit=scan_limit, id_factory=sequential_ids()
+    )
     assert _replay(store, chroma_clock, ops) == expected
 
 
@@ -466,19 +477,12 @@ def test_chroma_hnsw_path_is_exact_within_ef(make_stm_store: StmStoreFactory, ch
     filtered search is exhaustive, so the ranking is still exactly the oracle's."""
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((240, 384)).astype(np.float32)
-    oracle = make_stm_store("memory")
-    store = make_stm_store(chroma, scan_limit=10)
+    oracle = make_stm_store("memory", id_factory=sequential_ids())
+    store = make_stm_store(chroma, scan_limit=10, id_factory=sequential_ids())
     for target in (oracle, store):
         for i, vector in enumerate(vectors):
             session = "big" if i % 3 == 0 else f"other{i % 7}"
-            _add(
-                target,
-                f"{HOTEL} {i}",
-                session_id=session,
-                embedding=vector,
-                record_id=f"r{i:03d}",
-                force=True,
-            )
+            _add(target, f"{HOTEL} {i}", session_id=session, embedding=vector, force=True)
     for query in rng.standard_normal((15, 384)):
         expected = oracle.query(user_id=ALICE, session_id="big", embedding=query, k=10)
         got = store.query(user_id=ALICE, session_id="big", embedding=query, k=10)
@@ -496,17 +500,18 @@ def test_chroma_hnsw_path_looks_past_expired_neighbours(
     query = rng.standard_normal(384)
     near = query + 0.1 * rng.standard_normal((40, 384))
     far = rng.standard_normal((5, 384))
-    oracle = make_stm_store("memory")
-    store = make_stm_store(chroma, scan_limit=0)
+    oracle = make_stm_store("memory", id_factory=sequential_ids())
+    store = make_stm_store(chroma, scan_limit=0, id_factory=sequential_ids())
     for target in (oracle, store):
-        for i, vector in enumerate(near):
-            _add(target, f"{FLIGHT} {i}", embedding=vector, record_id=f"n{i:02d}", ttl_s=10)
+        near_ids = {
+            _add(target, f"{FLIGHT} {i}", embedding=v, ttl_s=10) for i, v in enumerate(near)
+        }
         for i, vector in enumerate(far):
-            _add(target, f"{HOTEL} {i}", embedding=vector, record_id=f"f{i}")
+            _add(target, f"{HOTEL} {i}", embedding=vector)
     clock.advance(10)
     expected = oracle.query(user_id=ALICE, session_id="s1", embedding=query, k=3)
     got = store.query(user_id=ALICE, session_id="s1", embedding=query, k=3)
-    assert _ids(got) == _ids(expected) and _ids(got)[0].startswith("f")
+    assert _ids(got) == _ids(expected) and not set(_ids(got)) & near_ids
 
 
 # ---------------------------------------------------------------- Chroma layout and client

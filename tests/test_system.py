@@ -155,3 +155,14 @@ def test_bad_input_names_the_field(system: MemorySystem) -> None:
             embedder=system.embedder,
             pii=system.pii,
         ).turn(user_id="alice", session_id="s1", text="hello", at=0.0)
+
+
+def test_recall_observes_without_changing_anything(system: MemorySystem) -> None:
+    system.turn(user_id="alice", session_id="s1", text="I always want deliveries by SF Express.")
+    before = system.footprint()
+    recalled = system.recall(user_id="alice", session_id="s1", query="deliveries by SF Express")
+    assert recalled.stm_hits and recalled.ltm_hits
+    assert recalled.stm_hits[0].record.access_count == 0
+    assert recalled.ltm_hits[0].record.access_count == 0
+    assert system.footprint() == before
+    assert len(system.session.context(user_id="alice", session_id="s1")) == 1

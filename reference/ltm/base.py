@@ -144,8 +144,13 @@ class LongTermStore(ABC):
         embedding: Sequence[float] | np.ndarray | None = None,
         k: int = 5,
         categories: frozenset[Category] | None = None,
+        touch: bool = True,
     ) -> list[Hit[Fact]]:
-        """The `k` live facts of this user most similar to the query, best first (touched)."""
+        """The `k` live facts of this user most similar to the query, best first.
+
+        With `touch` (the default) the returned facts count as accessed; an observer that
+        must not change what it measures (a probe) passes `touch=False`.
+        """
         check_k("k", k)
         flt = LtmFilter(user_id=user_id, categories=categories)
         if embedding is None:
@@ -153,7 +158,7 @@ class LongTermStore(ABC):
                 raise InvalidInput("text", "give the query text or its embedding")
             check_text("text", text)
         vector = self._vector(text or "", embedding)
-        return self._query(vector, flt, k, self.clock.now())
+        return self._query(vector, flt, k, self.clock.now(), touch=touch)
 
     def archive(self, *, filter: LtmFilter, actor: str = "system") -> int:
         """Set matching live facts to archived (no longer returned); returns how many."""
@@ -218,9 +223,12 @@ class LongTermStore(ABC):
     def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None: ...
 
     @abstractmethod
-    def _query(self, embedding: list[float], flt: LtmFilter, k: int, now: float) -> list[Hit[Fact]]:
+    def _query(
+        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
+    ) -> list[Hit[Fact]]:
         """Top-k by cosine similarity (score = 1 - cosine distance); ties by fact_id.
-        Returned facts are touched (last_accessed_at=now, access_count+1)."""
+        With `touch`, returned facts get last_accessed_at=now, access_count+1 (same
+        transaction)."""
 
     @abstractmethod
     def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int: ...

@@ -191,7 +191,9 @@ class InMemoryLongTermStore(LongTermStore):
                 return None
             return _out(self._touch(fact_id, now))
 
-    def _query(self, embedding: list[float], flt: LtmFilter, k: int, now: float) -> list[Hit[Fact]]:
+    def _query(
+        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
+    ) -> list[Hit[Fact]]:
         query = nonzero_vector("embedding", embedding).astype(np.float64)
         with self._lock:
             owned = self._by_user.get(flt.user_id, ())
@@ -205,7 +207,12 @@ class InMemoryLongTermStore(LongTermStore):
             # pgvector clamps the similarity to [-1, 1] and returns 1 - it as the distance.
             distances = 1.0 - np.clip(dots / np.sqrt(norms), -1.0, 1.0)
             ranked = sorted(zip(distances.tolist(), candidates, strict=True))[:k]
-            return [Hit(record=_out(self._touch(fid, now)), score=1.0 - d) for d, fid in ranked]
+            return [
+                Hit(
+                    record=_out(self._touch(fid, now) if touch else self._facts[fid]), score=1.0 - d
+                )
+                for d, fid in ranked
+            ]
 
     def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
         with self._lock:

@@ -216,14 +216,16 @@ class PostgresLongTermStore(LongTermStore):
             row = cur.execute(self._sql.get_touch, params).fetchone()
         return None if row is None else _fact(row)
 
-    def _query(self, embedding: list[float], flt: LtmFilter, k: int, now: float) -> list[Hit[Fact]]:
+    def _query(
+        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
+    ) -> list[Hit[Fact]]:
         vector = nonzero_vector("embedding", embedding)
         where, params = _where(flt, now)
         params.update(query=vector, k=k)
-        statement = self._sql.query(where, exact=self._exact_search is not False)
+        statement = self._sql.query(where, exact=self._exact_search is not False, touch=touch)
         with self._transaction() as cur:
             rows = cur.execute(statement, params).fetchall()
-        # UPDATE ... RETURNING has no order of its own.
+        # Neither UPDATE ... RETURNING nor the join keeps the ranking's order.
         rows.sort(key=lambda r: (r[-1], r[0]))
         return [Hit(record=_fact(r), score=1.0 - float(r[-1])) for r in rows]
 
@@ -335,7 +337,10 @@ class _Statements:
         " RETURNING {f_cols}, top.distance"
     )
 
-    def query(self, where: sql.Composable, *, exact: bool) -> sql.Composed:
+    _PEEK = " SELECT {f_cols}, top.distance FROM {facts} AS f JOIN top ON f.fact_id = top.fact_id"
+
+    def query(self, where: sql.Composable, *, exact: bool, touch: bool) -> sql.Composed:
+        tail = self._TOUCH if touch else self._PEEK
         if exact:
             # MATERIALIZED fences the user's candidates off from the ORDER BY, so the
             # planner cannot answer it from the HNSW index: the scores are exact.
@@ -343,12 +348,12 @@ class _Statements:
                 "WITH candidates AS MATERIALIZED (SELECT fact_id, embedding <=> %(query)s"
                 " AS distance FROM {facts} WHERE {where}),"
                 " top AS (SELECT fact_id, distance FROM candidates"
-                " ORDER BY distance, fact_id LIMIT %(k)s)" + self._TOUCH,
+                " ORDER BY distance, fact_id LIMIT %(k)s)" + tail,
                 where=where,
             )
         return self._compose(
             "WITH top AS (SELECT fact_id, embedding <=> %(query)s AS distance FROM {facts}"
-            " WHERE {where} ORDER BY embedding <=> %(query)s, fact_id LIMIT %(k)s)" + self._TOUCH,
+            " WHERE {where} ORDER BY embedding <=> %(query)s, fact_id LIMIT %(k)s)" + tail,
             where=where,
         )
 

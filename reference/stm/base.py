@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +89,7 @@ class ShortTermStore(ABC):
         intent_filter: IntentFilter,
         pii: PiiMasker,
         ttl_s: float = DEFAULT_STM_TTL_S,
+        id_factory: Callable[[], str] | None = None,
     ) -> None:
         self.clock = clock
         self.namespace = namespace
@@ -96,6 +97,9 @@ class ShortTermStore(ABC):
         self.intent_filter = intent_filter
         self.pii = pii
         self.ttl_s = check_positive("ttl_s", ttl_s)
+        # Ids come from the store, never from a caller of `add` (a chosen id could replace
+        # another user's record); an injected factory makes runs reproducible.
+        self._new_id = id_factory or _random_id
 
     # ------------------------------------------------------------------ public API
     def add(
@@ -108,7 +112,6 @@ class ShortTermStore(ABC):
         importance: float = 5.0,
         ttl_s: float | None = None,
         embedding: Sequence[float] | np.ndarray | None = None,
-        record_id: str | None = None,
         metadata: dict[str, MetadataValue] | None = None,
         force: bool = False,
     ) -> AddResult:
@@ -125,8 +128,6 @@ class ShortTermStore(ABC):
             type = check_memory_type("type", type)
         if ttl_s is not None:
             check_positive("ttl_s", ttl_s)
-        if record_id is not None:
-            check_id("record_id", record_id)
         metadata = _check_metadata(metadata or {})
 
         masked = self.pii.mask(text)
@@ -136,7 +137,7 @@ class ShortTermStore(ABC):
         vector = self._vector("embedding", masked, embedding)
         now = self.clock.now()
         record = MemoryRecord(
-            record_id=record_id or uuid.uuid4().hex,
+            record_id=check_id("record_id", self._new_id()),
             user_id=user_id,
             session_id=session_id,
             text=masked,
@@ -161,23 +162,25 @@ class ShortTermStore(ABC):
         embedding: Sequence[float] | np.ndarray | None = None,
         k: int = 5,
         types: frozenset[MemoryType] | None = None,
+        touch: bool = True,
     ) -> list[Hit[MemoryRecord]]:
         """The `k` live records of this session most similar to the query, best first.
 
-        Give `text` or `embedding` (the embedding wins). Records returned get their
-        `last_accessed_at` and `access_count` updated.
+        Give `text` or `embedding` (the embedding wins). With `touch` (the default) the
+        returned records count as accessed (`last_accessed_at`, `access_count`); an
+        observer that must not change what it measures (a probe) passes `touch=False`.
         """
         check_k("k", k)
         flt = StmFilter(user_id=user_id, session_id=session_id, types=types)
-        check_id("session_id", session_id)
         if embedding is None:
             if text is None:
                 raise InvalidInput("text", "give the query text or its embedding")
-            check_text("text", text)
-        vector = self._vector("embedding", self.pii.mask(text) if text else "", embedding)
+            vector = self._vector("embedding", self.pii.mask(check_text("text", text)), None)
+        else:
+            vector = self._vector("embedding", "", embedding)
         now = self.clock.now()
         hits = self._query(vector, flt, k, now)
-        if hits:
+        if hits and touch:
             self._touch([h.record.record_id for h in hits], now)
             hits = [
                 Hit(
@@ -253,6 +256,10 @@ class ShortTermStore(ABC):
 
     @abstractmethod
     def _sweep(self, now: float, batch_size: int) -> int: ...
+
+
+def _random_id() -> str:
+    return uuid.uuid4().hex
 
 
 def _touched(record: MemoryRecord, now: float) -> MemoryRecord:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -82,6 +82,7 @@ class ChromaShortTermStore(ShortTermStore):
         intent_filter: IntentFilter,
         pii: PiiMasker,
         ttl_s: float = DEFAULT_STM_TTL_S,
+        id_factory: Callable[[], str] | None = None,
         ef_search: int = 100,
         scan_limit: int = 100,
     ) -> None:
@@ -94,6 +95,7 @@ class ChromaShortTermStore(ShortTermStore):
             intent_filter=intent_filter,
             pii=pii,
             ttl_s=ttl_s,
+            id_factory=id_factory,
         )
         self.scan_limit = scan_limit
         self._touch_lock = threading.Lock()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -103,6 +103,7 @@ class InMemoryShortTermStore(ShortTermStore):
         intent_filter: IntentFilter,
         pii: PiiMasker,
         ttl_s: float = DEFAULT_STM_TTL_S,
+        id_factory: Callable[[], str] | None = None,
     ) -> None:
         super().__init__(
             clock=clock,
@@ -111,6 +112,7 @@ class InMemoryShortTermStore(ShortTermStore):
             intent_filter=intent_filter,
             pii=pii,
             ttl_s=ttl_s,
+            id_factory=id_factory,
         )
         self._lock = threading.RLock()
         self._by_id: dict[str, MemoryRecord] = {}
