@@ -197,7 +197,9 @@ class NullLongTermStore(LongTermStore):
         busy_wait(self.delay_s)
         return None
 
-    def _query(self, embedding: list[float], flt: LtmFilter, k: int, now: float) -> list[Hit[Fact]]:
+    def _query(
+        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
+    ) -> list[Hit[Fact]]:
         busy_wait(self.delay_s)
         return []
 

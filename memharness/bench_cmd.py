@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -26,6 +27,7 @@ import click
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / "bench"
 BASELINE_DIR = BENCH_DIR / "baseline"
+_SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
 
 
 @click.command(
@@ -133,10 +135,11 @@ def bench(
     for line in format_report(document):
         click.echo(line)
     click.echo(f"wall time {wall:.0f} s; report: {report_path}")
+    outcome, problems = _pytest_outcome(log_path)
+    click.echo(f"pytest: {outcome} (exit code {returncode})")
+    for line in problems:
+        click.echo(f"  {line}", err=True)
     if returncode != 0:
-        if document["gate"]["passed"]:
-            click.echo(_tail(log_path), err=True)
-            click.echo(f"pytest exited {returncode} (a failing test or a regression)", err=True)
         sys.exit(returncode)
 
 
@@ -151,6 +154,20 @@ def _run(command: list[str], env: dict[str, str], log_path: Path, *, verbose: bo
             if verbose:
                 click.echo(line, nl=False)
         return process.wait()
+
+
+def _pytest_outcome(path: Path) -> tuple[str, list[str]]:
+    """pytest's closing summary line, and its FAILED/ERROR lines and regressions."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    summary = next(
+        (line.strip("= ") for line in reversed(lines) if _SUMMARY.search(line)), "no summary"
+    )
+    problems = [
+        line.strip()
+        for line in lines
+        if line.startswith(("FAILED ", "ERROR ")) or "failed PercentageRegressionCheck" in line
+    ]
+    return summary, problems
 
 
 def _tail(path: Path, lines: int = 40) -> str:

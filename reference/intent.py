@@ -359,10 +359,16 @@ def is_stable_preference(text: str) -> bool:
 
 
 def is_forget_command(text: str) -> bool:
-    """Whether the utterance asks to forget something or to reset the conversation."""
-    lower = text.lower()
-    latin, cjk = _scripts(lower)
-    return _FORGET.search(lower, latin=latin, cjk=cjk)
+    """Whether the utterance asks to forget something or to reset the conversation.
+
+    The parser in `reference.forgetting.commands` decides, so this answer and the command
+    the forgetting engine acts on never disagree. `classify` keeps its own cheaper pattern
+    (`_FORGET`) for filing forget-like utterances as instructions.
+    """
+    # Imported here: the forgetting layer builds on this module (through promotion).
+    from reference.forgetting.commands import parse_forget_command
+
+    return parse_forget_command(text) is not None
 
 
 def _chitchat_reason(clause: str) -> str | None:

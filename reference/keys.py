@@ -67,3 +67,23 @@ class Namespace:
     @property
     def facts_embedding_index(self) -> str:
         return f"{self.prefix}_facts_embedding_hnsw"
+
+    # Redis (events: business events for the forgetting engine). Group names are
+    # validated ids (no ':'), so per-group keys cannot collide with each other.
+    @property
+    def events_stream(self) -> str:
+        """The stream of business events; consumer groups live inside it."""
+        return f"{self.prefix}:events"
+
+    @property
+    def events_dead_letters_key(self) -> str:
+        """List of JSON records of stream entries acknowledged without being handled."""
+        return f"{self.prefix}:events:dead_letters"
+
+    def events_processed_key(self, group: str) -> str:
+        """Set of event ids a group's idempotent handler has applied."""
+        return f"{self.prefix}:events:group:{group}:processed"
+
+    def events_failures_key(self, group: str) -> str:
+        """Hash of event id -> how often the group's handler raised on it."""
+        return f"{self.prefix}:events:group:{group}:failures"

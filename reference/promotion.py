@@ -18,7 +18,8 @@ from reference.intent import is_stable_preference
 from reference.models import Category, MemoryType
 
 # Topic lexicon for preference keys. Order matters: the first topic that matches wins.
-_TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+# TOPICS and PROFILE_KEYS are public: forget commands map a topic to keys with them.
+TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "shipping",
         ("ship", "deliver", "courier", "express", "parcel", "快递", "发货", "顺丰", "配送", "物流"),
@@ -50,7 +51,7 @@ _TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 _MY_X_IS_EN = re.compile(r"\bmy ([a-z][a-z ]{1,30}?) (?:is|are|was|=) (.+)", re.IGNORECASE)
 _MY_X_IS_ZH = re.compile(r"我的([\u4e00-\u9fff]{1,8}?)(?:是|为|叫|改成|换成)(.+)")
-_PROFILE_KEYS = {
+PROFILE_KEYS = {
     "address": ("address", "home address", "地址", "住址", "家庭住址"),
     "company": ("company", "employer", "公司", "单位"),
     "name": ("name", "名字", "姓名"),
@@ -92,7 +93,7 @@ def should_promote(text: str, kind: MemoryType | None, *, said_before: bool) -> 
 
 
 def _profile_key(subject: str) -> str:
-    for key, synonyms in _PROFILE_KEYS.items():
+    for key, synonyms in PROFILE_KEYS.items():
         if subject in synonyms:
             return key
     return re.sub(r"\s+", "_", subject)
@@ -100,7 +101,7 @@ def _profile_key(subject: str) -> str:
 
 def _topic(text: str) -> str:
     lowered = text.lower()
-    for topic, words in _TOPICS:
+    for topic, words in TOPICS:
         if any(word in lowered for word in words):
             return topic
     return _fingerprint(text)

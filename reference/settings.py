@@ -56,3 +56,11 @@ class Settings(BaseSettings):
     session: SessionSettings = SessionSettings()
     stm: ShortTermSettings = ShortTermSettings()
     ltm: LongTermSettings = LongTermSettings()
+    # MEMH_ENCRYPTION_KEY: 32 random bytes as base64 (44 characters) or 64 hex characters;
+    # during a rotation, several keys separated by commas (the first encrypts, all decrypt).
+    # Unset, the layers that must encrypt refuse to start (reference.crypto.FieldCipher).
+    # Generate a key with reference.crypto.generate_key(), or:
+    #   python -c "import os,base64;print(base64.b64encode(os.urandom(32)).decode())"
+    encryption_key: SecretStr | None = Field(
+        None, description="AES-256-GCM key for sensitive LTM fields: base64 or hex of 32 bytes"
+    )

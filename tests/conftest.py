@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.fixtures.session_backends",
     "tests.fixtures.stm_backends",
     "tests.fixtures.ltm_backends",
+    "tests.fixtures.event_backends",
 ]
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -90,6 +90,25 @@ def test_headroom_and_no_sla() -> None:
 # --------------------------------------------------------------------------- null backend
 
 
+def test_the_null_backend_runs_every_measured_operation() -> None:
+    """The null stores keep up with the layer interfaces (an ABC change breaks this)."""
+    system = build_null_system()
+    system.session.create(user_id="u1", session_id="s1")
+    assert system.session.get(user_id="u1", session_id="s1") is not None
+    assert system.session.append_message(user_id="u1", session_id="s1", message_id="m1") == ["m1"]
+    added = system.stm.add(user_id="u1", session_id="s1", text="Please book a seat", force=True)
+    assert added.accepted
+    assert system.stm.query(user_id="u1", session_id="s1", text="seat") == []
+    fact = system.ltm.upsert(
+        user_id="u1", category="preference", key="seat", value={}, text="aisle seat"
+    )
+    assert fact.version == 1
+    assert system.ltm.get(user_id="u1", category="preference", key="seat") is None
+    assert system.ltm.query(user_id="u1", text="seat") == []
+    result = system.turn(user_id="u1", session_id="s1", text="I always prefer the aisle seat")
+    assert set(result.timings_ms) >= {"session", "stm", "ltm", "embed", "turn"}
+
+
 def _session_samples(delay_ms: float) -> Recorder:
     system = build_null_system(session_delay_ms=delay_ms)
     recorder = Recorder()
