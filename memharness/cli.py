@@ -7,6 +7,7 @@ import sys
 import click
 from pydantic import ValidationError
 
+from memharness.strategies_cmd import strategies
 from reference.errors import MemoryStoreError
 from reference.settings import Settings
 
@@ -73,6 +74,8 @@ def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None
             f"{stats.op:34}{stats.calls:>7}{stats.p50_ms:>10.3f}{stats.p95_ms:>10.3f}{stats.p99_ms:>10.3f}"
         )
 
+
+main.add_command(strategies)
 
 if __name__ == "__main__":
     main()

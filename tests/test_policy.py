@@ -253,7 +253,8 @@ def test_access_raises_the_score_and_recomputes_the_deadline() -> None:
     assert update.expires_at == pytest.approx(
         T0 + 2 * DAY_S + expiry_delay(ImportanceRule(), update.importance)
     )
-    assert update.expires_at > (written.expires_at or 0)
+    assert update.expires_at is not None and written.expires_at is not None
+    assert update.expires_at > written.expires_at
     capped = on_access(imp, dataclasses.replace(written, importance=10.0), now=T0)
     assert capped.importance == 10.0
     assert score_after_access(ImportanceRule(access_boost=3), 9.5, 0) == 10.0
@@ -347,7 +348,8 @@ def test_ticket_closed_deletes_its_claims_and_payloads_without_the_field_do_noth
     closed = Event("ticket_closed", "alice", T0 + HOUR, {"ticket_id": "T-1"})
     hybrid = strategy("hybrid")
     assert acts(invalidations_for(closed, records, [], strategy=hybrid)) == [("claim", "delete")]
-    for payload in ({}, {"fields": []}, {"fields": "  "}):
+    payloads: list[dict[str, Any]] = [{}, {"fields": []}, {"fields": "  "}]
+    for payload in payloads:
         for name in ("ticket_closed", "profile_updated"):
             empty = Event(name, "alice", T0 + HOUR, payload)
             assert invalidations_for(empty, records, [fact()], strategy=hybrid) == []

@@ -11,6 +11,8 @@ the decisions calls, per layer (STM `MemoryRecord`, LTM `Fact`):
 - on retrieval: `rerank` (over-fetch, e.g. 3k by similarity, then rerank to k).
 
 The stores already hide what is past `expires_at` (lazy expiry); sweeps reclaim it.
+Under an importance rule a record's `importance` is its score as of `last_accessed_at`
+(`importance.decayed_score` gives the score at any later time).
 Time rules combine by the earliest deadline: a TTL (from the write), a sliding window
 and the importance rule (from the last access) each give one, and the first one wins.
 """
