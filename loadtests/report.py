@@ -61,7 +61,7 @@ def format_table(summaries: Sequence[OpSummary], verdicts: Sequence[SlaVerdict])
         )
         lines.append(
             f"{row.op:<16}{row.count:>8}{_f(row.p50_ms)}{_f(row.p95_ms)}{_f(row.p99_ms)}"
-            f"{_f(row.p999_ms)}{_f(row.max_ms)}  {sla}"
+            f"{_f(row.p999_ms)}{_f(row.max_ms)}  {sla}".rstrip()
         )
     return "\n".join(lines)
 

@@ -128,9 +128,19 @@ def check_json_object(field: str, value: object) -> dict[str, Any]:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(field, f"is not JSON-serialisable: {exc}") from None
-    if "\\u0000" in encoded:
+    if _has_nul(value):
         raise InvalidInput(field, "must not contain NUL characters (JSONB cannot store them)")
     _check_encodable(field, encoded)
     if len(encoded.encode()) > MAX_VALUE_BYTES:
         raise InvalidInput(field, f"encodes to more than {MAX_VALUE_BYTES} bytes")
     return value
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False

@@ -16,6 +16,7 @@ data as its object ("delete my email", "删除我的地址"), or an explicit "fr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,7 +64,15 @@ _NEEDLES = re.compile(
     "|begin|remember|stor|sav|keep|record|log|track|memori"
     "|忘|删|清|抹|去掉|移除|销毁|记|存|保留|重置|重新开始|重启|重开|刷新|新的?对话"
 )
-_CLAUSES = re.compile(r"[,，。!！?？;；~～\n]+|\.(?=\s|$)")
+# A conjunction separates clauses only before another command ("reset the chat and forget
+# my email"), not inside a topic ("forget my address and phone number").
+_CLAUSES = re.compile(
+    r"[,，。!！?？;；~～\n]+|\.(?=\s|$)"
+    r"|\s+(?:and|then|and then|also|and also)\s+(?=(?:also |then |please |just )*(?:forget"
+    r"|delete|erase|remove|wipe|clear|reset|start over|don't|do not|stop)\b)"
+    r"|(?:然后|另外|并且|同时|还有|再)(?=(?:请|帮我|再|也)*(?:忘记|忘掉|删除|删掉|清空|清除|重置"
+    r"|重新开始|不要|别))"
+)
 _SPACES = re.compile(r"\s+")
 
 # --- English ------------------------------------------------------------------------
@@ -84,22 +93,20 @@ _EN_ASK_SELF = (
     r"(?:i (?:want|need|would like|'d like) to\s+|i'd like to\s+|let'?s\s+|let us\s+"
     r"|(?:can|could|shall) we\s+|we (?:can|should)\s+)"
 )
+_EN_ACT = rf"^{_EN_LEAD}(?:{_EN_ASK_YOU}|{_EN_ASK_SELF})?{_EN_LEAD}"
 _EN_FORGET = re.compile(rf"^{_EN_LEAD}{_EN_ASK_YOU}?{_EN_LEAD}forget(?:\s+about)?\s+(?P<obj>.+)$")
 _EN_DELETE = re.compile(
-    rf"^{_EN_LEAD}(?:{_EN_ASK_YOU}|{_EN_ASK_SELF})?{_EN_LEAD}"
-    r"(?:delete|erase|remove|wipe|clear|purge|scrub|drop)\s+(?:out\s+|away\s+)?(?P<obj>.+)$"
+    rf"{_EN_ACT}(?:delete|erase|remove|wipe|clear|purge|scrub|drop)\s+(?:out\s+|away\s+)?"
+    r"(?P<obj>.+)$"
 )
 _EN_UNSTORE = re.compile(
     rf"^{_EN_LEAD}{_EN_ASK_YOU}?(?:please\s+)?(?:don't|dont|do not|stop|no longer|never again)"
     r"\s+(?:remember(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|keep(?:ing)?|record(?:ing)?"
     r"|log(?:ging)?|track(?:ing)?|memori[sz](?:e|ing))\s+(?P<obj>.+)$"
 )
-_EN_RESET = re.compile(
-    rf"^{_EN_LEAD}(?:{_EN_ASK_YOU}|{_EN_ASK_SELF})?{_EN_LEAD}"
-    r"(?:reset|restart|refresh|reboot)\s+(?P<obj>.+)$"
-)
+_EN_RESET = re.compile(rf"{_EN_ACT}(?:reset|restart|refresh|reboot)\s+(?P<obj>.+)$")
 _EN_START_OVER = re.compile(
-    rf"^{_EN_LEAD}(?:{_EN_ASK_YOU}|{_EN_ASK_SELF})?{_EN_LEAD}(?:start|begin)\s+(?:over|afresh"
+    rf"{_EN_ACT}(?:start|begin)\s+(?:over|afresh"
     r"|anew|again|from scratch|(?:a\s+)?(?:new|fresh)\s+(?:conversation|chat|session))"
     r"(?:\s+(?:please|from the (?:beginning|start)|with a clean slate))*$"
 )
@@ -233,6 +240,18 @@ _ZH_PERSONAL = re.compile(
 _REFERS_TO_MESSAGE = re.compile("条|句|话|消息|信息|记录|说|message|said|wrote|typed|told|sent")
 
 _Kind = Literal["forget", "delete", "unstore", "reset"]
+_EN_KINDS: tuple[tuple[_Kind, re.Pattern[str]], ...] = (
+    ("forget", _EN_FORGET),
+    ("unstore", _EN_UNSTORE),
+    ("reset", _EN_RESET),
+    ("delete", _EN_DELETE),
+)
+_ZH_KINDS: tuple[tuple[_Kind, re.Pattern[str]], ...] = (
+    ("forget", _ZH_FORGET),
+    ("unstore", _ZH_UNSTORE),
+    ("reset", _ZH_RESET),
+    ("delete", _ZH_DELETE),
+)
 
 
 def parse_forget_command(text: str) -> ForgetCommand | None:
@@ -267,48 +286,25 @@ def _parse_clause(clause: str) -> ForgetCommand | None:
 def _parse_en(clause: str) -> ForgetCommand | None:
     if _EN_START_OVER.match(clause):
         return _SESSION
-    kinds: tuple[tuple[_Kind, re.Pattern[str]], ...] = (
-        ("forget", _EN_FORGET),
-        ("unstore", _EN_UNSTORE),
-        ("reset", _EN_RESET),
-        ("delete", _EN_DELETE),
-    )
-    for kind, pattern in kinds:
+    for kind, pattern in _EN_KINDS:
         match = pattern.match(clause)
         if match:
-            return _en_object(match.group("obj").strip(), kind)
+            obj, memory = match.group("obj").strip(), False
+            while (trimmed := _EN_TAIL.sub("", obj)) != obj or _EN_MEMORY_TAIL.search(obj):
+                obj = _EN_MEMORY_TAIL.sub("", trimmed)
+                memory = memory or obj != trimmed
+            if _EN_SESSION.search(obj):
+                return _SESSION
+            return _classify(obj, kind, memory, _EN_EVERYTHING, _EN_BACK, _en_topic)
     return None
 
 
-def _en_object(obj: str, kind: _Kind) -> ForgetCommand | None:
-    memory = False
-    while True:
-        trimmed = _EN_TAIL.sub("", obj)
-        stripped = _EN_MEMORY_TAIL.sub("", trimmed)
-        memory = memory or stripped != trimmed
-        if stripped == obj:
-            break
-        obj = stripped
-    if _EN_SESSION.search(obj):
-        return _SESSION
-    if _EN_EVERYTHING.fullmatch(obj):
-        return _EVERYTHING
-    if kind == "reset":
-        return None  # "reset my password" is an account action
-    if _EN_BACK.fullmatch(obj):
-        if kind == "delete" and not (memory or _REFERS_TO_MESSAGE.search(obj)):
-            return None  # "delete that" may be a file
-        return _BACK
+def _en_topic(obj: str) -> tuple[str, bool]:
     held = _EN_HELD_TAIL.sub("", obj)
-    memory = memory or held != obj
     topic = _EN_ABOUT_PREFIX.sub("", _EN_SAID_PREFIX.sub("", held))
     while (shorter := _EN_DETERMINER.sub("", topic)) != topic:
         topic = shorter
-    if not topic or _EN_EVERYTHING.fullmatch(topic):
-        return _EVERYTHING if topic else None
-    if kind == "delete" and not memory and not _is_personal(topic):
-        return None  # "delete my order": not memory, not personal data
-    return ForgetCommand("topic", topic)
+    return topic, held != obj  # "the address you have" is about memory
 
 
 def _parse_zh(clause: str) -> ForgetCommand | None:
@@ -323,13 +319,7 @@ def _parse_zh(clause: str) -> ForgetCommand | None:
         # "unstore" takes any topic.
         kind: _Kind = "unstore" if verb.startswith("忘") else "delete"
         return _zh_object(match.group("obj"), kind, lead, bool(match.group("mem")))
-    kinds: tuple[tuple[_Kind, re.Pattern[str]], ...] = (
-        ("forget", _ZH_FORGET),
-        ("unstore", _ZH_UNSTORE),
-        ("reset", _ZH_RESET),
-        ("delete", _ZH_DELETE),
-    )
-    for kind, pattern in kinds:
+    for kind, pattern in _ZH_KINDS:
         match = pattern.match(clause)
         if match:
             lead, obj = match.group("lead"), match.group("obj")
@@ -352,22 +342,40 @@ def _zh_object(obj: str, kind: _Kind, lead: str, memory: bool) -> ForgetCommand 
         return None
     if _ZH_SESSION.fullmatch(obj):
         return _SESSION
-    if _ZH_EVERYTHING.fullmatch(obj):
-        return _EVERYTHING
-    if kind == "reset":
-        return None  # "重置密码" is an account action
-    if _ZH_BACK.fullmatch(obj):
-        if kind == "delete" and not (memory or _REFERS_TO_MESSAGE.search(obj)):
-            return None
-        return _BACK
+    return _classify(obj, kind, memory, _ZH_EVERYTHING, _ZH_BACK, _zh_topic)
+
+
+def _zh_topic(obj: str) -> tuple[str, bool]:
     topic = obj
     while (shorter := _ZH_PREFIX.sub("", topic)) != topic:
         topic = shorter
-    topic = _ZH_SUFFIX.sub("", topic) or topic
-    if not topic or _ZH_EVERYTHING.fullmatch(topic):
-        return _EVERYTHING if topic else None
-    if kind == "delete" and not memory and not _is_personal(topic):
-        return None  # "删除我的订单": an order action
+    return _ZH_SUFFIX.sub("", topic) or topic, False
+
+
+def _classify(
+    obj: str,
+    kind: _Kind,
+    memory: bool,
+    everything: re.Pattern[str],
+    back: re.Pattern[str],
+    topic_of: Callable[[str], tuple[str, bool]],
+) -> ForgetCommand | None:
+    """The command an object names, once the conversation itself has been ruled out."""
+    if everything.fullmatch(obj):
+        return _EVERYTHING
+    if kind == "reset":
+        return None  # "reset my password", "重置密码": account actions
+    if back.fullmatch(obj):
+        if kind == "delete" and not (memory or _REFERS_TO_MESSAGE.search(obj)):
+            return None  # "delete that", "删除这个" may be a file
+        return _BACK
+    topic, held = topic_of(obj)
+    if not topic:
+        return None
+    if everything.fullmatch(topic):
+        return _EVERYTHING
+    if kind == "delete" and not (memory or held or _is_personal(topic)):
+        return None  # "delete my order", "删除我的订单": not memory, not personal data
     return ForgetCommand("topic", topic)
 
 
