@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     prefix: str = "memh"
     embedder: Literal["minilm", "hashing"] = "minilm"
     embedding_cache_size: int = Field(10_000, ge=0)
+    embedder_threads: int | None = Field(
+        None, ge=1, le=256, description="torch threads for MiniLM; None: torch's default"
+    )
     session: SessionSettings = SessionSettings()
     stm: ShortTermSettings = ShortTermSettings()
     ltm: LongTermSettings = LongTermSettings()
