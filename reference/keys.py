@@ -61,6 +61,11 @@ class Namespace:
         return f"{self.prefix}_fact_audit"
 
     @property
+    def users_table(self) -> str:
+        """Per-user activity (last_active_at) that archival of inactive users reads."""
+        return f"{self.prefix}_users"
+
+    @property
     def migrations_table(self) -> str:
         return f"{self.prefix}_schema_migrations"
 

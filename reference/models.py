@@ -107,6 +107,19 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionUpdate:
+    """What one access stores with a record or fact besides `last_accessed_at=now` and
+    `access_count + 1`: its new expiry and importance (the forgetting policy decides them).
+
+    `record_id` is an STM record id or an LTM fact id, depending on the layer it goes to.
+    """
+
+    record_id: str
+    expires_at: float | None
+    importance: float
+
+
+@dataclass(frozen=True, slots=True)
 class Hit(Generic[T]):
     """A retrieved record with its similarity score (cosine similarity, higher is closer)."""
 
@@ -123,7 +136,7 @@ class AuditEntry:
     user_id: str
     category: Category
     key: str
-    action: str  # insert | update | archive | delete
+    action: str  # insert | update | archive | delete | erase | anonymise
     actor: str
     at: float
     version: int

@@ -2,7 +2,17 @@
 
 The turn follows DESIGN.md: session gateway, PII masking, intent filter into STM,
 retrieval from STM (this session) and LTM (this user) with one query embedding,
-promotion of stable facts to LTM. The forgetting engine will hook in after promotion.
+promotion of stable facts to LTM.
+
+With a `ForgettingEngine` (`build_memory_system` always attaches one), the strategy
+governs every step: new records get its deadlines, retrieval re-ranks and stores each
+access, a forget command is carried out instead of being stored, PII in promoted values
+is sealed, and each turn counts as the user's activity. Sweeps and events run outside
+turns: `sweep` (e.g. at `strategy.sweep_interval_s`, from the simulator), `handle_event`
+for one event in process, or a bus attached to the engine that `sweep` consumes first
+(the harness publishes on the bus: at-least-once, replayable). Without an engine (a
+benchmark's null stores) the stores' own defaults apply and forget commands are not
+recognised.
 """
 
 from __future__ import annotations
@@ -11,17 +21,21 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
 from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput
-from reference.ltm.base import LongTermStore
-from reference.models import Fact, Hit, MemoryRecord, SessionState
-from reference.promotion import extract_fact, should_promote
+from reference.forgetting.commands import parse_forget_command
+from reference.forgetting.engine import EventOutcome, ForgetReport, ForgettingEngine, SweepStats
+from reference.forgetting.policy import OracleAdvice
+from reference.ltm.base import LongTermStore, LtmFilter
+from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
+from reference.promotion import FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
-from reference.stm.base import AddResult, ShortTermStore, StmFilter
-from reference.text import Embedder, PiiMasker
+from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
+from reference.text import Embedder, IntentDecision, PiiMasker
 from reference.validation import check_id, check_k, check_text
 
 #: Timing keys of a turn, in milliseconds. "stm" and "ltm" exclude the query embedding,
@@ -53,6 +67,9 @@ class TurnResult:
     ltm_hits: list[Hit[Fact]]
     promoted: Fact | None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    #: The forget command this utterance was, and what it removed (then nothing was
+    #: stored or promoted); its time is inside timings_ms["turn"].
+    forgotten: ForgetReport | None = None
 
 
 class MemorySystem:
@@ -69,6 +86,7 @@ class MemorySystem:
         pii: PiiMasker,
         stm_k: int = 5,
         ltm_k: int = 5,
+        engine: ForgettingEngine | None = None,
     ) -> None:
         self.clock = clock
         self.session = session
@@ -78,6 +96,9 @@ class MemorySystem:
         self.pii = pii
         self.stm_k = check_k("stm_k", stm_k)
         self.ltm_k = check_k("ltm_k", ltm_k)
+        if engine is not None and (engine.stm is not stm or engine.ltm is not ltm):
+            raise InvalidInput("engine", "must govern this system's own stores")
+        self.engine = engine
 
     def turn(
         self,
@@ -87,12 +108,16 @@ class MemorySystem:
         text: str,
         at: float | datetime | None = None,
         channel: str = "web",
+        metadata: dict[str, MetadataValue] | None = None,
     ) -> TurnResult:
         """Run one user utterance through every layer and return the assembled context.
 
         `at` moves a virtual clock forward to the utterance's time; with a wall clock it
         must be None. Retrieval runs before the utterance is stored, so the hits are what
-        was known before it.
+        was known before it. `metadata` (e.g. an order_id or ticket_id) is stored with
+        the STM record and in the value of a fact promoted from it, where business
+        events find it. A forget command is carried out, not stored: retrieval then
+        shows what is left.
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
@@ -115,24 +140,40 @@ class MemorySystem:
         masked = self.pii.mask(text)
         timings["pii"] = _ms_since(mark)
 
+        forgotten = None
+        if self.engine is not None:
+            self.engine.note_activity(user_id)
+            command = parse_forget_command(masked)
+            if command is not None:
+                forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
+                if command.scope != "topic":
+                    window = []
+
         mark = time.perf_counter()
         vector = self.embedder.embed_one(masked)
         timings["embed"] = _ms_since(mark)
 
         mark = time.perf_counter()
-        stm_hits = self.stm.query(
-            user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k
-        )
+        stm_hits = self._stm_hits(user_id, session_id, vector, touch=True)
         said_before = any(hit.record.text == masked for hit in stm_hits)
-        added = self.stm.add(user_id=user_id, session_id=session_id, text=masked, embedding=vector)
+        if forgotten is not None:
+            decision = IntentDecision(keep=False, kind=None, reason="forget command")
+            added = AddResult(accepted=False, reason=decision.reason, record=None, intent=decision)
+            candidate = None
+        else:
+            added, candidate = self._add(user_id, session_id, masked, vector, message_id, metadata)
         timings["stm"] = _ms_since(mark)
 
         mark = time.perf_counter()
-        ltm_hits = self.ltm.query(user_id=user_id, embedding=vector, k=self.ltm_k)
+        ltm_hits = self._ltm_hits(user_id, vector, touch=True)
         timings["ltm"] = _ms_since(mark)
 
         mark = time.perf_counter()
-        promoted = self._promote(user_id, masked, added, said_before, vector)
+        promoted = None
+        if candidate is not None and should_promote(
+            masked, added.intent.kind, said_before=said_before
+        ):
+            promoted = self._promote(user_id, text, masked, candidate, vector, metadata)
         timings["promotion"] = _ms_since(mark)
         timings["turn"] = _ms_since(started)
 
@@ -149,6 +190,7 @@ class MemorySystem:
             ltm_hits=ltm_hits,
             promoted=promoted,
             timings_ms=timings,
+            forgotten=forgotten,
         )
 
     def recall(
@@ -160,11 +202,28 @@ class MemorySystem:
         self._move_clock(at)
         vector = self.embedder.embed_one(self.pii.mask(query))
         return Recall(
-            stm_hits=self.stm.query(
-                user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k, touch=False
-            ),
-            ltm_hits=self.ltm.query(user_id=user_id, embedding=vector, k=self.ltm_k, touch=False),
+            stm_hits=self._stm_hits(user_id, session_id, vector, touch=False),
+            ltm_hits=self._ltm_hits(user_id, vector, touch=False),
         )
+
+    # ------------------------------------------------------------------ forgetting
+    def sweep(self, *, dry_run: bool = False, at: float | datetime | None = None) -> SweepStats:
+        """One sweep of every layer by the forgetting engine (see `ForgettingEngine.sweep`)."""
+        self._move_clock(at)
+        return self._engine().sweep(dry_run=dry_run)
+
+    def handle_event(self, event: Event, *, at: float | datetime | None = None) -> EventOutcome:
+        """Apply one business event now, in process (no bus)."""
+        self._move_clock(at)
+        return self._engine().handle_event(event)
+
+    def advise(self, oracle: OracleAdvice | None) -> None:
+        """Give the engine the harness's knowledge of future probes (oracle strategy)."""
+        self._engine().advise(oracle)
+
+    def reveal(self, fact: Fact) -> dict[str, Any]:
+        """A fact's original value, unsealed with the configured key when sealed."""
+        return fact.value if self.engine is None else self.engine.reveal(fact)
 
     def footprint(self) -> dict[str, int]:
         """Live records per layer in this namespace."""
@@ -176,8 +235,6 @@ class MemorySystem:
 
     def delete_user_data(self, *, user_id: str) -> dict[str, int]:
         """Remove every record of the user from every layer; returns counts per layer."""
-        from reference.ltm.base import LtmFilter
-
         return {
             "session": self.session.delete_user(user_id=user_id),
             "stm": self.stm.delete(filter=StmFilter(user_id=user_id, include_dead=True)),
@@ -185,11 +242,18 @@ class MemorySystem:
         }
 
     def dispose(self) -> None:
-        """Release every layer's connections."""
+        """Write buffered activity, then release every layer's connections."""
+        if self.engine is not None:
+            self.engine.flush_activity()
         for store in (self.session, self.stm, self.ltm):
             store.dispose()
 
     # ------------------------------------------------------------------ internals
+    def _engine(self) -> ForgettingEngine:
+        if self.engine is None:
+            raise InvalidInput("engine", "this system has no forgetting engine")
+        return self.engine
+
     def _move_clock(self, at: float | datetime | None) -> None:
         if at is None:
             return
@@ -199,28 +263,101 @@ class MemorySystem:
             )
         self.clock.set(at)
 
+    def _stm_hits(
+        self, user_id: str, session_id: str, vector: np.ndarray, *, touch: bool
+    ) -> list[Hit[MemoryRecord]]:
+        if self.engine is not None:
+            return self.engine.retrieve_stm(
+                user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k, touch=touch
+            )
+        return self.stm.query(
+            user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k, touch=touch
+        )
+
+    def _ltm_hits(self, user_id: str, vector: np.ndarray, *, touch: bool) -> list[Hit[Fact]]:
+        if self.engine is not None:
+            return self.engine.retrieve_ltm(
+                user_id=user_id, embedding=vector, k=self.ltm_k, touch=touch
+            )
+        return self.ltm.query(user_id=user_id, embedding=vector, k=self.ltm_k, touch=touch)
+
+    def _add(
+        self,
+        user_id: str,
+        session_id: str,
+        masked: str,
+        vector: np.ndarray,
+        message_id: str,
+        metadata: dict[str, MetadataValue] | None,
+    ) -> tuple[AddResult, FactCandidate | None]:
+        """Store the utterance in STM, tagged with the fact it states (its key is the
+        `topic` events and forget commands match), under the strategy's deadline."""
+        decision = self.stm.intent_filter.classify(masked)
+        if not decision.keep:
+            return AddResult(False, decision.reason, None, decision), None
+        candidate = extract_fact(masked, decision.kind)
+        tags: dict[str, MetadataValue] = {**(metadata or {}), "message_id": message_id}
+        if candidate is not None:
+            tags.update(topic=candidate.key, category=candidate.category.value)
+        kind = decision.kind or MemoryType.CONVERSATION
+        expiry = self.engine.stm_expiry(kind) if self.engine is not None else {}
+        added = self.stm.add(
+            user_id=user_id,
+            session_id=session_id,
+            text=masked,
+            embedding=vector,
+            metadata=tags,
+            intent=decision,
+            **expiry,
+        )
+        return added, candidate
+
     def _promote(
-        self, user_id: str, masked: str, added: AddResult, said_before: bool, vector: np.ndarray
+        self,
+        user_id: str,
+        raw: str,
+        masked: str,
+        candidate: FactCandidate,
+        vector: np.ndarray,
+        metadata: dict[str, MetadataValue] | None,
     ) -> Fact | None:
-        kind = added.intent.kind
-        if not added.accepted or not should_promote(masked, kind, said_before=said_before):
-            return None
-        candidate = extract_fact(masked, kind)
-        if candidate is None:
-            return None
-        value = {"value": candidate.value}
-        current = self.ltm.get(user_id=user_id, category=candidate.category, key=candidate.key)
-        if current is not None and current.value == value:
+        value: dict[str, Any] = {**(metadata or {}), "value": candidate.value}
+        engine = self.engine
+        if engine is not None and engine.cipher is not None:
+            # The raw value is what gets sealed: the masked text stays the searchable part.
+            # The key comes from the masked text (a fingerprint key would differ).
+            original = extract_fact(raw, candidate_kind(candidate))
+            if original is not None and original.category is candidate.category:
+                value["value"] = original.value
+        current = self.ltm.facts(
+            filter=LtmFilter(
+                user_id=user_id,
+                categories=frozenset({candidate.category}),
+                keys=frozenset({candidate.key}),
+            )
+        )
+        if current and self.reveal(current[0]) == value:
             return None  # restating a known fact is not a new version
+        stored = value
+        if engine is not None:
+            stored = engine.seal(
+                user_id=user_id, category=candidate.category, key=candidate.key, value=value
+            )
         return self.ltm.upsert(
             user_id=user_id,
             category=candidate.category,
             key=candidate.key,
-            value=value,
+            value=stored,
             text=masked,
             actor="promotion",
             embedding=vector,
+            expires_at=None if engine is None else engine.ltm_expires_at(candidate.category),
         )
+
+
+def candidate_kind(candidate: FactCandidate) -> MemoryType:
+    """The memory type that makes `extract_fact` take a candidate's path again."""
+    return MemoryType(candidate.category.value)
 
 
 def _ms_since(mark: float) -> float:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reference.errors import InvalidInput
-from reference.models import Category, MemoryType
+from reference.models import Category, MemoryType, RetentionUpdate
 
 MAX_ID_LENGTH = 128
 MAX_TEXT_CHARS = 8_000
@@ -144,3 +144,14 @@ def _has_nul(value: object) -> bool:
     if isinstance(value, list | tuple):
         return any(_has_nul(v) for v in value)
     return False
+
+
+def check_retention(update: RetentionUpdate) -> None:
+    """Refuses an update no backend could store: a bad id, a non-finite deadline or a
+    negative or non-finite importance (scores may exceed 10 under a custom max_score)."""
+    check_id("record_id", update.record_id)
+    if update.expires_at is not None:
+        check_timestamp("expires_at", update.expires_at)
+    check_timestamp("importance", update.importance)
+    if update.importance < 0:
+        raise InvalidInput("importance", f"must not be negative, got {update.importance}")

@@ -18,11 +18,13 @@ import pytest
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, InvalidInput, MemoryStoreError
 from reference.keys import Namespace
-from reference.ltm.base import LongTermStore, LtmFilter
+from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LongTermStore, LtmFilter
+from reference.ltm.common import as_real
 from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.ltm.postgres_store import PostgresLongTermStore
-from reference.models import AuditEntry, Category, Fact, Status
+from reference.models import AuditEntry, Category, Fact, RetentionUpdate, Status
 from reference.text import Embedder
+from tests.conftest import T0
 from tests.fixtures.ltm_backends import LtmStoreFactory
 
 DIM = 384
@@ -312,6 +314,160 @@ def test_delete_hard_deletes_archived_too_and_audits(ltm_store: LongTermStore, c
     assert again.version == 1 and again.fact_id != a.fact_id
 
 
+# ---------------------------------------------------------------------------- engine primitives
+
+SEALED_VALUE = {"v": "138****5678", "_sealed": "v1:00000000:AAAA", "_sealed_at": 1.0}
+
+
+def values(store: LongTermStore, user: str = "u1", key: str | None = None) -> list[Any]:
+    return [
+        (e.old_value, e.new_value)
+        for e in store.audit_log(user_id=user)
+        if key is None or e.key == key
+    ]
+
+
+def test_touch_stores_retention_and_never_resurrects(ltm_store: LongTermStore, clock: VirtualClock):
+    a = put(ltm_store, "a")
+    b = put(ltm_store, "b", expires_at=clock.now() + 5)
+    c = put(ltm_store, "c", user="u2")
+    clock.advance(10)
+    updates = [
+        RetentionUpdate(a.fact_id, clock.now() + 100, 1 / 3),
+        RetentionUpdate(b.fact_id, None, 1.0),  # expired: stays expired
+        RetentionUpdate(c.fact_id, None, 1.0),  # another user's
+    ]
+    assert ltm_store.touch(user_id="u1", updates=updates) == 1
+    got = ltm_store.facts(filter=LtmFilter(user_id="u1", keys=frozenset({"a"})))[0]
+    assert (got.expires_at, got.importance, got.access_count, got.last_accessed_at) == (
+        clock.now() + 100,
+        as_real(1 / 3),
+        1,
+        clock.now(),
+    )
+    [dead] = ltm_store.facts(
+        filter=LtmFilter(user_id="u1", keys=frozenset({"b"}), include_dead=True)
+    )
+    assert (dead.expires_at, dead.access_count) == (T0 + 5, 0)
+    assert everything(ltm_store, "u2")[0].access_count == 0
+    assert actions(ltm_store) == ["insert", "insert"]  # an access is not audited
+
+
+def test_similar_reaches_dead_facts_and_touches_nothing(
+    ltm_store: LongTermStore, clock: VirtualClock
+):
+    put(ltm_store, "a", seed=1)
+    put(ltm_store, "b", seed=1, expires_at=clock.now() + 1)
+    put(ltm_store, "c", seed=1)
+    ltm_store.archive(filter=LtmFilter(user_id="u1", keys=frozenset({"c"})))
+    put(ltm_store, "d", seed=2)
+    put(ltm_store, "e", seed=1, user="u2")
+    clock.advance(5)
+    hits = ltm_store.similar(user_id="u1", embedding=unit(1), min_score=0.99)
+    assert sorted(h.record.key for h in hits) == ["a", "b", "c"]
+    live = ltm_store.similar(user_id="u1", embedding=unit(1), min_score=0.99, include_dead=False)
+    assert [h.record.key for h in live] == ["a"]
+    assert all(f.access_count == 0 for f in everything(ltm_store))
+
+
+def test_erase_deletes_and_redacts_the_audit_by_fact_and_key(
+    ltm_store: LongTermStore, clock: VirtualClock
+):
+    address = put(ltm_store, "address", category="profile", value={"v": "12 Oak"})
+    put(ltm_store, "address", category="profile", value={"v": "5 Elm"})
+    put(ltm_store, "phone", category="profile", value={"v": "138"})
+    ltm_store.delete(filter=LtmFilter(user_id="u1", keys=frozenset({"phone"})))  # audit keeps it
+    put(ltm_store, "shipping", value={"v": "SF"})
+    put(ltm_store, "address", category="profile", value={"v": "Bob's"}, user="u2")
+    clock.advance(1)
+    flt = LtmFilter(user_id="u1", keys=frozenset({"address", "phone"}))
+    assert ltm_store.erase(filter=flt, actor="forget") == 1  # phone was gone already
+    assert [f.key for f in everything(ltm_store)] == ["shipping"]
+    for key in ("address", "phone"):
+        assert all(v in (None, REDACTED) for pair in values(ltm_store, key=key) for v in pair)
+    [*_, last] = ltm_store.audit_log(user_id="u1", fact_id=address.fact_id)
+    assert (last.action, last.actor, last.at, last.version) == ("erase", "forget", clock.now(), 2)
+    assert (last.old_value, last.new_value) == (None, None)
+    assert values(ltm_store, key="shipping") == [(None, {"v": "SF"})]
+    assert values(ltm_store, "u2") == [(None, {"v": "Bob's"})]
+    # Everything about the user: every fact, the whole audit redacted.
+    assert ltm_store.erase(filter=LtmFilter(user_id="u1")) == 1
+    assert everything(ltm_store) == []
+    assert all(v in (None, REDACTED) for pair in values(ltm_store) for v in pair)
+    assert len(everything(ltm_store, "u2")) == 1
+
+
+def test_scan_pages_every_user_and_status_by_id(ltm_store: LongTermStore, clock: VirtualClock):
+    made = [
+        put(
+            ltm_store, f"k{n}", user=f"u{n % 2}", expires_at=clock.now() + 1 if n % 4 == 0 else None
+        )
+        for n in range(12)
+    ]
+    ltm_store.archive(filter=LtmFilter(user_id="u1", keys=frozenset({"k1", "k3"})))
+    clock.advance(5)
+    pages, after = [], None
+    while page := ltm_store.scan(after=after, limit=5):
+        pages.append([f.fact_id for f in page])
+        after = page[-1].fact_id
+    assert [len(p) for p in pages] == [5, 5, 2]
+    assert [i for p in pages for i in p] == sorted(f.fact_id for f in made)
+    statuses = {f.status for f in ltm_store.scan(limit=100)}
+    assert statuses == {Status.ACTIVE, Status.ARCHIVED}
+    with pytest.raises(InvalidInput, match=r"^limit: "):
+        ltm_store.scan(limit=0)
+
+
+def test_apply_changes_in_one_transaction(ltm_store: LongTermStore, clock: VirtualClock):
+    gone = put(ltm_store, "gone", value=SEALED_VALUE)
+    erased = put(ltm_store, "erased", value={"v": "x"})
+    kept = put(ltm_store, "kept")
+    sealed = put(ltm_store, "sealed", value={"v": "old", "_sealed": "v1:11111111:BBBB"})
+    sealed = put(ltm_store, "sealed", value=SEALED_VALUE)
+    bobs = put(ltm_store, "bobs", user="u2")
+    clock.advance(7)
+    plain = {"v": "138****5678", "_anonymised": True}
+    changes = FactChanges(
+        delete=frozenset({gone.fact_id, bobs.fact_id}),
+        erase=frozenset({erased.fact_id}),
+        archive=frozenset({kept.fact_id, gone.fact_id}),
+        anonymise={sealed.fact_id: plain, gone.fact_id: plain},
+    )
+    assert ltm_store.apply_changes(changes, actor="sweeper") == FactChangeCounts(
+        deleted=2, erased=1, archived=1, anonymised=1
+    )
+    by_key = {f.key: f for f in everything(ltm_store)}
+    assert sorted(by_key) == ["kept", "sealed"] and everything(ltm_store, "u2") == []
+    assert by_key["kept"].status is Status.ARCHIVED
+    now_sealed = by_key["sealed"]
+    assert (now_sealed.value, now_sealed.version, now_sealed.updated_at) == (plain, 2, T0)
+    # No sealed original is left in the audit: of the anonymised fact, nor of the deleted.
+    assert "_sealed" not in repr(values(ltm_store))
+    assert values(ltm_store, key="sealed") == [
+        (None, {"v": "old", "_anonymised": True}),
+        ({"v": "old", "_anonymised": True}, plain),
+        (None, plain),
+    ]
+    assert values(ltm_store, key="gone")[-1] == (plain, None)
+    assert values(ltm_store, key="erased") == [(None, REDACTED), (None, None)]
+    assert [(e.key, e.action, e.actor) for e in ltm_store.audit_log(user_id="u1")][-4:] == [
+        ("gone", "delete", "sweeper"),
+        ("erased", "erase", "sweeper"),
+        ("kept", "archive", "sweeper"),
+        ("sealed", "anonymise", "sweeper"),
+    ]
+    assert ltm_store.apply_changes(FactChanges()) == FactChangeCounts()
+
+
+def test_activity_keeps_the_latest_time_per_user(ltm_store: LongTermStore):
+    ltm_store.mark_active(activity={"u1": T0 + 5, "u2": T0})
+    ltm_store.mark_active(activity={"u1": T0 + 1})
+    assert ltm_store.last_active(user_ids=["u1", "u2", "u3"]) == {"u1": T0 + 5, "u2": T0}
+    assert ltm_store.forget_activity(user_id="u1") is True
+    assert ltm_store.forget_activity(user_id="u1") is False
+    assert ltm_store.last_active(user_ids=["u1"]) == {}
+
+
 # ---------------------------------------------------------------------------- list / count
 
 
@@ -365,7 +521,7 @@ def test_setup_is_idempotent_and_safe_in_parallel(
     assert errors == []
     assert ltm_store.get(user_id="u1", category="preference", key="kept") is not None
     if isinstance(ltm_store, PostgresLongTermStore):
-        assert ltm_store.schema_versions() == [1]
+        assert ltm_store.schema_versions() == [1, 2]
         assert others[0].count() == 1
 
 
@@ -468,6 +624,10 @@ def test_failed_audit_write_leaves_neither_fact_nor_entry(
             lambda: ltm_store.archive(filter=LtmFilter(user_id="u1")),
             lambda: ltm_store.delete(filter=LtmFilter(user_id="u1")),
             lambda: ltm_store.sweep_expired(),
+            lambda: ltm_store.erase(filter=LtmFilter(user_id="u1")),
+            lambda: ltm_store.apply_changes(
+                FactChanges(archive=frozenset({kept.fact_id}), delete=frozenset({kept.fact_id}))
+            ),
         ]
         for operation in operations:
             with pytest.raises(FAILURES):

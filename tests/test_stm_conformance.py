@@ -21,11 +21,11 @@ import pytest
 
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
-from reference.models import MemoryType, Status
+from reference.models import MemoryType, RetentionUpdate, Status
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.chroma_client import make_chroma_client, parse_chroma_url
 from reference.stm.chroma_store import ChromaShortTermStore
-from reference.text import Embedder, PiiMasker
+from reference.text import Embedder, IntentDecision, PiiMasker
 from tests.conftest import T0
 from tests.fixtures.stm_backends import (
     StmStoreFactory,
@@ -322,6 +322,93 @@ def test_delete_spares_expired_records_unless_asked(
     assert stm_store.count(filter=everything) == 1
     assert stm_store.delete(filter=everything) == 1
     assert stm_store.count(filter=everything) == 0
+
+
+# ---------------------------------------------------------------- engine primitives
+def test_never_expires_and_a_given_intent(stm_store: ShortTermStore, clock: VirtualClock) -> None:
+    decision = IntentDecision(keep=True, kind=MemoryType.FACT, reason="the caller's")
+    result = stm_store.add(
+        user_id=ALICE, session_id="s1", text=FLIGHT, never_expires=True, intent=decision
+    )
+    assert result.record is not None and result.record.expires_at is None
+    assert (result.reason, result.record.type) == ("the caller's", MemoryType.FACT)
+    clock.advance(10 * 365 * 86400)
+    assert stm_store.get(user_id=ALICE, record_id=result.record.record_id) == result.record
+    assert stm_store.sweep_expired() == 0
+    with pytest.raises(InvalidInput, match=r"^ttl_s: "):
+        stm_store.add(user_id=ALICE, session_id="s1", text=FLIGHT, ttl_s=5, never_expires=True)
+
+
+def test_touch_stores_retention_in_one_write(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
+    flight, seats, bobs = (
+        _add(stm_store, FLIGHT),
+        _add(stm_store, SEATS),
+        _add(stm_store, HOTEL, user_id=BOB),
+    )
+    short = _add(stm_store, REPORT, ttl_s=10)
+    clock.advance(20)
+    updates = [
+        RetentionUpdate(flight, clock.now() + 500, 7.5),
+        RetentionUpdate(seats, None, 0.0),
+        RetentionUpdate(bobs, None, 9.0),  # another user's: skipped
+        RetentionUpdate(short, None, 9.0),  # expired: an access never resurrects
+        RetentionUpdate("missing", None, 9.0),
+    ]
+    assert stm_store.touch(user_id=ALICE, updates=updates) == 2
+    got = stm_store.get(user_id=ALICE, record_id=flight)
+    assert got is not None
+    assert (got.expires_at, got.importance, got.access_count) == (clock.now() + 500, 7.5, 1)
+    assert got.last_accessed_at == clock.now()
+    never = stm_store.get(user_id=ALICE, record_id=seats)
+    assert never is not None and (never.expires_at, never.importance) == (None, 0.0)
+    assert stm_store.get(user_id=BOB, record_id=bobs).access_count == 0  # type: ignore[union-attr]
+    assert stm_store.get(user_id=ALICE, record_id=short) is None
+    clock.advance(500)
+    assert stm_store.get(user_id=ALICE, record_id=flight) is None
+    assert stm_store.sweep_expired() == 2  # flight at its new deadline, and short
+    with pytest.raises(InvalidInput, match=r"^importance: "):
+        stm_store.touch(user_id=ALICE, updates=[RetentionUpdate(seats, None, -1.0)])
+
+
+def test_similar_reaches_every_session_and_dead_records(
+    stm_store: ShortTermStore, clock: VirtualClock, embedder: Embedder
+) -> None:
+    here, there = _add(stm_store, FLIGHT), _add(stm_store, FLIGHT, session_id="s2")
+    old = _add(stm_store, FLIGHT, session_id="s3", ttl_s=5)
+    _add(stm_store, SEATS)
+    _add(stm_store, FLIGHT, user_id=BOB)
+    clock.advance(10)
+    vector = embedder.embed_one(FLIGHT)
+    hits = stm_store.similar(user_id=ALICE, embedding=vector, min_score=0.99)
+    assert sorted(_ids(hits)) == sorted([here, there, old])
+    live = stm_store.similar(user_id=ALICE, embedding=vector, min_score=0.99, include_dead=False)
+    assert sorted(_ids(live)) == sorted([here, there])
+    assert stm_store.similar(user_id="nobody", embedding=vector, min_score=0.1) == []
+    assert all(h.record.access_count == 0 for h in hits)
+
+
+def test_scan_pages_the_namespace_by_id_and_purge_removes(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
+    ids = [
+        _add(stm_store, FLIGHT, user_id=user, ttl_s=5 if n % 3 == 0 else None)
+        for n, user in enumerate([ALICE, BOB] * 6)
+    ]
+    clock.advance(10)  # a third are expired: a scan still sees them
+    pages, after = [], None
+    while page := stm_store.scan(after=after, limit=5):
+        pages.append([r.record_id for r in page])
+        after = page[-1].record_id
+    assert [len(p) for p in pages] == [5, 5, 2]
+    assert [i for p in pages for i in p] == sorted(ids)
+    assert stm_store.purge(record_ids=set(pages[0]) | {"gone"}) == 5
+    assert stm_store.purge(record_ids=pages[0]) == 0
+    assert [r.record_id for r in stm_store.scan(limit=100)] == sorted(ids)[5:]
+    assert stm_store.scan(after=sorted(ids)[-1], limit=3) == []
+    with pytest.raises(InvalidInput, match=r"^limit: "):
+        stm_store.scan(limit=0)
 
 
 # ---------------------------------------------------------------- bad input

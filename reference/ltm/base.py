@@ -7,21 +7,28 @@ the timed operations of the LTM SLA.
 
 Every change writes an audit entry in the same transaction as the change: a failed write
 leaves neither the row nor its audit entry behind. Every read names the user.
+
+The forgetting engine needs a few more operations (`supports_forgetting`): per-fact
+retention updates on access (`touch`), a similarity search over dead facts too
+(`similar`), erasure with redaction of the audit values (`erase`), namespace-wide
+paging and batched changes for sweeps (`scan`, `apply_changes`), and the per-user
+activity that archival reads (`mark_active`, `last_active`, `forget_activity`). Only
+`scan` and `apply_changes` span users; the engine is their only caller.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.keys import Namespace
-from reference.models import AuditEntry, Category, Fact, Hit, Status
+from reference.models import AuditEntry, Category, Fact, Hit, RetentionUpdate, Status
 from reference.text import Embedder
 from reference.validation import (
     check_category,
@@ -31,10 +38,52 @@ from reference.validation import (
     check_json_object,
     check_k,
     check_key,
+    check_retention,
     check_text,
+    check_timestamp,
 )
 
-AUDIT_ACTIONS = ("insert", "update", "archive", "delete")
+AUDIT_ACTIONS = ("insert", "update", "archive", "delete", "erase", "anonymise")
+#: What an erased value becomes in the audit log: the entry stays (who, when, what, key),
+#: the value does not. Distinct from None, which means "no value" (an insert's old value).
+REDACTED: dict[str, Any] = {"_redacted": True}
+
+
+@dataclass(frozen=True, slots=True)
+class FactChanges:
+    """One sweep batch's changes, by fact_id, across users; applied in one transaction.
+
+    A fact named under `delete` or `erase` is only removed (archive and anonymise skip
+    it). `delete` keeps the removed value in its audit entry; `erase` redacts every audit
+    value of the fact. `anonymise` maps a fact to its new value (the sealed original
+    dropped), and strips the sealed payload from the fact's audit values as well.
+    """
+
+    delete: frozenset[str] = frozenset()
+    erase: frozenset[str] = frozenset()
+    archive: frozenset[str] = frozenset()
+    anonymise: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("delete", "erase", "archive"):
+            object.__setattr__(self, name, frozenset(getattr(self, name)))
+        for fact_id in (*self.delete, *self.erase, *self.archive, *self.anonymise):
+            check_id("fact_ids", fact_id)
+        for value in self.anonymise.values():
+            check_json_object("anonymise", value)
+
+    def __bool__(self) -> bool:
+        return bool(self.delete or self.erase or self.archive or self.anonymise)
+
+
+@dataclass(frozen=True, slots=True)
+class FactChangeCounts:
+    """How many facts `apply_changes` changed, per kind of change."""
+
+    deleted: int = 0
+    erased: int = 0
+    archived: int = 0
+    anonymised: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +120,10 @@ class LtmFilter:
 
 class LongTermStore(ABC):
     """Versioned structured facts with vector search, within a user."""
+
+    #: The backend implements the engine's primitives (see the module docstring); a
+    #: store without them can serve turns but not a `ForgettingEngine`.
+    supports_forgetting: ClassVar[bool] = False
 
     def __init__(self, *, clock: Clock, namespace: Namespace, embedder: Embedder) -> None:
         self.clock = clock
@@ -194,6 +247,86 @@ class LongTermStore(ABC):
         check_id("actor", actor)
         return self._sweep(now=self.clock.now(), batch_size=batch_size, actor=actor)
 
+    # ------------------------------------------------------------------ engine API
+    def touch(self, *, user_id: str, updates: Sequence[RetentionUpdate]) -> int:
+        """Count an access to each of the user's live facts named in `updates` (by
+        fact_id), storing its new `expires_at` and `importance`; one transaction. Returns
+        how many changed; a fact gone or no longer live is skipped (no resurrection)."""
+        check_id("user_id", user_id)
+        by_id: dict[str, RetentionUpdate] = {}
+        for update in updates:
+            if not isinstance(update, RetentionUpdate):
+                raise InvalidInput("updates", f"must hold RetentionUpdate items, got {update!r}")
+            check_retention(update)
+            by_id[update.record_id] = update
+        if not by_id:
+            return 0
+        return self._update_retention(user_id, list(by_id.values()), self.clock.now())
+
+    def similar(
+        self,
+        *,
+        user_id: str,
+        embedding: Sequence[float] | np.ndarray,
+        min_score: float,
+        include_dead: bool = True,
+    ) -> list[Hit[Fact]]:
+        """Every fact of the user (archived and expired too, unless `include_dead` is
+        False) at least `min_score` similar to `embedding`, best first; nothing touched."""
+        flt = LtmFilter(user_id=user_id, include_dead=include_dead)
+        vector = self._vector("", embedding)
+        now = self.clock.now()
+        total = self._count(flt, now)
+        if total == 0:
+            return []
+        hits = self._query(vector, flt, total, now, touch=False)
+        return [hit for hit in hits if hit.score >= min_score]
+
+    def erase(self, *, filter: LtmFilter, actor: str = "forget") -> int:
+        """Erase: hard-delete the matching facts (dead ones included) and, in the same
+        transaction, redact the values of every audit entry of the user that the filter
+        matches (by fact_id, category and key, whether or not the fact still exists) or
+        that belongs to a deleted fact. Each erased fact gets an 'erase' audit entry.
+        Returns how many facts were deleted."""
+        check_id("actor", actor)
+        return self._erase(filter, actor=actor, now=self.clock.now())
+
+    def scan(self, *, after: str | None = None, limit: int = 1000) -> list[Fact]:
+        """Up to `limit` facts of the whole namespace (every user and status) with
+        fact_id > `after`, in fact_id order: the pages of a sweep."""
+        if after is not None:
+            check_id("after", after)
+        check_k("limit", limit, limit=1_000_000)
+        return self._scan(after, limit)
+
+    def apply_changes(self, changes: FactChanges, *, actor: str = "sweeper") -> FactChangeCounts:
+        """Apply one sweep batch's changes (see `FactChanges`) in one transaction."""
+        check_id("actor", actor)
+        if not isinstance(changes, FactChanges):
+            raise InvalidInput("changes", f"must be FactChanges, got {type(changes).__name__}")
+        if not changes:
+            return FactChangeCounts()
+        return self._apply_changes(changes, actor=actor, now=self.clock.now())
+
+    def mark_active(self, *, activity: Mapping[str, float]) -> None:
+        """Record users' latest activity (user_id -> epoch seconds); a time earlier than
+        the one stored leaves it unchanged. Archival reads it back with `last_active`."""
+        checked = {
+            check_id("user_id", user): check_timestamp("activity", at)
+            for user, at in activity.items()
+        }
+        if checked:
+            self._mark_active(checked)
+
+    def last_active(self, *, user_ids: Collection[str]) -> dict[str, float]:
+        """The recorded latest activity of these users; users never recorded are absent."""
+        ids = sorted({check_id("user_ids", u) for u in user_ids})
+        return self._last_active(ids) if ids else {}
+
+    def forget_activity(self, *, user_id: str) -> bool:
+        """Drop the user's activity record (erasure of everything about the user)."""
+        return self._forget_activity(check_id("user_id", user_id))
+
     # ------------------------------------------------------------------ helpers
     def _vector(self, text: str, embedding: Sequence[float] | np.ndarray | None) -> list[float]:
         if embedding is not None:
@@ -247,3 +380,40 @@ class LongTermStore(ABC):
 
     @abstractmethod
     def _sweep(self, *, now: float, batch_size: int, actor: str) -> int: ...
+
+    # Engine primitives: not abstract, so a backend that serves turns only (a benchmark's
+    # null store) need not have them; `supports_forgetting` says whether it does.
+    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
+        """For each update naming a live fact of `user_id`: last_accessed_at=now,
+        access_count+1, expires_at and importance as given. One transaction, no audit
+        (an access is not a change of the memory)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _erase(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _scan(self, after: str | None, limit: int) -> list[Fact]:
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _apply_changes(self, changes: FactChanges, *, actor: str, now: float) -> FactChangeCounts:
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _mark_active(self, activity: dict[str, float]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _last_active(self, user_ids: list[str]) -> dict[str, float]:
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _forget_activity(self, user_id: str) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+
+def audit_matches(entry: AuditEntry, flt: LtmFilter) -> bool:
+    """Whether an audit entry is one of the user's that `flt` names (for erasure):
+    by category, key and fact_id, whether or not the fact still exists."""
+    return (
+        entry.user_id == flt.user_id
+        and (flt.categories is None or entry.category in flt.categories)
+        and (flt.keys is None or entry.key in flt.keys)
+        and (flt.fact_ids is None or entry.fact_id in flt.fact_ids)
+    )

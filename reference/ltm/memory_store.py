@@ -16,8 +16,7 @@ import dataclasses
 import json
 import threading
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -25,61 +24,24 @@ from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.keys import Namespace
 from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
+from reference.ltm.common import (
+    as_real,
+    audit_draft,
+    copy_fact,
+    copy_json,
+    nonzero_vector,
+    storable_json,
+    storable_text,
+)
+from reference.ltm.memory_forgetting import InMemoryForgetting, Txn
 from reference.models import AuditEntry, Category, Fact, Hit, Status
 from reference.text import Embedder
 
-# --------------------------------------------------------------------------- shared checks
-# Both backends apply these so they accept and reject exactly the same input. They belong
-# in validation.py (inputs PostgreSQL cannot store, or cosine cannot score).
 
-
-def storable_json(field_name: str, value: dict[str, Any]) -> str:
-    """`value` encoded as JSONB will store it; rejects what JSONB refuses (NUL escapes)."""
-    encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    if "\\u0000" in encoded:
-        raise InvalidInput(field_name, "must not contain NUL characters (JSONB cannot store them)")
-    try:
-        encoded.encode()
-    except UnicodeEncodeError:
-        raise InvalidInput(field_name, "contains unpaired surrogates (not valid UTF-8)") from None
-    return encoded
-
-
-def storable_text(field_name: str, text: str) -> None:
-    """Rejects text that PostgreSQL cannot store (unpaired surrogates are not UTF-8)."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        raise InvalidInput(field_name, "contains unpaired surrogates (not valid UTF-8)") from None
-
-
-def nonzero_vector(field_name: str, embedding: list[float]) -> np.ndarray:
-    """The embedding as float32 (as `vector` stores it); a zero vector has no cosine."""
-    vector = np.asarray(embedding, dtype=np.float32)
-    if not np.any(vector):
-        raise InvalidInput(field_name, "is the zero vector; cosine similarity is undefined")
-    return vector
-
-
-def as_real(value: float) -> float:
-    """`value` as a PostgreSQL `real` column returns it (float4, shortest decimal)."""
-    return float(str(np.float32(value)))
-
-
-# --------------------------------------------------------------------------- the store
-
-
-@dataclass
-class _Txn:
-    """Changes staged by one operation; nothing is visible until `_commit`."""
-
-    puts: dict[str, tuple[Fact, np.ndarray | None]] = field(default_factory=dict)
-    deletes: list[str] = field(default_factory=list)
-    audit: list[AuditEntry] = field(default_factory=list)
-
-
-class InMemoryLongTermStore(LongTermStore):
+class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
     """Long-term facts in dicts, with exact cosine search over each user's vectors."""
+
+    supports_forgetting: ClassVar[bool] = True
 
     def __init__(self, *, clock: Clock, namespace: Namespace, embedder: Embedder) -> None:
         super().__init__(clock=clock, namespace=namespace, embedder=embedder)
@@ -90,12 +52,16 @@ class InMemoryLongTermStore(LongTermStore):
         self._by_user: dict[str, set[str]] = {}
         self._audit: list[AuditEntry] = []
         self._next_audit_id = 1
+        self._last_active_at: dict[str, float] = {}
+        # Every fact_id in order, for `scan`; rebuilt after an insert. Deletions leave
+        # stale ids behind (skipped), so a sweep, which only removes, sorts once.
+        self._sorted_ids: list[str] | None = None
 
     def setup(self) -> None:
         """Nothing to create: the schema is the Python objects."""
 
     # ------------------------------------------------------------------ transactions
-    def _write_audit(self, txn: _Txn, entries: list[AuditEntry]) -> None:
+    def _write_audit(self, txn: Txn, entries: list[AuditEntry]) -> None:
         """Stage audit entries; the hook tests use to make a change fail half-way."""
         for entry in entries:
             # Mirrors the CHECK constraint on the audit table.
@@ -103,7 +69,7 @@ class InMemoryLongTermStore(LongTermStore):
                 raise InvalidInput("action", f"unknown audit action {entry.action!r}")
             txn.audit.append(entry)
 
-    def _commit(self, txn: _Txn) -> None:
+    def _commit(self, txn: Txn) -> None:
         # Only dict and list updates from here on: nothing that can fail half-way.
         for fact_id in txn.deletes:
             fact = self._facts.pop(fact_id)
@@ -114,11 +80,15 @@ class InMemoryLongTermStore(LongTermStore):
             if not owned:
                 del self._by_user[fact.user_id]
         for fact_id, (fact, vector) in txn.puts.items():
+            if fact_id not in self._facts:
+                self._sorted_ids = None
             self._facts[fact_id] = fact
             if vector is not None:
                 self._vectors[fact_id] = vector
             self._by_key[(fact.user_id, fact.category, fact.key)] = fact_id
             self._by_user.setdefault(fact.user_id, set()).add(fact_id)
+        for position, entry in txn.audit_rewrites.items():
+            self._audit[position] = entry
         for entry in txn.audit:
             self._audit.append(dataclasses.replace(entry, audit_id=self._next_audit_id))
             self._next_audit_id += 1
@@ -143,7 +113,7 @@ class InMemoryLongTermStore(LongTermStore):
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding)
         with self._lock:
-            txn = _Txn()
+            txn = Txn()
             prior_id = self._by_key.get((user_id, category, key))
             prior = self._facts[prior_id] if prior_id is not None else None
             if prior is None:
@@ -176,20 +146,20 @@ class InMemoryLongTermStore(LongTermStore):
                     expires_at=expires_at,
                     status=Status.ACTIVE,
                 )
-                action, old_value = "update", _copy(prior.value)
+                action, old_value = "update", copy_json(prior.value)
             txn.puts[fact.fact_id] = (fact, vector)
             self._write_audit(
                 txn, [audit_draft(fact, action, actor, now, old_value, json.loads(encoded))]
             )
             self._commit(txn)
-            return _out(fact)
+            return copy_fact(fact)
 
     def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
         with self._lock:
             fact_id = self._by_key.get((user_id, category, key))
             if fact_id is None or not self._facts[fact_id].is_live(now):
                 return None
-            return _out(self._touch(fact_id, now))
+            return copy_fact(self._touch(fact_id, now))
 
     def _query(
         self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
@@ -209,14 +179,15 @@ class InMemoryLongTermStore(LongTermStore):
             ranked = sorted(zip(distances.tolist(), candidates, strict=True))[:k]
             return [
                 Hit(
-                    record=_out(self._touch(fid, now) if touch else self._facts[fid]), score=1.0 - d
+                    record=copy_fact(self._touch(fid, now) if touch else self._facts[fid]),
+                    score=1.0 - d,
                 )
                 for d, fid in ranked
             ]
 
     def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
         with self._lock:
-            txn = _Txn()
+            txn = Txn()
             entries = []
             for fact in self._matching(flt, now):
                 if fact.status is not Status.ACTIVE:
@@ -235,7 +206,7 @@ class InMemoryLongTermStore(LongTermStore):
 
     def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
         with self._lock:
-            return [_out(fact) for fact in self._matching(flt, now)]
+            return [copy_fact(fact) for fact in self._matching(flt, now)]
 
     def _count(self, flt: LtmFilter | None, now: float) -> int:
         with self._lock:
@@ -247,7 +218,9 @@ class InMemoryLongTermStore(LongTermStore):
     def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
         with self._lock:
             return [
-                dataclasses.replace(e, old_value=_copy(e.old_value), new_value=_copy(e.new_value))
+                dataclasses.replace(
+                    e, old_value=copy_json(e.old_value), new_value=copy_json(e.new_value)
+                )
                 for e in self._audit
                 if e.user_id == user_id and (fact_id is None or e.fact_id == fact_id)
             ]
@@ -271,11 +244,14 @@ class InMemoryLongTermStore(LongTermStore):
         )
 
     def _hard_delete(self, facts: list[Fact], *, actor: str, now: float) -> int:
-        txn = _Txn()
+        txn = Txn()
         txn.deletes.extend(fact.fact_id for fact in facts)
         self._write_audit(
             txn,
-            [audit_draft(fact, "delete", actor, now, _copy(fact.value), None) for fact in facts],
+            [
+                audit_draft(fact, "delete", actor, now, copy_json(fact.value), None)
+                for fact in facts
+            ],
         )
         self._commit(txn)
         return len(facts)
@@ -287,39 +263,6 @@ class InMemoryLongTermStore(LongTermStore):
         )
         self._facts[fact_id] = touched
         return touched
-
-
-def audit_draft(
-    fact: Fact,
-    action: str,
-    actor: str,
-    now: float,
-    old_value: dict[str, Any] | None,
-    new_value: dict[str, Any] | None,
-) -> AuditEntry:
-    """An audit entry not yet written: audit_id 0 until the backend assigns one."""
-    return AuditEntry(
-        audit_id=0,
-        fact_id=fact.fact_id,
-        user_id=fact.user_id,
-        category=fact.category,
-        key=fact.key,
-        action=action,
-        actor=actor,
-        at=now,
-        version=fact.version,
-        old_value=old_value,
-        new_value=new_value,
-    )
-
-
-def _copy(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    # A caller mutating a returned dict must not change the stored one (as with a database).
-    return None if value is None else json.loads(json.dumps(value))
-
-
-def _out(fact: Fact) -> Fact:
-    return dataclasses.replace(fact, value=json.loads(json.dumps(fact.value)))
 
 
 __all__ = [

@@ -131,8 +131,53 @@ def _initial_schema(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Compo
     ]
 
 
+def _forgetting(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
+    """What the forgetting engine needs: 'erase' and 'anonymise' audit actions, and the
+    per-user activity that archival of inactive users reads."""
+    audit = sql.Identifier(ns.audit_table)
+    # The CHECK of migration 1 is unnamed, and PostgreSQL's generated name may be
+    # truncated for long prefixes: find it by table instead of guessing it.
+    drop_checks = sql.SQL(
+        """
+        DO $$
+        DECLARE c text;
+        BEGIN
+          FOR c IN SELECT conname FROM pg_constraint
+                   WHERE conrelid = {table}::regclass AND contype = 'c'
+          LOOP
+            EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', {name}, c);
+          END LOOP;
+        END $$
+        """
+    ).format(table=sql.Literal(ns.audit_table), name=sql.Literal(ns.audit_table))
+    actions = sql.SQL(", ").join(
+        sql.Literal(a) for a in ("insert", "update", "archive", "delete", "erase", "anonymise")
+    )
+    return [
+        drop_checks,
+        sql.SQL("ALTER TABLE {audit} ADD CONSTRAINT {name} CHECK (action IN ({actions}))").format(
+            audit=audit, name=sql.Identifier(f"{ns.audit_table}_action_ck"), actions=actions
+        ),
+        # Erasure redacts a user's audit entries by key as well as by fact; sweeps strip
+        # sealed values from the audit of facts by id, across users.
+        sql.SQL("CREATE INDEX {name} ON {audit} (user_id, key)").format(
+            name=sql.Identifier(f"{ns.audit_table}_user_key_idx"), audit=audit
+        ),
+        sql.SQL("CREATE INDEX {name} ON {audit} (fact_id)").format(
+            name=sql.Identifier(f"{ns.audit_table}_fact_idx"), audit=audit
+        ),
+        sql.SQL(
+            "CREATE TABLE {users} ("
+            " user_id text PRIMARY KEY,"
+            # Epoch seconds from the injected clock, like every timestamp of the layer.
+            " last_active_at double precision NOT NULL)"
+        ).format(users=sql.Identifier(ns.users_table)),
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "facts, audit log, HNSW cosine index", _initial_schema),
+    Migration(2, "erase/anonymise audit actions, user activity for archival", _forgetting),
 ]
 
 
@@ -187,9 +232,10 @@ def drop_schema(conn: psycopg.Connection[Any], namespace: Namespace) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         conn.execute(
-            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(
+            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}, {}").format(
                 sql.Identifier(namespace.audit_table),
                 sql.Identifier(namespace.facts_table),
+                sql.Identifier(namespace.users_table),
                 sql.Identifier(namespace.migrations_table),
             )
         )

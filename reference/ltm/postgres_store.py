@@ -22,7 +22,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg import sql
@@ -32,16 +32,18 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from reference.clock import Clock
 from reference.errors import BackendUnavailable, MemoryStoreError
 from reference.keys import Namespace
-from reference.ltm.base import LongTermStore, LtmFilter
-from reference.ltm.memory_store import audit_draft, nonzero_vector, storable_json, storable_text
+from reference.ltm.base import (
+    LongTermStore,
+    LtmFilter,
+)
+from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
 from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations
-from reference.models import AuditEntry, Category, Fact, Hit, Status
+from reference.ltm.pg_rows import columns as _columns
+from reference.ltm.pg_rows import fact as _fact
+from reference.ltm.postgres_forgetting import ForgettingStatements, PostgresForgetting
+from reference.models import AuditEntry, Category, Fact, Hit
 from reference.text import Embedder
 
-_FACT_COLUMNS = [
-    *("fact_id", "user_id", "category", "key", "value", "text", "version", "created_at"),
-    *("updated_at", "last_accessed_at", "access_count", "importance", "expires_at", "status"),
-]
 _AUDIT_COLUMNS = [
     *("fact_id", "user_id", "category", "key", "action", "actor", "at", "version"),
     *("old_value", "new_value"),
@@ -50,12 +52,10 @@ _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s)"
 _UPSERT_ATTEMPTS = 5
 
 
-def _columns(prefix: str = "") -> sql.Composable:
-    return sql.SQL(", ").join(sql.SQL(prefix) + sql.Identifier(c) for c in _FACT_COLUMNS)
-
-
-class PostgresLongTermStore(LongTermStore):
+class PostgresLongTermStore(PostgresForgetting, LongTermStore):
     """Facts in one table per namespace, audited in another, searched with pgvector."""
+
+    supports_forgetting: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class PostgresLongTermStore(LongTermStore):
         self._setup_lock = threading.Lock()
         self.pgvector_version: tuple[int, ...] | None = None
         self._sql = _Statements(namespace)
+        self._fsql = ForgettingStatements(namespace)
 
     # ------------------------------------------------------------------ lifecycle
     def setup(self) -> None:
@@ -392,25 +393,6 @@ def _where(flt: LtmFilter, now: float) -> tuple[sql.Composable, dict[str, Any]]:
     if not flt.include_dead:
         clauses.append(sql.SQL(_LIVE))
     return sql.SQL(" AND ").join(clauses), params
-
-
-def _fact(row: tuple[Any, ...]) -> Fact:
-    return Fact(
-        fact_id=row[0],
-        user_id=row[1],
-        category=Category(row[2]),
-        key=row[3],
-        value=row[4],
-        text=row[5],
-        version=int(row[6]),
-        created_at=float(row[7]),
-        updated_at=float(row[8]),
-        last_accessed_at=float(row[9]),
-        access_count=int(row[10]),
-        importance=float(row[11]),
-        expires_at=None if row[12] is None else float(row[12]),
-        status=Status(row[13]),
-    )
 
 
 def _audit_entry(row: tuple[Any, ...]) -> AuditEntry:

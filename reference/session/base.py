@@ -36,6 +36,8 @@ class SessionStore(ABC):
 
     #: The backend also sets server-side TTLs under a wall clock (a safety net).
     supports_native_ttl: ClassVar[bool] = False
+    #: The backend implements `_reset` (the forgetting engine's "reset this conversation").
+    supports_forgetting: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -161,6 +163,13 @@ class SessionStore(ABC):
         check_id("session_id", session_id)
         return self._delete(user_id=user_id, session_id=session_id)
 
+    def reset(self, *, user_id: str, session_id: str) -> bool:
+        """Empty the context window and the task state of a live session, which stays
+        open with its TTL unchanged ("reset this conversation"). False if absent."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        return self._reset(user_id=user_id, session_id=session_id, now=self.clock.now())
+
     def list_user_sessions(self, *, user_id: str) -> list[SessionState]:
         """The user's live sessions (open and closed), oldest first, without refreshing."""
         check_id("user_id", user_id)
@@ -242,6 +251,11 @@ class SessionStore(ABC):
 
     @abstractmethod
     def _count(self, *, now: float) -> int: ...
+
+    def _reset(self, *, user_id: str, session_id: str, now: float) -> bool:
+        """Clear the context list and set the task state to {} in one operation; False
+        without a live session of this user. Not abstract: see `supports_forgetting`."""
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
 
 
 def _mask_strings(value: Any, pii: PiiMasker) -> Any:

