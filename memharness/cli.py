@@ -46,13 +46,19 @@ def main() -> None:
     default=None,
     help="minilm: all-MiniLM-L6-v2 (default); hashing: the deterministic hashing embedder.",
 )
-def demo(backend: str | None, embedder: str | None) -> None:
+@click.option(
+    "--strategy",
+    default="hybrid",
+    show_default=True,
+    help="a built-in strategy name (see 'memharness strategies') or a YAML file",
+)
+def demo(backend: str | None, embedder: str | None, strategy: str) -> None:
     """Play a short conversation through all four layers and show what each did."""
     from memharness.demo import run_demo
 
     settings = _settings(backend=backend, embedder=embedder)
     try:
-        run_demo(settings, echo=click.echo)
+        run_demo(settings, strategy=strategy, echo=click.echo)
     except MemoryStoreError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

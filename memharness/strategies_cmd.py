@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from reference.forgetting.strategy import Strategy, StrategyError, StrategyRegistry
+from reference.forgetting.loading import StrategyError, StrategyRegistry
+from reference.forgetting.strategy import Strategy
 
 _FILE_OPTION = click.option(
     "--file",

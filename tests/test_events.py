@@ -18,15 +18,9 @@ from hypothesis import strategies as st
 
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput, NotFound
-from reference.forgetting.events import (
-    EventBus,
-    IdempotentHandler,
-    InMemoryEventBus,
-    InMemoryEventServer,
-    MalformedEvent,
-    RedisStreamEventBus,
-    parse_stream_id,
-)
+from reference.forgetting.events import EventBus, IdempotentHandler, MalformedEvent, parse_stream_id
+from reference.forgetting.events_memory import InMemoryEventBus, InMemoryEventServer
+from reference.forgetting.events_redis import RedisStreamEventBus
 from reference.keys import Namespace
 from reference.models import Event
 from tests.conftest import T0

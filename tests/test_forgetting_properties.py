@@ -30,8 +30,9 @@ from reference.clock import VirtualClock
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
 from reference.forgetting.commands import parse_forget_command, topic_keys
+from reference.forgetting.loading import BUILTINS
 from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import BUILTINS, DAY_S
+from reference.forgetting.strategy import DAY_S
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, LtmFilter
 from reference.models import Event

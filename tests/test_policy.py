@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
 from reference.forgetting.importance import expiry_delay, score_after_access, ttl_for_score
+from reference.forgetting.loading import BUILTINS, load_strategy
 from reference.forgetting.policy import (
     Decision,
     OracleAdvice,
@@ -24,7 +25,7 @@ from reference.forgetting.policy import (
     rerank,
     select_for_forgetting,
 )
-from reference.forgetting.strategy import BUILTINS, DAY_S, ImportanceRule, Strategy, load_strategy
+from reference.forgetting.strategy import DAY_S, ImportanceRule, Strategy
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, Status
 from tests.conftest import T0
 

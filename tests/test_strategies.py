@@ -14,10 +14,8 @@ from hypothesis import strategies as st
 
 from memharness.strategies_cmd import duration, strategies
 from reference.errors import InvalidInput
-from reference.forgetting.strategy import (
+from reference.forgetting.loading import (
     BUILTINS,
-    DAY_S,
-    Strategy,
     StrategyError,
     StrategyRegistry,
     list_strategies,
@@ -25,6 +23,7 @@ from reference.forgetting.strategy import (
     load_strategy_file,
     parse_strategy,
 )
+from reference.forgetting.strategy import DAY_S, Strategy
 from reference.models import Category, MemoryType
 
 HOUR = 3600.0
