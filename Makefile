@@ -1,5 +1,5 @@
 # The two commands of the README. Each sets itself up first (scripts/bootstrap is idempotent).
-.PHONY: run test setup
+.PHONY: run test setup sla-gate
 
 setup:
 	bash scripts/bootstrap
@@ -9,3 +9,10 @@ run: setup
 
 test: setup
 	bash scripts/test
+
+# The CI latency gate: the bench suites at small sizes, then a 60 s load run. Both gate
+# p95 on a bootstrap confidence interval (they fail only when its lower bound is over
+# the SLA). One torch thread: on 2 shared cores the default stalls embeddings.
+sla-gate: setup
+	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/memharness bench --size small
+	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 MEMH_PREFIX=ciload .venv/bin/memharness load --users 10 --duration 60s --serial --run-id ci-load

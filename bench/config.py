@@ -88,3 +88,8 @@ class BenchCase:
     ltm_users: int
     per_user: int
     label: str = ""  # e.g. "10k" for an LTM table size
+
+
+def size_label(rows: int) -> str:
+    """A table size as a label: 10000 -> "10k", 1000000 -> "1m"."""
+    return f"{rows // 1_000_000}m" if rows >= 1_000_000 else f"{rows // 1000}k"

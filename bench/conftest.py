@@ -29,7 +29,15 @@ from typing import Any
 
 import pytest
 
-from bench.config import LTM_1M, SIZES, STM_SESSION, STM_USER, BenchCase, BenchConfig
+from bench.config import (
+    LTM_1M,
+    SIZES,
+    STM_SESSION,
+    STM_USER,
+    BenchCase,
+    BenchConfig,
+    size_label,
+)
 from bench.measure import (
     Measure,
     OpSamples,
@@ -47,6 +55,7 @@ from bench.seed import (
     drop_redis_keys,
     drop_stm,
     pg_url,
+    scratch_dir,
     seed_ltm,
     seed_sessions,
     seed_stm,
@@ -76,7 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--bench-torch-threads",
         type=int,
         default=None,
-        help="torch threads of MiniLM (default: the reference's choice, all cores)",
+        help="torch threads of MiniLM (default: MEMH_EMBEDDER_THREADS, else torch's own)",
     )
     group.addoption(
         "--bench-null-delay-ms",
@@ -114,7 +123,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "ltm_size" in metafunc.fixturenames:
         rows = _config(metafunc.config).ltm_rows
         sizes: list[str | int] = ["null", *rows]
-        ids = ["null", *(_label(r) for r in rows)]
+        ids = ["null", *(size_label(r) for r in rows)]
         metafunc.parametrize("ltm_size", sizes, ids=ids, scope="session")
 
 
@@ -133,10 +142,6 @@ def _config(config: pytest.Config) -> BenchConfig:
     )
 
 
-def _label(rows: int) -> str:
-    return f"{rows // 1_000_000}m" if rows >= 1_000_000 else f"{rows // 1000}k"
-
-
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -146,9 +151,7 @@ def bench_config(pytestconfig: pytest.Config) -> BenchConfig:
 
 
 @pytest.fixture(scope="session")
-def bench_settings(
-    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory, bench_config: BenchConfig
-) -> Settings:
+def bench_settings(pytestconfig: pytest.Config, bench_config: BenchConfig) -> Settings:
     """Settings from MEMH_* (URLs, data dir), forced to real backends and a fresh prefix."""
     overrides: dict[str, Any] = {
         "backend": "embedded",
@@ -156,7 +159,7 @@ def bench_settings(
         "prefix": f"b{uuid.uuid4().hex[:10]}",
     }
     if "MEMH_DATA_DIR" not in os.environ:
-        overrides["data_dir"] = tmp_path_factory.mktemp("memh-bench")
+        overrides["data_dir"] = scratch_dir()
     settings = Settings(**overrides)
     # Long lifetimes: a full run with --ltm-1m outlasts the default 30 min session and
     # 1 h STM TTLs, and seeded data expiring mid-run would change what is measured.
@@ -172,15 +175,21 @@ def bench_settings(
 
 
 @pytest.fixture(scope="session")
-def query_embedder(pytestconfig: pytest.Config, bench_config: BenchConfig) -> CachedEmbedder:
-    """The embedder of measured calls, with the LRU cache a real deployment runs."""
+def query_embedder(
+    pytestconfig: pytest.Config, bench_config: BenchConfig, bench_settings: Settings
+) -> CachedEmbedder:
+    """The embedder of measured calls, with the LRU cache a real deployment runs.
+
+    Torch threads: `--bench-torch-threads`, else MEMH_EMBEDDER_THREADS, else torch's own.
+    """
     started = time.perf_counter()
-    threads = pytestconfig.getoption("--bench-torch-threads")
+    threads = pytestconfig.getoption("--bench-torch-threads") or bench_settings.embedder_threads
+    pytestconfig.stash[RUN]["torch_threads"] = threads
     inner: Embedder = (
         MiniLMEmbedder(threads=threads) if bench_config.embedder == "minilm" else HashingEmbedder()
     )
     _seeded(pytestconfig, "load_embedder", time.perf_counter() - started)
-    return CachedEmbedder(inner, maxsize=10_000)
+    return CachedEmbedder(inner, maxsize=max(bench_settings.embedding_cache_size, 1_000))
 
 
 @pytest.fixture(scope="session")
@@ -223,7 +232,7 @@ def real_case(
             url, namespace, rows=rows, per_user=sizes.ltm_facts_per_user, now=system.clock.now()
         )
         for key, value in ltm.items():
-            _seeded(pytestconfig, f"{key}@{_label(rows)}", value)
+            _seeded(pytestconfig, f"{key}@{size_label(rows)}", value)
         yield BenchCase(
             backend="real",
             system=system,
@@ -231,7 +240,7 @@ def real_case(
             ltm_rows=rows,
             ltm_users=rows // sizes.ltm_facts_per_user,
             per_user=sizes.ltm_facts_per_user,
-            label=_label(rows),
+            label=size_label(rows),
         )
     finally:
         drop_redis_keys(bench_settings, namespace)
@@ -282,13 +291,13 @@ def ltm_case(
     bench_settings: Settings = request.getfixturevalue("bench_settings")
     query_embedder: CachedEmbedder = request.getfixturevalue("query_embedder")
     rows, per_user = int(ltm_size), bench_config.sizes.ltm_facts_per_user
-    namespace = Namespace(f"{bench_settings.prefix}_{_label(rows)}")
+    namespace = Namespace(f"{bench_settings.prefix}_{size_label(rows)}")
     system = build_memory_system(bench_settings, embedder=query_embedder, namespace=namespace)
     url, handle = pg_url(bench_settings)
     try:
         seeded = seed_ltm(url, namespace, rows=rows, per_user=per_user, now=system.clock.now())
         for key, value in seeded.items():
-            _seeded(pytestconfig, f"{key}@{_label(rows)}", value)
+            _seeded(pytestconfig, f"{key}@{size_label(rows)}", value)
         yield BenchCase(
             backend="real",
             system=system,
@@ -296,7 +305,7 @@ def ltm_case(
             ltm_rows=rows,
             ltm_users=rows // per_user,
             per_user=per_user,
-            label=_label(rows),
+            label=size_label(rows),
         )
     finally:
         drop_stm(bench_settings, namespace)
@@ -376,7 +385,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         sizes=bench.sizes.describe() | {"ltm_rows": list(bench.ltm_rows)},
         rounds=bench.rounds,
         embedder=bench.embedder,
-        torch_threads=config.getoption("--bench-torch-threads"),
         pytest_exitstatus=int(exitstatus),
     )
     document = report(outcome, recorder, run=run, gate_params=gate_params)

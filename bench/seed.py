@@ -14,11 +14,15 @@ never read, on the measured paths).
 
 from __future__ import annotations
 
+import atexit
 import random
+import shutil
 import string
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,8 +90,8 @@ def ltm_user(index: int) -> str:
     return f"lu{index}"
 
 
-def ltm_key(user_index: int, fact_index: int) -> tuple[Category, str]:
-    """Where a seeded fact lives: `(category, key)` of fact `fact_index` of a user."""
+def ltm_key(fact_index: int) -> tuple[Category, str]:
+    """Where a user's seeded fact number `fact_index` lives: its `(category, key)`."""
     return _CATEGORIES[fact_index % len(_CATEGORIES)], f"k{fact_index}"
 
 
@@ -137,7 +141,7 @@ def seed_ltm(
                 vectors = embedder.embed(sentences)
                 for row, sentence, vector in zip(batch, sentences, vectors, strict=True):
                     user, fact = divmod(row, per_user)
-                    category, key = ltm_key(user, fact)
+                    category, key = ltm_key(fact)
                     copy.write_row(
                         (
                             uuid.uuid4().hex,
@@ -290,3 +294,16 @@ def drop_redis_keys(settings: Settings, namespace: Namespace) -> int:
 def _batches(total: int, size: int) -> Iterator[range]:
     for start in range(0, total, size):
         yield range(start, min(total, start + size))
+
+
+def scratch_dir() -> Path:
+    """A temporary directory for the embedded servers, removed at exit.
+
+    Not pytest's `tmp_path_factory`: pytest sessions prune each other's old numbered
+    directories, and a concurrent one on this machine took a running server's files
+    with it mid-run. Removed by atexit, which runs handlers last-in first-out: this one,
+    registered before any server starts, runs after the servers' own shutdown hooks.
+    """
+    path = Path(tempfile.mkdtemp(prefix="memh-bench-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

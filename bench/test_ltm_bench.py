@@ -36,7 +36,7 @@ def test_ltm_upsert(
     def setup() -> tuple[tuple[()], dict[str, Any]]:
         user = rng.randrange(ltm_case.ltm_users)
         if rng.random() < 0.5:
-            category, key = ltm_key(user, rng.randrange(ltm_case.per_user))
+            category, key = ltm_key(rng.randrange(ltm_case.per_user))
         else:
             category, key = Category.PREFERENCE, f"new{next(fresh_keys)}"
         text = texts.fresh("I prefer")
@@ -56,7 +56,7 @@ def test_ltm_upsert(
 def test_ltm_get(ltm_case: BenchCase, measure: Measure, rng: random.Random) -> None:
     def setup() -> tuple[tuple[()], dict[str, Any]]:
         user = rng.randrange(ltm_case.ltm_users)
-        category, key = ltm_key(user, rng.randrange(ltm_case.per_user))
+        category, key = ltm_key(rng.randrange(ltm_case.per_user))
         return (), {"user_id": ltm_user(user), "category": category, "key": key}
 
     measure(

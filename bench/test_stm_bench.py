@@ -1,5 +1,9 @@
 """Short-term layer: add, and query with an uncached and a cached query embedding.
 
+`query` is measured read-only (touch=False), the path a turn takes unless its strategy
+reads access statistics (sliding window, importance, decay); `query+touch` adds the
+access write those strategies need (one Chroma metadata update).
+
 Sizes: 1,000 records in the measured session; 5,000 (small) or 100,000 (full) in the
 collection, the others in sessions of 20 records of other users. `add` embeds its text
 (fresh, so uncached) inside the call, as a caller without a vector would; it grows the
@@ -41,10 +45,16 @@ def test_stm_add(
     )
 
 
+def _query(case: BenchCase, *, touch: bool) -> functools.partial[object]:
+    return functools.partial(
+        case.system.stm.query, user_id=STM_USER, session_id=STM_SESSION, k=5, touch=touch
+    )
+
+
 def test_stm_query_uncached(
     measure: Measure, case: BenchCase, texts: Texts, bench_config: BenchConfig
 ) -> None:
-    query = functools.partial(case.system.stm.query, user_id=STM_USER, session_id=STM_SESSION, k=5)
+    query = _query(case, touch=False)
     measure(
         "stm.query[uncached]",
         "stm",
@@ -56,12 +66,22 @@ def test_stm_query_uncached(
 
 
 def test_stm_query_cached(measure: Measure, case: BenchCase, bench_config: BenchConfig) -> None:
-    query = functools.partial(case.system.stm.query, user_id=STM_USER, session_id=STM_SESSION, k=5)
     measure(
         "stm.query[cached]",
         "stm",
-        query,
+        _query(case, touch=False),
         case=case,
         setup=lambda: ((), {"text": CACHED_QUERY}),
         params=_params(bench_config, query_embedding="cached", k=5),
+    )
+
+
+def test_stm_query_with_touch(measure: Measure, case: BenchCase, bench_config: BenchConfig) -> None:
+    measure(
+        "stm.query+touch[cached]",
+        "stm",
+        _query(case, touch=True),
+        case=case,
+        setup=lambda: ((), {"text": CACHED_QUERY}),
+        params=_params(bench_config, query_embedding="cached", k=5, touch=True),
     )

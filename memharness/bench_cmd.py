@@ -51,7 +51,7 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     "--torch-threads",
     type=click.IntRange(min=1),
     default=None,
-    help="Threads of MiniLM's torch (default: the reference's choice, all cores).",
+    help="Threads of MiniLM's torch (default: MEMH_EMBEDDER_THREADS, else torch's own).",
 )
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Calls per operation.")
 @click.option("--ltm-1m", is_flag=True, help="Also measure a 1,000,000-row LTM table (slow).")

@@ -7,6 +7,7 @@ import sys
 import click
 from pydantic import ValidationError
 
+from memharness.bench_cmd import bench
 from memharness.load_cmd import load
 from memharness.strategies_cmd import strategies
 from reference.errors import MemoryStoreError
@@ -84,6 +85,7 @@ def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None
 
 main.add_command(strategies)
 main.add_command(load)
+main.add_command(bench)
 
 if __name__ == "__main__":
     main()

@@ -166,10 +166,14 @@ class ForgettingEngine:
     def retrieve_stm(
         self, *, user_id: str, session_id: str, embedding: np.ndarray, k: int, touch: bool
     ) -> list[Hit[MemoryRecord]]:
-        """The session's top-k under the strategy; with `touch`, the access is stored."""
-        if touch and not self.reranks and not self.access_moves_expiry:
-            # Nothing to compute per record: the store counts the access itself.
-            return self.stm.query(user_id=user_id, session_id=session_id, embedding=embedding, k=k)
+        """The session's top-k under the strategy; with `touch`, the access is stored when
+        a rule of the strategy reads it (sliding window, importance, decay)."""
+        if not self.reranks and not self.access_moves_expiry:
+            # No rule reads STM access statistics, so a read writes nothing: one Chroma
+            # metadata update costs ~15 ms, most of the STM share of a turn's SLA.
+            return self.stm.query(
+                user_id=user_id, session_id=session_id, embedding=embedding, k=k, touch=False
+            )
         hits = self.stm.query(
             user_id=user_id,
             session_id=session_id,

@@ -1,0 +1,171 @@
+"""Reading and writing scenario YAML, with errors that name the file, the line and the field.
+
+Reading reuses the strategy loader's approach (`reference.forgetting.loading`): the text
+is composed to YAML nodes, and each error location is walked back through the nodes to
+its line. Writing streams one flow mapping per step (valid YAML, JSON-quoted strings),
+so a generator can write 100,000 users without holding them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+from pydantic import ValidationError
+
+from memharness.scenarios.model import STEP_KINDS, Loc, Scenario, check_scenario, iso
+from reference.errors import InvalidInput
+from reference.forgetting.loading import (
+    Problem,
+    StrategyError,
+    _check_duplicate_keys,
+    _dotted,
+    _line_of,
+)
+
+__all__ = [
+    "Problem",
+    "ScenarioError",
+    "dump_line",
+    "load_scenario",
+    "parse_scenario",
+    "validate_scenario",
+    "write_header",
+    "write_scenario",
+    "write_user",
+]
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ScenarioError(InvalidInput):
+    """A scenario that does not load or validate; `problems` lists each failure."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        first = problems[0]
+        super().__init__(first.field, first.message)
+        self.problems = problems
+        self.file, self.line = first.file, first.line
+        self.args = ("\n".join(str(p) for p in problems),)
+
+
+def _error(field: str, message: str, file: str | None, line: int | None = None) -> ScenarioError:
+    return ScenarioError([Problem(file, line, field, message)])
+
+
+def parse_scenario(text: str, *, source: str | None = None) -> Scenario:
+    """A scenario from YAML text; `source` (a file name) goes into error messages."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise _error("(document)", "is empty", source, 1)
+        _check_duplicate_keys(node, (), source)
+        data = loader.construct_document(node)
+    except StrategyError as exc:  # duplicate keys, reported by the shared helper
+        raise ScenarioError(exc.problems) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise _error(
+            "(yaml)", str(exc.problem or exc), source, mark.line + 1 if mark else None
+        ) from None
+    except yaml.YAMLError as exc:
+        raise _error("(yaml)", str(exc), source) from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise _error("(document)", "must be a mapping with name and users", source, 1)
+    return validate_scenario(data, source=source, node=node)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """A scenario from a YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _error("(file)", f"cannot be read: {exc}", str(path)) from None
+    return parse_scenario(text, source=str(path))
+
+
+def validate_scenario(
+    data: Mapping[str, Any], *, source: str | None = None, node: yaml.Node | None = None
+) -> Scenario:
+    """A scenario from plain data: types, then the cross-step checks of `check_scenario`."""
+
+    def problem(loc: Loc, message: str) -> Problem:
+        line = _line_of(node, loc) if node is not None else None
+        return Problem(source, line, _dotted(loc), message)
+
+    try:
+        scenario = Scenario.model_validate(dict(data))
+    except ValidationError as exc:
+        problems = [
+            problem(_without_tags(err["loc"]), err["msg"].removeprefix("Value error, "))
+            for err in exc.errors()
+        ]
+        raise ScenarioError(problems) from None
+    found = check_scenario(scenario)
+    if found:
+        raise ScenarioError([problem(loc, message) for loc, message in found])
+    return scenario
+
+
+def _without_tags(loc: tuple[int | str, ...]) -> Loc:
+    # pydantic puts the union's tag after the step index (timeline.4.say.facts...);
+    # the YAML has no such level, so it is dropped before walking the nodes.
+    parts = list(loc)
+    for i in range(2, len(parts)):
+        if parts[i - 2] == "timeline" and isinstance(parts[i - 1], int) and parts[i] in STEP_KINDS:
+            del parts[i]
+            break
+    return tuple(parts)
+
+
+# ---------------------------------------------------------------------- writing
+# PyYAML refuses these characters raw; JSON leaves them raw with ensure_ascii=False.
+_UNPRINTABLE = re.compile("[\x7f-\x84\x86-\x9f\ufffe\uffff\u2028\u2029]")
+
+
+def dump_line(value: Any) -> str:
+    """`value` as one line of YAML flow style (JSON syntax, UTF-8 kept readable)."""
+    text = json.dumps(value, ensure_ascii=False)
+    if _UNPRINTABLE.search(text):
+        text = _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def write_header(out: TextIO, *, name: str, description: str = "", seed: int | None = None) -> None:
+    """The scenario's fields before its users; then `write_user` once per user."""
+    out.write(f"name: {dump_line(name)}\n")
+    out.write(f"description: {dump_line(description)}\n")
+    if seed is not None:
+        out.write(f"seed: {seed}\n")
+    out.write("users:\n")
+
+
+def write_user(out: TextIO, user_id: str, steps: Iterable[Mapping[str, Any]]) -> None:
+    """One user, one flow-style line per step."""
+    out.write(f"  - id: {dump_line(user_id)}\n    timeline:\n")
+    for step in steps:
+        out.write(f"      - {dump_line(step)}\n")
+
+
+def write_scenario(scenario: Scenario, out: TextIO) -> None:
+    """A whole scenario as YAML that `parse_scenario` reads back to an equal scenario."""
+    write_header(out, name=scenario.name, description=scenario.description, seed=scenario.seed)
+    for user in scenario.users:
+        steps = []
+        for step in user.timeline:
+            data = step.model_dump(exclude_defaults=True)
+            data["at"] = iso(step.at)
+            steps.append(data)
+        write_user(out, user.id, steps)
+    if scenario.adversarial:
+        out.write("adversarial:\n")
+        for question in scenario.adversarial:
+            out.write(f"  - {dump_line(question.model_dump(exclude_none=True))}\n")

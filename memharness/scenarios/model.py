@@ -1,0 +1,243 @@
+"""The scenario format: users with time-ordered timelines of say, event, forget and probe.
+
+A step is a mapping whose kind is the key it carries: `say: <text>`, `event: <name>`,
+`forget: <command text>` or `probe: <query>`. Fact ids are scoped to their user (LoCoMo's
+`D1:3` repeats across conversations). Types are checked by pydantic; `check_scenario`
+adds the checks across steps (unknown or forward fact references, time going backwards,
+duplicate ids) and returns them as `(location, message)` pairs, so the loader can give
+each one its YAML line.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime, time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+
+from reference.models import MemoryType
+
+Loc = tuple[int | str, ...]
+STEP_KINDS = ("say", "event", "forget", "probe")
+
+
+def to_epoch(value: Any) -> float:
+    """Seconds since the epoch from an ISO-8601 string, a datetime or a number.
+
+    A time without a zone is read as UTC, so a scenario means the same on every machine.
+    """
+    if isinstance(value, bool):
+        raise ValueError("must be an ISO-8601 timestamp or epoch seconds, not a boolean")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("epoch seconds must be a finite number >= 0")
+        return float(value)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO-8601 timestamp") from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime.combine(value, time())
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.timestamp()
+    raise ValueError("must be an ISO-8601 timestamp or epoch seconds")
+
+
+def iso(epoch: float) -> str:
+    """The ISO-8601 UTC form of epoch seconds (`2024-03-01T09:00:00Z`)."""
+    text = datetime.fromtimestamp(epoch, UTC).isoformat()
+    return text.replace("+00:00", "Z")
+
+
+Timestamp = Annotated[float, BeforeValidator(to_epoch)]
+Id = Annotated[str, Field(min_length=1, max_length=200)]
+MetaValue = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FactSpec(_Strict):
+    """A fact a `say` asserts: its id (unique within the user), type and optional key.
+
+    `supersedes` names an earlier fact of the same user that this one makes stale.
+    """
+
+    id: Id
+    type: MemoryType
+    key: str | None = None
+    supersedes: Id | None = None
+
+
+class SayStep(_Strict):
+    """The user says `say` in `session`; it asserts `facts`."""
+
+    at: Timestamp
+    session: Id
+    say: str = Field(min_length=1)
+    facts: list[FactSpec] = Field(default_factory=list)
+    sensitive: bool = False
+    metadata: dict[str, MetaValue] = Field(default_factory=dict)
+
+
+class EventStep(_Strict):
+    """A business event (`profile_updated`, `order_completed`, ...) for this user.
+
+    `invalidates` is ground truth: the facts the event makes stale.
+    """
+
+    at: Timestamp
+    event: Id
+    payload: dict[str, Any] = Field(default_factory=dict)
+    invalidates: list[Id] = Field(default_factory=list)
+
+
+class ForgetStep(_Strict):
+    """The user gives a forget command; `facts` are the facts it erases."""
+
+    at: Timestamp
+    session: Id
+    forget: str = Field(min_length=1)
+    scope: Literal["topic", "everything", "session"] = "topic"
+    facts: list[Id] = Field(default_factory=list)
+
+
+class ProbeStep(_Strict):
+    """A question at this moment: `needed` facts must be retrieved, `forbidden` must not.
+
+    `k` overrides the run's top-k for this probe.
+    """
+
+    at: Timestamp
+    session: Id
+    probe: str = Field(min_length=1)
+    needed: list[Id] = Field(default_factory=list)
+    forbidden: list[Id] = Field(default_factory=list)
+    k: int | None = Field(default=None, ge=1, le=1000)
+    answer: str | None = None  # the expected answer, when the source has one (LoCoMo)
+
+
+def _step_kind(value: Any) -> str | None:
+    if isinstance(value, BaseModel):
+        return next(kind for kind in STEP_KINDS if hasattr(value, kind))
+    if isinstance(value, dict):
+        kinds = [kind for kind in STEP_KINDS if kind in value]
+        return kinds[0] if len(kinds) == 1 else None
+    return None
+
+
+Step = Annotated[
+    Annotated[SayStep, Tag("say")]
+    | Annotated[EventStep, Tag("event")]
+    | Annotated[ForgetStep, Tag("forget")]
+    | Annotated[ProbeStep, Tag("probe")],
+    Discriminator(
+        _step_kind,
+        custom_error_type="step_kind",
+        custom_error_message="a step needs exactly one of the keys say, event, forget, probe",
+    ),
+]
+
+
+class User(_Strict):
+    """One user and their timeline, in time order."""
+
+    id: Id
+    timeline: list[Step] = Field(default_factory=list)
+
+
+class Adversarial(_Strict):
+    """A question kept apart from the probes (LoCoMo category 5): not scored as recall."""
+
+    user: Id
+    query: str
+    evidence: list[Id] = Field(default_factory=list)
+    answer: str | None = None
+
+
+class Scenario(_Strict):
+    """A named scenario: users, their timelines, and questions kept apart."""
+
+    name: Id
+    description: str = ""
+    seed: int | None = None
+    users: list[User] = Field(min_length=1)
+    adversarial: list[Adversarial] = Field(default_factory=list)
+
+
+def check_scenario(scenario: Scenario) -> list[tuple[Loc, str]]:
+    """Checks across steps that types alone cannot express, as (location, message)."""
+    problems: list[tuple[Loc, str]] = []
+    seen_users: set[str] = set()
+    facts_by_user: dict[str, set[str]] = {}
+    for u, user in enumerate(scenario.users):
+        if user.id in seen_users:
+            problems.append((("users", u, "id"), f"duplicate user id {user.id!r}"))
+        seen_users.add(user.id)
+        facts_by_user[user.id] = check_user(user, ("users", u), problems)
+    for a, question in enumerate(scenario.adversarial):
+        known = facts_by_user.get(question.user)
+        if known is None:
+            problems.append((("adversarial", a, "user"), f"unknown user {question.user!r}"))
+            continue
+        for e, fact in enumerate(question.evidence):
+            if fact not in known:
+                problems.append((("adversarial", a, "evidence", e), f"unknown fact {fact!r}"))
+    return problems
+
+
+def check_user(user: User, base: Loc, problems: list[tuple[Loc, str]]) -> set[str]:
+    """Check one user's timeline, appending to `problems`; returns the user's fact ids."""
+    everything = {
+        fact.id for step in user.timeline if isinstance(step, SayStep) for fact in step.facts
+    }
+    asserted: set[str] = set()
+    gone: dict[str, str] = {}  # fact id -> why it is no longer valid
+    last = -math.inf
+
+    def ref(loc: Loc, fact: str) -> bool:
+        if fact not in everything:
+            problems.append((loc, f"unknown fact {fact!r}"))
+        elif fact not in asserted:
+            problems.append((loc, f"fact {fact!r} is only asserted later"))
+        else:
+            return True
+        return False
+
+    for s, step in enumerate(user.timeline):
+        loc: Loc = (*base, "timeline", s)
+        if step.at < last:
+            problems.append(
+                ((*loc, "at"), f"goes back in time (before the previous step, {iso(last)})")
+            )
+        last = max(last, step.at)
+        if isinstance(step, SayStep):
+            for f, spec in enumerate(step.facts):
+                if spec.id in asserted:
+                    problems.append(((*loc, "facts", f, "id"), f"duplicate fact id {spec.id!r}"))
+                old = spec.supersedes
+                if old is not None and ref((*loc, "facts", f, "supersedes"), old):
+                    gone.setdefault(old, f"superseded by {spec.id!r}")
+                asserted.add(spec.id)
+        elif isinstance(step, EventStep):
+            for i, fact in enumerate(step.invalidates):
+                if ref((*loc, "invalidates", i), fact):
+                    gone.setdefault(fact, f"invalidated by event {step.event!r}")
+        elif isinstance(step, ForgetStep):
+            for i, fact in enumerate(step.facts):
+                if ref((*loc, "facts", i), fact):
+                    gone[fact] = "erased by a forget command"
+        else:
+            for i, fact in enumerate(step.needed):
+                if ref((*loc, "needed", i), fact) and fact in gone:
+                    problems.append(((*loc, "needed", i), f"fact {fact!r} is {gone[fact]}"))
+                if fact in step.forbidden:
+                    problems.append(((*loc, "needed", i), f"fact {fact!r} is also forbidden"))
+            for i, fact in enumerate(step.forbidden):
+                ref((*loc, "forbidden", i), fact)
+    return everything
