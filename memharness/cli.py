@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from memharness.bench_cmd import bench
 from memharness.load_cmd import load
+from memharness.scenarios_cmd import scenarios
 from memharness.strategies_cmd import strategies
 from reference.errors import MemoryStoreError
 from reference.settings import Settings
@@ -86,6 +87,7 @@ def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None
 main.add_command(strategies)
 main.add_command(load)
 main.add_command(bench)
+main.add_command(scenarios)
 
 if __name__ == "__main__":
     main()

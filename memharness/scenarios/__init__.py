@@ -19,7 +19,8 @@ from memharness.scenarios.model import (
     Scenario,
     User,
 )
-from memharness.scenarios.stats import ScenarioStats, scenario_stats
+from memharness.scenarios.stats import ScenarioStats, file_stats, scenario_stats
+from memharness.scenarios.stream import ScenarioInfo, stream_scenario
 
 __all__ = [
     "DOMAINS",
@@ -33,15 +34,18 @@ __all__ = [
     "SayStep",
     "Scenario",
     "ScenarioError",
+    "ScenarioInfo",
     "ScenarioStats",
     "User",
     "convert_locomo",
+    "file_stats",
     "generate_scenario",
     "import_locomo",
     "iter_users",
     "load_scenario",
     "parse_scenario",
     "scenario_stats",
+    "stream_scenario",
     "validate_scenario",
     "write_scenario",
 ]

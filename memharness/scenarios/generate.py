@@ -7,6 +7,8 @@ timeline is a run of episodes, each in a new session: a preference (drifting lat
 probability `drift`, or repeated), a business event with its task-scoped facts, a
 profile fact later erased by a forget command, a PII disclosure, chit-chat noise, and
 at most one long idle gap (100-200 days) before a closing probe of what should last.
+A share of users (`thread`) talk in one long-lived session, where stale statements stay
+in the session's history and only expiry or events keep them out.
 """
 
 from __future__ import annotations
@@ -40,22 +42,29 @@ class Mixture:
     pii: float = 0.2
     noise: float = 0.7
     long_gap: float = 0.15
+    thread: float = 0.3  # the user talks in one long-lived session (a chat thread)
 
 
 class _Timeline:
     """Steps of one user under construction: a clock, sessions and fact ids."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, *, thread: bool) -> None:
         self.rng = rng
+        self.thread = thread
         self.at = _START + rng.uniform(0, 30 * _DAY)
         self.steps: list[Step] = []
         self.sessions = 0
         self.facts = 0
 
-    def new_session(self, gap_days: tuple[float, float] = (0.2, 7.0)) -> str:
+    def wait(self, gap_days: tuple[float, float]) -> None:
+        """Let a random number of days (within `gap_days`) pass."""
         self.at += self.rng.uniform(*gap_days) * _DAY
+
+    def new_session(self, gap_days: tuple[float, float] = (0.2, 7.0)) -> str:
+        """Open the next session after a gap."""
+        self.wait(gap_days)
         self.sessions += 1
-        return f"s{self.sessions}"
+        return "thread" if self.thread else f"s{self.sessions}"
 
     def fact_id(self) -> str:
         self.facts += 1
@@ -116,8 +125,8 @@ def generate_scenario(
 def _user(
     rng: random.Random, domain: str, lang: Lang, mix: Mixture
 ) -> tuple[list[Step], Counter[str]]:
-    t = _Timeline(rng)
-    episodes: Counter[str] = Counter()
+    t = _Timeline(rng, thread=rng.random() < mix.thread)
+    episodes: Counter[str] = Counter({"thread": 1} if t.thread else {})
     lasting: list[tuple[str, str]] = []  # (fact id, probe query) that should survive
 
     def noise(session: str) -> None:
@@ -228,7 +237,7 @@ def _event(t: _Timeline, domain: str, lang: Lang, session: str) -> None:
         metadata={spec.ref_field: ref},
     )
     t.add("probe", spec.query[lang].format(ref=ref), session=session, needed=[temp])
-    t.new_session((0.5, 10.0))
+    t.wait((0.5, 10.0))
     t.add("event", spec.event, payload={spec.ref_field: ref}, invalidates=[temp])
     session = t.new_session((0.5, 10.0))
     t.add("probe", spec.query[lang].format(ref=ref), session=session, forbidden=[temp])

@@ -59,13 +59,24 @@ class ScenarioStats:
         return [f"{name:18} {value}" for name, value in rows]
 
 
+_COUNTED = (
+    "users",
+    "turns",
+    "sensitive",
+    "facts",
+    "superseding",
+    "probes",
+    "events",
+    "forgets",
+    "sessions",
+)
+
+
 class StatsTally:
     """Stats accumulated one user at a time (so a streamed file is counted in flat memory)."""
 
     def __init__(self) -> None:
-        self.counts = dict.fromkeys(
-            ("users", "turns", "sensitive", "facts", "superseding"), 0
-        ) | dict.fromkeys(("probes", "events", "forgets", "sessions"), 0)
+        self.counts = dict.fromkeys(_COUNTED, 0)
         self.first, self.last = float("inf"), float("-inf")
 
     def add(self, user: User) -> None:

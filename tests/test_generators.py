@@ -1,0 +1,145 @@
+"""Generators: reproducible bytes, valid scenarios, the promised mixtures, streaming memory."""
+
+from __future__ import annotations
+
+import io
+import tracemalloc
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memharness.scenarios.generate import DOMAINS, Mixture, generate_scenario, iter_users
+from memharness.scenarios.loader import parse_scenario
+from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, to_epoch
+from memharness.scenarios_cmd import scenarios
+from reference.pii import RegexPiiMasker
+
+_DAY = 86_400.0
+
+
+def _text(domain: str, users: int, seed: int, zh_share: float = 0.5) -> str:
+    out = io.StringIO()
+    generate_scenario(out, domain=domain, users=users, seed=seed, zh_share=zh_share)
+    return out.getvalue()
+
+
+class _Sink(io.TextIOBase):
+    """Counts what is written and keeps none of it (a /dev/null for memory tests)."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+    def write(self, text: str) -> int:
+        self.chars += len(text)
+        return len(text)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_same_seed_same_bytes(domain: str) -> None:
+    assert _text(domain, 40, 7) == _text(domain, 40, 7)
+    assert _text(domain, 40, 7) != _text(domain, 40, 8)
+
+
+def test_a_user_does_not_depend_on_how_many_follow() -> None:
+    few = list(iter_users(domain="travel", users=5, seed=3))
+    many = list(iter_users(domain="travel", users=50, seed=3))
+    assert few == many[:5]
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_generated_scenario_validates_and_matches_counts(domain: str) -> None:
+    out = io.StringIO()
+    counts = generate_scenario(out, domain=domain, users=120, seed=11)
+    scenario = parse_scenario(out.getvalue(), source=f"{domain}.yaml")
+    steps = [step for user in scenario.users for step in user.timeline]
+    assert len(scenario.users) == counts["users"] == 120
+    assert len(steps) == counts["steps"]
+    assert sum(isinstance(s, EventStep) for s in steps) == counts["event"]
+    assert sum(isinstance(s, ForgetStep) for s in steps) == counts["forget"]
+    assert sum(isinstance(s, SayStep) and s.sensitive for s in steps) == counts["pii"]
+    superseding = sum(
+        1 for s in steps if isinstance(s, SayStep) for f in s.facts if f.supersedes is not None
+    )
+    assert superseding == counts["drift"] + (counts["event"] if domain == "assistant" else 0)
+    assert all(isinstance(s, ProbeStep) for s in (user.timeline[-1] for user in scenario.users))
+
+
+def test_mixture_proportions() -> None:
+    mix = Mixture()
+    total: Counter[str] = Counter()
+    users = 3000
+    for _, _, episodes in iter_users(domain="ecommerce", users=users, seed=5, mixture=mix):
+        total.update({kind: 1 for kind, n in episodes.items() if n})
+    assert abs(total["drift"] / users - mix.drift) < 0.04
+    assert abs(total["repeat"] / users - (1 - mix.drift) * mix.repeat) < 0.04
+    for kind in ("event", "forget", "pii", "noise", "long_gap", "thread"):
+        expected = getattr(mix, kind)
+        if kind == "noise":  # noise is drawn per session; a user has at least one chance
+            assert total[kind] / users >= expected - 0.04
+        else:
+            assert abs(total[kind] / users - expected) < 0.04, kind
+
+
+def test_long_gaps_are_over_100_days() -> None:
+    mix = Mixture(long_gap=1.0)
+    for _, steps, _ in iter_users(domain="assistant", users=20, seed=1, mixture=mix):
+        ats = [step["at"] for step in steps]
+        gaps = [to_epoch(b) - to_epoch(a) for a, b in pairwise(ats)]
+        assert max(gaps) >= 100 * _DAY
+
+
+def test_pii_is_real_pii() -> None:
+    masker = RegexPiiMasker()
+    scenario = parse_scenario(_text("hotline", 200, 2), source="x.yaml")
+    sensitive = [
+        s for u in scenario.users for s in u.timeline if isinstance(s, SayStep) and s.sensitive
+    ]
+    assert sensitive
+    kinds = set()
+    for step in sensitive:
+        found = masker.detect(step.say)
+        assert found, step.say
+        kinds.update(match.kind for match in found)
+    assert {"cn_id", "mobile", "bank_card"} <= kinds
+
+
+@pytest.mark.parametrize(("share", "chinese"), [(0.0, False), (1.0, True)])
+def test_language_mix(share: float, chinese: bool) -> None:
+    text = _text("ecommerce", 30, 4, zh_share=share)
+    body = text.split("users:", 1)[1]
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in body) is chinese
+
+
+def test_memory_does_not_grow_with_users() -> None:
+    """Users are streamed: peak memory for 1,000 users is about that of 100."""
+
+    def peak(users: int) -> int:
+        tracemalloc.start()
+        generate_scenario(_Sink(), domain="ecommerce", users=users, seed=1)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    assert peak(1000) < 2 * peak(100) + 200_000
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="domain"):
+        list(iter_users(domain="bank", users=1, seed=0))
+    with pytest.raises(ValueError, match="users"):
+        list(iter_users(domain="travel", users=0, seed=0))
+
+
+def test_cli_generate_is_reproducible(tmp_path: Path) -> None:
+    runner = CliRunner()
+    files = [tmp_path / "a.yaml", tmp_path / "b.yaml"]
+    for path in files:
+        args = ["generate", "--domain", "travel", "--users", "25", "--seed", "9", "-o", str(path)]
+        result = runner.invoke(scenarios, args)
+        assert result.exit_code == 0, result.output
+    assert files[0].read_bytes() == files[1].read_bytes()
+    result = runner.invoke(scenarios, ["stats", str(files[0])])
+    assert result.exit_code == 0 and "users              25" in result.output
