@@ -1,7 +1,7 @@
 """Reading and writing scenario YAML, with errors that name the file, the line and the field.
 
-Reading reuses the strategy loader's approach (`reference.forgetting.loading`): the text
-is composed to YAML nodes, and each error location is walked back through the nodes to
+Reading shares the strategy loader's approach (`reference.yamldoc`): the text is
+composed to YAML nodes, and each error location is walked back through the nodes to
 its line. Writing streams one flow mapping per step (valid YAML, JSON-quoted strings),
 so a generator can write 100,000 users without holding them.
 """
@@ -18,13 +18,13 @@ import yaml
 from pydantic import ValidationError
 
 from memharness.scenarios.model import STEP_KINDS, Loc, Scenario, check_scenario, iso
-from reference.errors import InvalidInput
-from reference.forgetting.loading import (
+from reference.yamldoc import (
     Problem,
-    StrategyError,
-    _check_duplicate_keys,
-    _dotted,
-    _line_of,
+    YamlDocError,
+    compose_mapping,
+    problem_at,
+    read_yaml_file,
+    validation_problems,
 )
 
 __all__ = [
@@ -42,76 +42,40 @@ __all__ = [
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class ScenarioError(InvalidInput):
+class ScenarioError(YamlDocError):
     """A scenario that does not load or validate; `problems` lists each failure."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        first = problems[0]
-        super().__init__(first.field, first.message)
-        self.problems = problems
-        self.file, self.line = first.file, first.line
-        self.args = ("\n".join(str(p) for p in problems),)
-
-
-def _error(field: str, message: str, file: str | None, line: int | None = None) -> ScenarioError:
-    return ScenarioError([Problem(file, line, field, message)])
 
 
 def parse_scenario(text: str, *, source: str | None = None) -> Scenario:
     """A scenario from YAML text; `source` (a file name) goes into error messages."""
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise _error("(document)", "is empty", source, 1)
-        _check_duplicate_keys(node, (), source)
-        data = loader.construct_document(node)
-    except StrategyError as exc:  # duplicate keys, reported by the shared helper
-        raise ScenarioError(exc.problems) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise _error(
-            "(yaml)", str(exc.problem or exc), source, mark.line + 1 if mark else None
-        ) from None
-    except yaml.YAMLError as exc:
-        raise _error("(yaml)", str(exc), source) from None
-    finally:
-        loader.dispose()
-    if not isinstance(data, dict):
-        raise _error("(document)", "must be a mapping with name and users", source, 1)
+    data, node = compose_mapping(
+        text,
+        source=source,
+        what="a mapping with name and users",
+        error=ScenarioError,
+        loader=_Loader,
+    )
     return validate_scenario(data, source=source, node=node)
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """A scenario from a YAML file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _error("(file)", f"cannot be read: {exc}", str(path)) from None
-    return parse_scenario(text, source=str(path))
+    text = read_yaml_file(path, error=ScenarioError)
+    return parse_scenario(text, source=str(Path(path)))
 
 
 def validate_scenario(
     data: Mapping[str, Any], *, source: str | None = None, node: yaml.Node | None = None
 ) -> Scenario:
     """A scenario from plain data: types, then the cross-step checks of `check_scenario`."""
-
-    def problem(loc: Loc, message: str) -> Problem:
-        line = _line_of(node, loc) if node is not None else None
-        return Problem(source, line, _dotted(loc), message)
-
     try:
         scenario = Scenario.model_validate(dict(data))
     except ValidationError as exc:
-        problems = [
-            problem(_without_tags(err["loc"]), err["msg"].removeprefix("Value error, "))
-            for err in exc.errors()
-        ]
+        problems = validation_problems(exc, source=source, node=node, fix_loc=_without_tags)
         raise ScenarioError(problems) from None
     found = check_scenario(scenario)
     if found:
-        raise ScenarioError([problem(loc, message) for loc, message in found])
+        raise ScenarioError([problem_at(source, node, loc, message) for loc, message in found])
     return scenario
 
 

@@ -20,13 +20,7 @@ from yaml.resolver import Resolver
 
 from memharness.scenarios.loader import ScenarioError, _without_tags
 from memharness.scenarios.model import Adversarial, Loc, Scenario, User, check_user
-from reference.forgetting.loading import (
-    Problem,
-    StrategyError,
-    _check_duplicate_keys,
-    _dotted,
-    _line_of,
-)
+from reference.yamldoc import Problem, check_duplicate_keys, dotted, line_of, yaml_problem
 
 __all__ = ["ScenarioInfo", "stream_scenario"]
 
@@ -63,14 +57,8 @@ def stream_scenario(path: str | Path, on_user: Callable[[User], None]) -> Scenar
             return _Reader(source, on_user).read(_EventLoader(stream))
     except OSError as exc:
         raise ScenarioError([Problem(source, None, "(file)", f"cannot be read: {exc}")]) from None
-    except StrategyError as exc:  # duplicate keys, from the shared helper
-        raise ScenarioError(exc.problems) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise ScenarioError([Problem(source, line, "(yaml)", str(exc.problem or exc))]) from None
     except yaml.YAMLError as exc:
-        raise ScenarioError([Problem(source, None, "(yaml)", str(exc))]) from None
+        raise ScenarioError([yaml_problem(exc, source)]) from None
 
 
 def _compose(loader: _EventLoader) -> yaml.Node:
@@ -92,8 +80,8 @@ class _Reader:
             [
                 Problem(
                     self.source,
-                    _line_of(node, sub[len(loc) :]) if node is not None else None,
-                    _dotted(sub),
+                    line_of(node, sub[len(loc) :]) if node is not None else None,
+                    dotted(sub),
                     message,
                 )
                 for sub, message in messages
@@ -126,13 +114,13 @@ class _Reader:
                 header["users"] = [None]  # placeholder: users were validated one by one
             else:
                 value = _compose(loader)
-                _check_duplicate_keys(value, (key,), self.source)
+                check_duplicate_keys(value, (key,), self.source, error=ScenarioError)
                 header[key] = (loader.construct_document(value), value)
         return self.finish(header, top)
 
     def user(self, loader: _EventLoader, node: yaml.Node, index: int) -> None:
         loc: Loc = ("users", index)
-        _check_duplicate_keys(node, loc, self.source)
+        check_duplicate_keys(node, loc, self.source, error=ScenarioError)
         try:
             user = User.model_validate(loader.construct_document(node))
         except ValidationError as exc:
@@ -163,9 +151,9 @@ class _Reader:
                 entry = header.get(str(key))
                 node = entry[1] if isinstance(entry, tuple) else None
                 line = (
-                    _line_of(node, err["loc"][1:]) if node is not None else top.start_mark.line + 1
+                    line_of(node, err["loc"][1:]) if node is not None else top.start_mark.line + 1
                 )
-                found.append(Problem(self.source, line, _dotted(err["loc"]), err["msg"]))
+                found.append(Problem(self.source, line, dotted(err["loc"]), err["msg"]))
             raise ScenarioError(found) from None
         if "users" in data and not self.facts:
             self.fail(None, (), [(("users",), "List should have at least 1 item")])

@@ -1,15 +1,14 @@
 """Loading strategies: YAML parsing with line numbers, errors, and the registry.
 
-YAML errors name the file, the line and the field (`hybrid.yaml:12: ttl.default_s: ...`):
-the file is composed to YAML nodes first, and each pydantic error location is walked back
-through those nodes to the line of its key. The models themselves are in
-`reference.forgetting.strategy`.
+YAML errors name the file, the line and the field (`hybrid.yaml:12: ttl.default_s: ...`),
+by way of `reference.yamldoc`: the file is composed to YAML nodes first, and each pydantic
+error location is walked back through those nodes to the line of its key. The models
+themselves are in `reference.forgetting.strategy`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -18,73 +17,54 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from reference.errors import InvalidInput
 from reference.forgetting.strategy import Strategy
+from reference.yamldoc import (
+    Problem,
+    YamlDocError,
+    compose_mapping,
+    line_of,
+    read_yaml_file,
+    validation_problems,
+)
+
+__all__ = [
+    "BUILTINS",
+    "Problem",
+    "StrategyError",
+    "StrategyRegistry",
+    "list_strategies",
+    "load_strategy",
+    "load_strategy_file",
+    "parse_strategy",
+    "set_path",
+    "validate_strategy",
+]
 
 
 # ---------------------------------------------------------------------- errors
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One validation failure: where (file, 1-based line) and which field."""
-
-    file: str | None
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = "".join(f"{part}:" for part in (self.file, self.line) if part is not None)
-        return f"{where} {self.field}: {self.message}" if where else f"{self.field}: {self.message}"
-
-
-class StrategyError(InvalidInput):
+class StrategyError(YamlDocError):
     """A strategy that does not load or validate; `problems` lists each failure."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        first = problems[0]
-        super().__init__(first.field, first.message)
-        self.problems = problems
-        self.file, self.line = first.file, first.line
-        self.args = ("\n".join(str(p) for p in problems),)
 
 
 def _error(
     field: str, message: str, file: str | None = None, line: int | None = None
 ) -> StrategyError:
-    return StrategyError([Problem(file, line, field, message)])
+    return StrategyError.single(field, message, file, line)
 
 
 # ---------------------------------------------------------------------- YAML loading
 def parse_strategy(text: str, *, source: str | None = None) -> Strategy:
     """A strategy from YAML text; `source` (a file name) goes into error messages."""
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise _error("(document)", "is empty", source, 1)
-        _check_duplicate_keys(node, (), source)
-        data = loader.construct_document(node)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise _error("(yaml)", str(exc.problem or exc), source, line) from None
-    except yaml.YAMLError as exc:
-        raise _error("(yaml)", str(exc), source) from None
-    finally:
-        loader.dispose()
-    if not isinstance(data, dict):
-        raise _error("(document)", "must be a mapping of strategy fields", source, 1)
+    data, node = compose_mapping(
+        text, source=source, what="a mapping of strategy fields", error=StrategyError
+    )
     return validate_strategy(data, source=source, node=node)
 
 
 def load_strategy_file(path: str | Path) -> Strategy:
     """A strategy from a YAML file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _error("(file)", f"cannot be read: {exc}", str(path)) from None
-    return parse_strategy(text, source=str(path))
+    text = read_yaml_file(path, error=StrategyError)
+    return parse_strategy(text, source=str(Path(path)))
 
 
 def validate_strategy(
@@ -94,63 +74,7 @@ def validate_strategy(
     try:
         return Strategy.model_validate(dict(data))
     except ValidationError as exc:
-        problems = [
-            Problem(
-                source,
-                _line_of(node, err["loc"]) if node is not None else None,
-                _dotted(err["loc"]),
-                err["msg"].removeprefix("Value error, "),
-            )
-            for err in exc.errors()
-        ]
-        raise StrategyError(problems) from None
-
-
-def _dotted(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        if part == "[key]":  # pydantic's marker for "the key itself", not a field
-            continue
-        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
-    return text or "(document)"
-
-
-def _line_of(node: yaml.Node, loc: tuple[int | str, ...]) -> int:
-    """The 1-based line of the deepest key of `loc` present in the YAML node tree."""
-    line = node.start_mark.line + 1
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    line, node = key.start_mark.line + 1, value
-                    break
-            else:
-                break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if not 0 <= part < len(node.value):
-                break
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _check_duplicate_keys(node: yaml.Node, path: tuple[int | str, ...], source: str | None) -> None:
-    # PyYAML keeps the last of two equal keys silently; a strategy file must not.
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                line = key.start_mark.line + 1
-                if key.value in seen:
-                    message = f"duplicate key (first at line {seen[key.value]})"
-                    raise _error(_dotted((*path, key.value)), message, source, line)
-                seen[key.value] = line
-                _check_duplicate_keys(value, (*path, key.value), source)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _check_duplicate_keys(item, (*path, index), source)
+        raise StrategyError(validation_problems(exc, source=source, node=node)) from None
 
 
 def set_path(data: dict[str, Any], path: str, value: Any) -> None:
@@ -261,7 +185,7 @@ class StrategyRegistry:
 
 def _name_line(file: Path) -> int | None:
     node = yaml.compose(file.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    return None if node is None else _line_of(node, ("name",))
+    return None if node is None else line_of(node, ("name",))
 
 
 def load_strategy(
