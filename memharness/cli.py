@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from memharness.bench_cmd import bench
 from memharness.load_cmd import load
+from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
 from memharness.strategies_cmd import strategies
 from reference.errors import MemoryStoreError
@@ -84,6 +85,7 @@ def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None
         )
 
 
+main.add_command(run)
 main.add_command(strategies)
 main.add_command(load)
 main.add_command(bench)

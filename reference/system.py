@@ -194,16 +194,25 @@ class MemorySystem:
         )
 
     def recall(
-        self, *, user_id: str, session_id: str, query: str, at: float | datetime | None = None
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        query: str,
+        at: float | datetime | None = None,
+        k: int | None = None,
     ) -> Recall:
         """Retrieval only: what a probe sees. It changes nothing (no session update,
-        nothing stored, no access counted), so measuring does not move the measured."""
+        nothing stored, no access counted), so measuring does not move the measured.
+        `k` (default: the system's stm_k and ltm_k) is the top-k of each layer."""
         check_text("query", query)
+        if k is not None:
+            check_k("k", k)
         self._move_clock(at)
         vector = self.embedder.embed_one(self.pii.mask(query))
         return Recall(
-            stm_hits=self._stm_hits(user_id, session_id, vector, touch=False),
-            ltm_hits=self._ltm_hits(user_id, vector, touch=False),
+            stm_hits=self._stm_hits(user_id, session_id, vector, touch=False, k=k),
+            ltm_hits=self._ltm_hits(user_id, vector, touch=False, k=k),
         )
 
     # ------------------------------------------------------------------ forgetting
@@ -248,6 +257,14 @@ class MemorySystem:
         for store in (self.session, self.stm, self.ltm):
             store.dispose()
 
+    def drop(self) -> None:
+        """Remove this namespace from every layer (keys, collection, tables) and release
+        the connections: the end of a throwaway namespace, such as a simulation shard's."""
+        if self.engine is not None:
+            self.engine.flush_activity()
+        for store in (self.session, self.stm, self.ltm):
+            store.drop()
+
     # ------------------------------------------------------------------ internals
     def _engine(self) -> ForgettingEngine:
         if self.engine is None:
@@ -264,22 +281,30 @@ class MemorySystem:
         self.clock.set(at)
 
     def _stm_hits(
-        self, user_id: str, session_id: str, vector: np.ndarray, *, touch: bool
+        self,
+        user_id: str,
+        session_id: str,
+        vector: np.ndarray,
+        *,
+        touch: bool,
+        k: int | None = None,
     ) -> list[Hit[MemoryRecord]]:
+        k = k or self.stm_k
         if self.engine is not None:
             return self.engine.retrieve_stm(
-                user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k, touch=touch
+                user_id=user_id, session_id=session_id, embedding=vector, k=k, touch=touch
             )
         return self.stm.query(
-            user_id=user_id, session_id=session_id, embedding=vector, k=self.stm_k, touch=touch
+            user_id=user_id, session_id=session_id, embedding=vector, k=k, touch=touch
         )
 
-    def _ltm_hits(self, user_id: str, vector: np.ndarray, *, touch: bool) -> list[Hit[Fact]]:
+    def _ltm_hits(
+        self, user_id: str, vector: np.ndarray, *, touch: bool, k: int | None = None
+    ) -> list[Hit[Fact]]:
+        k = k or self.ltm_k
         if self.engine is not None:
-            return self.engine.retrieve_ltm(
-                user_id=user_id, embedding=vector, k=self.ltm_k, touch=touch
-            )
-        return self.ltm.query(user_id=user_id, embedding=vector, k=self.ltm_k, touch=touch)
+            return self.engine.retrieve_ltm(user_id=user_id, embedding=vector, k=k, touch=touch)
+        return self.ltm.query(user_id=user_id, embedding=vector, k=k, touch=touch)
 
     def _add(
         self,

@@ -138,6 +138,11 @@ class LongTermStore(ABC):
     def dispose(self) -> None:
         """Release connections. The store is unusable afterwards."""
 
+    def drop(self) -> None:
+        """Remove everything this namespace has in the layer (its tables), then release
+        connections: for throwaway namespaces (simulation shards). Unusable afterwards."""
+        self.dispose()
+
     # ------------------------------------------------------------------ public API
     def upsert(
         self,

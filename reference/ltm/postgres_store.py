@@ -37,7 +37,7 @@ from reference.ltm.base import (
     LtmFilter,
 )
 from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
-from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations
+from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations, drop_schema
 from reference.ltm.pg_rows import columns as _columns
 from reference.ltm.pg_rows import fact as _fact
 from reference.ltm.postgres_forgetting import ForgettingStatements, PostgresForgetting
@@ -117,6 +117,11 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
                     pool.close()
                     raise BackendUnavailable(f"PostgreSQL pool did not open: {exc}") from exc
                 self._pool = pool
+
+    def drop(self) -> None:
+        with self._transaction() as cur:
+            drop_schema(cur.connection, self.namespace)
+        self.dispose()
 
     def dispose(self) -> None:
         """Close the pool; `setup()` opens a new one."""

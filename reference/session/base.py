@@ -193,6 +193,11 @@ class SessionStore(ABC):
     def dispose(self) -> None:
         """Release connections. The store is unusable afterwards."""
 
+    def drop(self) -> None:
+        """Remove everything this namespace has in the layer (its keys), then release
+        connections: for throwaway namespaces (simulation shards). Unusable afterwards."""
+        self.dispose()
+
     # ------------------------------------------------------------------ helpers
     def _clean_task_state(self, task_state: dict[str, Any]) -> dict[str, Any]:
         check_json_object("task_state", task_state)

@@ -287,6 +287,12 @@ class RedisSessionStore(SessionStore):
         client = redis.Redis.from_url(url, decode_responses=True)
         return cls(client, **kwargs)
 
+    def drop(self) -> None:
+        keys = list(self.client.scan_iter(match=self.namespace.key_pattern(), count=1000))
+        for start in range(0, len(keys), 1000):
+            self.client.delete(*keys[start : start + 1000])
+        self.dispose()
+
     def dispose(self) -> None:
         """Close the client's connections."""
         self.client.close()

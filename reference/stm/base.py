@@ -289,6 +289,11 @@ class ShortTermStore(ABC):
     def dispose(self) -> None:
         """Release the client. The store is unusable afterwards."""
 
+    def drop(self) -> None:
+        """Remove everything this namespace has in the layer (its collection), then release
+        connections: for throwaway namespaces (simulation shards). Unusable afterwards."""
+        self.dispose()
+
     # ------------------------------------------------------------------ helpers
     def _vector(
         self, field: str, text: str, embedding: Sequence[float] | np.ndarray | None

@@ -283,6 +283,11 @@ class ChromaShortTermStore(ShortTermStore):
         self._delete_ids(found["ids"])
         return len(found["ids"])
 
+    def drop(self) -> None:
+        with contextlib.suppress(Exception):  # chromadb raises NotFoundError or ValueError
+            self.client.delete_collection(self.namespace.stm_collection)
+        self.dispose()
+
     def dispose(self) -> None:
         """Drop the reference to the collection; the shared client stays open."""
         self._collection = None

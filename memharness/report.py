@@ -1,0 +1,392 @@
+"""Turn a run's `results.json` into `summary.md` and PNG plots in the same directory.
+
+Reports read result files only: nothing here imports the simulator or touches a store, so
+a report can be rebuilt from a copied run directory. Failed and interrupted strategies are
+results too: they stay in the table, and only the plots leave them out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+LAYERS = ("session", "stm", "ltm")
+MAX_SERIES_POINTS = 2000
+PLOT_KINDS = ("recall-vs-footprint", "stale-vs-recall", "footprint-over-time")
+_PNG_TITLES = {
+    "recall-vs-footprint": "recall@k against peak footprint",
+    "stale-vs-recall": "stale@k against recall@k",
+    "footprint-over-time": "live records over virtual time",
+}
+_NO_DATA = "no completed strategy to plot"
+_HOW_TO_READ = """\
+## How to read this
+
+- **recall@k**: share of needed facts retrieved in the top-k of the layers.
+- **stale@k**: share of probes whose top-k held a superseded or invalidated fact.
+- **over-forget**: needed facts that had been stored but were stored nowhere at the probe.
+- **unstored**: needed facts the memory never stored.
+- **leakage**: erased facts that came back — must be 0.
+- **PII max residency**: longest time raw PII was stored.
+- **peak records / bytes**: sum over the layers of each layer's own peak (the layers may \
+peak at different times, so this bounds the simultaneous peak from above).
+- **turn p95**: 95th percentile of the wall time of one turn; **turns/s**: simulated turns \
+per wall-clock second.
+- In the recall-vs-footprint plot, ringed points joined by the step line are the Pareto \
+frontier: no other strategy has at least their recall with no more bytes.
+- `-` means not measured: the strategy did not finish, or the scenario had nothing to \
+measure (e.g. no needed facts).
+"""
+
+
+class ResultsError(ValueError):
+    """A results file is missing or is not a readable results document."""
+
+
+def load_results(run_dir: Path) -> dict[str, Any]:
+    """Read `run_dir/results.json`; any failure raises `ResultsError` naming the file."""
+    path = Path(run_dir) / "results.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read results file ({exc.strerror or exc})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(
+            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
+        raise ResultsError(f"{path}: not a results document (no 'scenarios' list)")
+    return data
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def human_duration(seconds: float | None) -> str:
+    """`86400` -> `24.0 h`, `259200` -> `3.0 d`; hours up to 48 h, `-` for None."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def human_bytes(n: float | None) -> str:
+    """Binary units: `900 B`, `1.5 KiB`, `2.0 MiB`, `1.1 GiB`; `-` for None."""
+    if n is None:
+        return "-"
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB"):
+        n /= 1024
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1024:.1f} GiB"
+
+
+def _num(value: float | None, fmt: str = ".3f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _cell(text: str) -> str:
+    # A bare '|' would end the cell, even inside a code span (GFM tables).
+    return text.replace("|", "\\|")
+
+
+def _error_line(error: str | None) -> str:
+    """The line that names the exception: the first, or the last of a bare traceback."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    if not lines:
+        return "(no error message recorded)"
+    if lines[0].startswith("Traceback (most recent call last)"):
+        return lines[-1]
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def _metric(strategy: dict[str, Any], name: str) -> Any:
+    return (strategy.get("metrics") or {}).get(name)
+
+
+def _peak(strategy: dict[str, Any], index: str) -> dict[str, int] | None:
+    """Per-layer peak `index` ('records' or 'bytes'), or None without a footprint."""
+    peak = (strategy.get("footprint") or {}).get("peak")
+    if not peak:
+        return None
+    return {layer: int((peak.get(layer) or {}).get(index) or 0) for layer in peak}
+
+
+def _peak_total(strategy: dict[str, Any], index: str) -> int | None:
+    layers = _peak(strategy, index)
+    return None if layers is None else sum(layers.values())
+
+
+def _plottable(strategy: dict[str, Any]) -> bool:
+    return strategy.get("status") == "ok" and strategy.get("metrics") is not None
+
+
+# --------------------------------------------------------------------------- table
+
+
+def summary_table(scenario: dict[str, Any]) -> str:
+    """A Markdown table of one scenario's strategies, in the order given.
+
+    Failed strategies keep their row, marked `failed [n]`, with the first line of their
+    error in a numbered list under the table. The best recall among ok rows is bold.
+    """
+    strategies: list[dict[str, Any]] = scenario.get("strategies") or []
+    recalls = [_metric(s, "recall_at_k") for s in strategies if s.get("status") == "ok"]
+    best = max((r for r in recalls if r is not None), default=None)
+    header = (
+        "| strategy | status | recall@k | stale@k | over-forget | unstored | leakage "
+        "| PII max residency | peak records (session/stm/ltm) | peak bytes | turn p95 ms "
+        "| turns/s |"
+    )
+    lines = [header, "|" + "---|" * 2 + "---:|" * 10]
+    notes: list[str] = []
+    for strategy in strategies:
+        label = str(strategy.get("label") or strategy.get("name") or "?")
+        status = str(strategy.get("status") or "?")
+        if status == "failed":
+            notes.append(f"- [{len(notes) + 1}] `{label}`: {_error_line(strategy.get('error'))}")
+            status = f"failed [{len(notes)}]"
+        recall = _metric(strategy, "recall_at_k")
+        recall_text = _num(recall)
+        if status == "ok" and recall is not None and recall == best and len(recalls) > 1:
+            recall_text = f"**{recall_text}**"
+        leakage = _metric(strategy, "leakage")
+        leakage_text = _num(leakage, "d")
+        if leakage:
+            leakage_text = f"**{leakage_text}** ⚠"
+        records = _peak(strategy, "records")
+        records_text = "-"
+        if records is not None:
+            split = "/".join(str(records.get(layer, 0)) for layer in LAYERS)
+            records_text = f"{sum(records.values())} ({split})"
+        turn_latency = (strategy.get("latency_ms") or {}).get("turn") or {}
+        cells = [
+            f"`{label}`",
+            status,
+            recall_text,
+            _num(_metric(strategy, "stale_at_k")),
+            _num(_metric(strategy, "over_forget_rate")),
+            _num(_metric(strategy, "unstored_rate")),
+            leakage_text,
+            human_duration(_metric(strategy, "pii_residency_max_s")),
+            records_text,
+            human_bytes(_peak_total(strategy, "bytes")),
+            _num(turn_latency.get("p95"), ".1f"),
+            _num(_metric(strategy, "turns_per_s"), ".1f"),
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    if notes:
+        lines += ["", "Failed:", "", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def pareto_frontier(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """Labels of the (label, bytes, recall) points no other point dominates.
+
+    A point is dominated when another has <= bytes and >= recall, one of them strictly;
+    identical points therefore both stay. Returned by bytes ascending, then recall
+    descending, then input order — the order a step line through them takes.
+    """
+    frontier = [
+        (nbytes, -recall, i, label)
+        for i, (label, nbytes, recall) in enumerate(points)
+        if not any(b <= nbytes and r >= recall and (b < nbytes or r > recall) for _, b, r in points)
+    ]
+    return [label for *_, label in sorted(frontier)]
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def plot_stems(results: dict[str, Any]) -> list[str]:
+    """A file-name stem per scenario: its name, made unique when a run repeats a name."""
+    scenarios = results.get("scenarios") or []
+    names = [re.sub(r"[^A-Za-z0-9._-]+", "_", str(s.get("name") or "scenario")) for s in scenarios]
+    counts = Counter(names)
+    stems: list[str] = []
+    for name, scenario in zip(names, scenarios, strict=True):
+        stem = name
+        if counts[name] > 1:
+            stem = f"{name}-{scenario.get('hash')}-s{scenario.get('seed')}"
+        while stem in stems:
+            stem += "-x"
+        stems.append(stem)
+    return stems
+
+
+def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
+    """Write `run_dir/summary.md`: run header, a section per scenario, metric glossary."""
+    versions = results.get("versions") or {}
+    status = str(results.get("status") or "?")
+    if status != "complete":
+        status = f"**{status}** — some strategies did not run to the end"
+    out = [
+        f"# memharness run {results.get('run_id', '?')}",
+        "",
+        f"- created: {results.get('created_at', '-')}",
+        f"- backend: {results.get('backend', '-')} · embedder: {results.get('embedder', '-')}"
+        f" · workers: {results.get('workers', '-')} · k: {results.get('k', '-')}"
+        f" · seed: {results.get('seed', '-')}",
+        "- versions: " + (", ".join(f"{k} {v}" for k, v in versions.items()) or "-"),
+        f"- status: {status}",
+        "",
+    ]
+    for scenario, stem in zip(results.get("scenarios") or [], plot_stems(results), strict=True):
+        seed = scenario.get("seed")
+        out += [
+            f"## {scenario.get('name', '?')}",
+            "",
+            f"{scenario.get('users', '-')} users, {scenario.get('turns', '-')} turns,"
+            f" {scenario.get('probes', '-')} probes · hash `{scenario.get('hash', '-')}`"
+            f" · seed {'-' if seed is None else seed}"
+            f" · source `{scenario.get('source', '-')}`",
+            "",
+            summary_table(scenario),
+            *(f"![{_PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
+        ]
+    out.append(_HOW_TO_READ)
+    path = Path(run_dir) / "summary.md"
+    path.write_text("\n".join(out), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def downsample(n: int, limit: int = MAX_SERIES_POINTS) -> list[int]:
+    """At most `limit` evenly spaced indices into a sequence of `n`, first and last kept."""
+    if n <= limit:
+        return list(range(n))
+    if limit <= 1:
+        return [0] if limit == 1 else []
+    step = (n - 1) / (limit - 1)
+    return sorted({round(i * step) for i in range(limit)})
+
+
+def write_plots(run_dir: Path, results: dict[str, Any]) -> list[Path]:
+    """Write three PNGs per scenario into `run_dir`; returns their paths.
+
+    Only ok strategies with the plotted metrics appear. A scenario with none still gets
+    its PNGs (with a note) so the links in summary.md never break.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: reports run in CI and on servers
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    for scenario, stem in zip(results.get("scenarios") or [], plot_stems(results), strict=True):
+        strategies = [s for s in scenario.get("strategies") or [] if _plottable(s)]
+        drawers = (_recall_vs_footprint, _stale_vs_recall, _footprint_over_time)
+        for kind, draw in zip(PLOT_KINDS, drawers, strict=True):
+            fig, ax = plt.subplots(figsize=(8, 5.5))
+            try:
+                if not draw(ax, strategies):
+                    ax.text(0.5, 0.5, _NO_DATA, ha="center", va="center", transform=ax.transAxes)
+                ax.set_title(f"{scenario.get('name', '?')}: {_PNG_TITLES[kind]}")
+                fig.tight_layout()
+                path = Path(run_dir) / f"{stem}-{kind}.png"
+                fig.savefig(path, dpi=110)
+                written.append(path)
+            finally:
+                plt.close(fig)
+    return written
+
+
+def _annotate(ax: Any, label: str, x: float, y: float) -> None:
+    ax.annotate(label, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
+
+
+def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
+    points = [
+        (str(s["label"]), float(nbytes), float(recall))
+        for s in strategies
+        if (recall := _metric(s, "recall_at_k")) is not None
+        and (nbytes := _peak_total(s, "bytes")) is not None
+    ]
+    if not points:
+        return False
+    for label, x, y in points:
+        ax.scatter([x], [y], color="tab:blue", zorder=3)
+        _annotate(ax, label, x, y)
+    by_label = {label: (x, y) for label, x, y in points}
+    front = [by_label[label] for label in pareto_frontier(points)]
+    fx, fy = [x for x, _ in front], [y for _, y in front]
+    ax.scatter(fx, fy, s=160, facecolors="none", edgecolors="tab:red", zorder=4)
+    ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, zorder=2, label="Pareto frontier")
+    xs = [x for _, x, _ in points]
+    if min(xs) > 0 and max(xs) / min(xs) > 100:
+        ax.set_xscale("log")
+    ax.set_xlabel("peak bytes, summed over layers")
+    ax.set_ylabel("recall@k")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend(loc="lower right", fontsize=8)
+    return True
+
+
+def _stale_vs_recall(ax: Any, strategies: list[dict[str, Any]]) -> bool:
+    points = [
+        (str(s["label"]), float(recall), float(stale))
+        for s in strategies
+        if (recall := _metric(s, "recall_at_k")) is not None
+        and (stale := _metric(s, "stale_at_k")) is not None
+    ]
+    for label, x, y in points:
+        ax.scatter([x], [y], color="tab:blue")
+        _annotate(ax, label, x, y)
+    ax.set_xlabel("recall@k (higher is better)")
+    ax.set_ylabel("stale@k (lower is better)")
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.05, 1.05)
+    return bool(points)
+
+
+def _footprint_over_time(ax: Any, strategies: list[dict[str, Any]]) -> bool:
+    import matplotlib.dates as mdates
+
+    drawn = False
+    for strategy in strategies:
+        series = (strategy.get("footprint") or {}).get("series") or []
+        if not series:
+            continue
+        picked = [series[i] for i in downsample(len(series))]
+        times = [datetime.fromtimestamp(float(p["at"]), tz=UTC) for p in picked]
+        # Every key but "at" is a layer's [records, bytes].
+        records = [sum(int(v[0]) for k, v in p.items() if k != "at") for p in picked]
+        ax.plot(times, records, label=str(strategy["label"]), linewidth=1.2)
+        drawn = True
+    if drawn:
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.legend(fontsize=7, loc="best")
+    ax.set_xlabel("virtual time (UTC)")
+    ax.set_ylabel("live records, summed over layers")
+    return drawn
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def write_report(run_dir: Path) -> Path:
+    """Load `run_dir/results.json`, write the plots and `summary.md`; returns its path."""
+    results = load_results(run_dir)
+    write_plots(run_dir, results)
+    return write_summary(run_dir, results)

@@ -1,0 +1,225 @@
+"""`memharness run`: the main job. Replay scenarios under strategies; write the report.
+
+With no arguments it replays the hand-written suite (`scenarios/*.yaml`) and a generated
+set of users (a quarter from each domain) on the embedded stack under every built-in
+strategy, prints the side-by-side table of each scenario and writes `reports/<run-id>/`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import SecretStr, ValidationError
+
+from memharness.scenarios import DOMAINS, ScenarioError, iter_users, load_scenario
+from memharness.scenarios.model import User
+from memharness.sim.plan import SpecError, StrategySpec, scenario_hash
+from memharness.sim.runner import RunOptions, ScenarioInput, Simulator, StrategyOutcome
+from reference.crypto import generate_key
+from reference.errors import MemoryStoreError
+from reference.forgetting.loading import list_strategies
+from reference.settings import Settings
+
+SUITE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+DEFAULT_GENERATED_USERS = 200
+
+
+def suite_files(directory: Path = SUITE_DIR) -> list[Path]:
+    """The hand-written scenarios, in name order."""
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise click.UsageError(f"no scenarios in {directory}; pass --scenario FILE")
+    return files
+
+
+def generated_users(users: int, seed: int) -> ScenarioInput:
+    """`users` generated users, split evenly over the domains (ids `<domain>-<n>`)."""
+    built: list[User] = []
+    share, extra = divmod(users, len(DOMAINS))
+    for d, domain in enumerate(DOMAINS):
+        count = share + (d < extra)
+        if count == 0:
+            continue
+        for user_id, steps, _ in iter_users(domain=domain, users=count, seed=seed):
+            built.append(User.model_validate({"id": f"{domain}-{user_id}", "timeline": steps}))
+    name = f"generated-{users}"
+    return ScenarioInput(name, scenario_hash(name, built), f"generated --seed {seed}", seed, built)
+
+
+def file_scenario(path: Path, users: int | None) -> ScenarioInput:
+    scenario = load_scenario(path)
+    chosen = scenario.users[:users] if users else scenario.users
+    return ScenarioInput(
+        scenario.name, scenario_hash(scenario.name, chosen), str(path), scenario.seed, chosen
+    )
+
+
+@click.command()
+@click.option(
+    "--scenario",
+    "scenario_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="a scenario file (repeatable); default: the hand-written suite plus generated users",
+)
+@click.option(
+    "--strategy",
+    "strategy_specs",
+    multiple=True,
+    help="NAME, FILE.yaml, or either with :key=value,... overrides, e.g. "
+    "'fixed_ttl:ttl.default_s=86400' (repeatable); default: every built-in",
+)
+@click.option(
+    "--users",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"generated users without --scenario (default {DEFAULT_GENERATED_USERS}); "
+    "with --scenario, only the first N users of each",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
+@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
+@click.option("--seed", type=int, default=7, show_default=True, help="seed of generated users")
+@click.option("--k", type=click.IntRange(min=1, max=100), default=5, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"))
+@click.option("--run-id", default=None, help="default: the UTC time and a random suffix")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def run(
+    scenario_files: tuple[Path, ...],
+    strategy_specs: tuple[str, ...],
+    users: int | None,
+    workers: int,
+    backend: str | None,
+    embedder: str | None,
+    seed: int,
+    k: int,
+    out: Path,
+    run_id: str | None,
+    progress: bool,
+) -> None:
+    """Replay scenarios under strategies on Ray; print and write the comparison."""
+    from memharness.report import summary_table, write_report
+
+    try:
+        given = {"backend": backend, "embedder": embedder}
+        settings = Settings(**{key: v for key, v in given.items() if v is not None})  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise click.UsageError(f"invalid settings: {exc}") from None
+    try:
+        specs = [
+            StrategySpec.parse(s) for s in strategy_specs or [s.name for s in list_strategies()]
+        ]
+        if scenario_files:
+            inputs = [file_scenario(path, users) for path in scenario_files]
+        else:
+            inputs = [file_scenario(path, None) for path in suite_files()]
+            inputs.append(generated_users(users or DEFAULT_GENERATED_USERS, seed))
+    except (SpecError, ScenarioError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if len({s.label for s in specs}) < len(specs):
+        raise click.UsageError("--strategy: the same strategy and parameters twice")
+    if settings.encryption_key is None and any(
+        s.strategy.pii is not None and s.strategy.pii.encrypt_ltm for s in specs
+    ):
+        # Simulated users' data is throwaway: seal it with a throwaway key.
+        settings = settings.model_copy(update={"encryption_key": SecretStr(generate_key())})
+
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")  # the one wall-clock read: a name
+    run_id = run_id or f"{stamp}-{secrets.token_hex(2)}"
+    header = {
+        "run_id": run_id,
+        "backend": settings.backend,
+        "embedder": settings.embedder,
+        "workers": workers,
+        "k": k,
+        "seed": seed,
+    }
+    from memharness.sim.results import ResultWriter
+
+    try:
+        writer = ResultWriter(out / run_id, header)
+    except FileExistsError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(
+        f"memharness run {run_id}: {len(inputs)} scenario(s) x {len(specs)} strategies, "
+        f"backend={settings.backend} embedder={settings.embedder} workers={workers} k={k}"
+    )
+    bar = _Bar(enabled=progress)
+    status = "complete"
+    try:
+        with Simulator(settings, RunOptions(workers=workers, k=k), run_tag=run_id[-4:]) as sim:
+            for position, scenario in enumerate(inputs):
+                writer.start_scenario(scenario)
+                click.echo(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})")
+
+                def on_result(outcome: StrategyOutcome, scenario: ScenarioInput = scenario) -> None:
+                    bar.close()
+                    entry = writer.add(scenario, outcome)
+                    click.echo(_one_line(entry))
+
+                sim.run_scenario(
+                    position, scenario, specs, on_result=on_result, progress=bar.update
+                )
+                click.echo(summary_table(writer.document["scenarios"][-1]))
+    except KeyboardInterrupt:
+        bar.close()
+        status = "interrupted"
+        click.echo("\ninterrupted: the finished strategies are kept", err=True)
+    except MemoryStoreError as exc:
+        status = "failed"
+        click.echo(f"error: {exc}", err=True)
+    finally:
+        writer.finish(status)
+        summary = write_report(writer.run_dir)
+        click.echo(f"\nreport: {summary}")
+    if status != "complete":
+        sys.exit(130 if status == "interrupted" else 1)
+
+
+def _one_line(entry: dict[str, Any]) -> str:
+    m = entry.get("metrics")
+    if entry["status"] != "ok" or not m:
+        first = (entry.get("error") or "").strip().splitlines()[-1:] or [""]
+        return f"  {entry['label']:<28} {entry['status'].upper()}: {first[0]}"
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0%}"
+
+    return (
+        f"  {entry['label']:<28} recall {pct(m['recall_at_k']):>5}  stale {pct(m['stale_at_k']):>5}"
+        f"  over-forget {pct(m['over_forget_rate']):>5}  leakage {m['leakage']}"
+        f"  {m['turns_per_s'] or 0:,.0f} turns/s"
+    )
+
+
+class _Bar:
+    """A tqdm bar per strategy: steps replayed, users done and turns per second."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.label = ""
+
+    def update(self, label: str, steps: int, total: int, users: int, elapsed: float) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if self.bar is None or label != self.label:
+            self.close()
+            self.bar = tqdm(
+                total=total, desc=f"  {label}", unit="step", leave=False, file=sys.stderr
+            )
+            self.label = label
+        self.bar.n = steps
+        self.bar.set_postfix(users=users, steps_s=f"{steps / elapsed:,.0f}" if elapsed else "-")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -1,0 +1,103 @@
+"""From shard tallies to a strategy's figures (DESIGN.md, Quality metrics).
+
+Per probe, on the top-k of each layer (the context a turn assembles):
+recall@k is the share of needed facts retrieved; stale@k the share of probes that
+retrieved a superseded or invalidated fact; over-forgetting the share of needed facts
+that had been stored and were stored nowhere at the probe; unstored the share never
+stored (the intent filter or promotion passed them by); leakage counts erased facts that
+came back, retrieved by a probe or still stored after their forget command (must be 0).
+PII residency is the longest time a layer held a said PII value in a recoverable form
+(raw, or sealed but not yet anonymised), to the resolution of the sweep ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from memharness.sim.shard import LATENCY_OPS, LAYERS, ShardResult, new_histogram
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
+    """`metrics`, `footprint` and `latency_ms` of one strategy over all its shards."""
+    total = ShardResult()
+    for s in shards:
+        for name in (
+            "turns", "probes", "events", "needed", "retrieved", "over_forgotten", "unstored",
+            "stale_probes", "leaked",
+        ):  # fmt: skip
+            setattr(total, name, getattr(total, name) + getattr(s, name))
+        total.leaks.extend(s.leaks)
+        total.pii_residency_s.extend(s.pii_residency_s)
+        total.pii_open_s.extend(s.pii_open_s)
+    # Shards run side by side: the strategy took as long as its slowest shard.
+    wall = max((s.wall_s for s in shards), default=0.0)
+    residency = [*total.pii_residency_s, *total.pii_open_s]
+    metrics = {
+        "recall_at_k": _share(total.retrieved, total.needed),
+        "stale_at_k": _share(total.stale_probes, total.probes),
+        "over_forget_rate": _share(total.over_forgotten, total.needed),
+        "unstored_rate": _share(total.unstored, total.needed),
+        "leakage": total.leaked,
+        "pii_residency_max_s": max(residency) if residency else None,
+        "pii_items": len(residency),
+        "pii_still_resident": len(total.pii_open_s),
+        "turns": total.turns,
+        "probes": total.probes,
+        "events": total.events,
+        "needed": total.needed,
+        "wall_s": round(wall, 4),
+        "turns_per_s": round(total.turns / wall, 1) if wall > 0 else None,
+    }
+    return {
+        "metrics": metrics,
+        "leaks": total.leaks[:20],
+        "footprint": footprint(shards),
+        "latency_ms": latency([s.histograms for s in shards]),
+    }
+
+
+def footprint(shards: Sequence[ShardResult]) -> dict[str, Any]:
+    """Per layer [records, bytes] summed over shards at each sample; peak and final."""
+    times = sorted({t for s in shards for t in s.footprint})
+    series = []
+    for t in times:
+        point: dict[str, Any] = {"at": t}
+        for layer in LAYERS:
+            records = sum(s.footprint.get(t, {}).get(layer, (0, 0))[0] for s in shards)
+            size = sum(s.footprint.get(t, {}).get(layer, (0, 0))[1] for s in shards)
+            point[layer] = [records, size]
+        series.append(point)
+
+    def layer_view(pick: Any) -> dict[str, dict[str, int]]:
+        return {layer: {"records": pick(layer, 0), "bytes": pick(layer, 1)} for layer in LAYERS}
+
+    peak = layer_view(lambda layer, i: max((p[layer][i] for p in series), default=0))
+    final = layer_view(lambda layer, i: series[-1][layer][i] if series else 0)
+    return {"peak": peak, "final": final, "series": series}
+
+
+def latency(encoded: Sequence[dict[str, str]]) -> dict[str, dict[str, float | int]]:
+    """p50/p95/p99 (ms) and count per operation, from the shards' HDR histograms."""
+    out: dict[str, dict[str, float | int]] = {}
+    for op in LATENCY_OPS:
+        merged = new_histogram()
+        for histograms in encoded:
+            if op in histograms:
+                merged.add(HdrHistogram.decode(histograms[op]))
+        n = merged.get_total_count()
+        if n == 0:
+            continue
+        out[op] = {
+            "p50": merged.get_value_at_percentile(50) / 1000.0,
+            "p95": merged.get_value_at_percentile(95) / 1000.0,
+            "p99": merged.get_value_at_percentile(99) / 1000.0,
+            "n": n,
+        }
+    return out

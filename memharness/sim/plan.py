@@ -1,0 +1,119 @@
+"""What a run replays: the strategies (with parameter overrides), the sweep and sample
+times, and how users are sharded.
+
+The sweep ticks are a function of the whole scenario, never of a shard: for every step of
+every user, the strategy's grid point at or before it (so a sweep ran within one
+interval before each step, as a sweeper every `sweep_interval_s` would), plus a coarser
+idle grid across the scenario's span (so archival and PII deadlines fall due in gaps).
+Every shard runs the same ticks, which is why 1 and N workers give the same results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from memharness.scenarios.model import User
+from reference.forgetting.loading import load_strategy
+from reference.forgetting.strategy import Strategy
+
+#: Sweeps in idle stretches, and footprint samples, on these grids (virtual seconds).
+IDLE_SWEEP_S = 3600.0
+SAMPLE_EVERY_S = 86400.0
+
+_SPEC_RE = re.compile(r"^(?P<name>[^:\[\]]+?)(?::(?P<params>.*))?$")
+
+
+class SpecError(ValueError):
+    """A `--strategy` argument that does not name a strategy or sets a bad parameter."""
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """A strategy with parameter overrides; `label` names it in tables and file names."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...]
+    strategy: Strategy
+
+    @property
+    def label(self) -> str:
+        if not self.params:
+            return self.name
+        inner = ",".join(f"{key}={_show(value)}" for key, value in self.params)
+        return f"{self.name}[{inner}]"
+
+    @classmethod
+    def parse(cls, text: str) -> StrategySpec:
+        """`NAME`, `PATH.yaml` or either followed by `:dotted.key=value,...`; values are
+        YAML scalars (`ttl.default_s=86400`, `decay=null`)."""
+        match = _SPEC_RE.match(text.strip())
+        if match is None or not match["name"].strip():
+            raise SpecError(f"--strategy {text!r}: expected NAME or NAME:key=value,...")
+        base = load_strategy(match["name"].strip())
+        params: list[tuple[str, Any]] = []
+        for part in filter(None, (p.strip() for p in (match["params"] or "").split(","))):
+            key, sep, raw = part.partition("=")
+            if not sep or not key.strip():
+                raise SpecError(f"--strategy {text!r}: {part!r} is not key=value")
+            params.append((key.strip(), yaml.safe_load(raw)))
+        try:
+            strategy = base.with_params(dict(params)) if params else base
+        except Exception as exc:  # a validation error names the field
+            raise SpecError(f"--strategy {text!r}: {exc}") from None
+        return cls(name=base.name, params=tuple(params), strategy=strategy)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "null" if value is None else str(value)
+
+
+def grid_floor(at: float, every: float) -> float:
+    return math.floor(at / every) * every
+
+
+def sweep_ticks(
+    step_times: Iterable[float], interval_s: float, idle_s: float = IDLE_SWEEP_S
+) -> list[float]:
+    """The sweep times of a scenario under a strategy's interval (see module docstring)."""
+    times = sorted(set(step_times))
+    if not times:
+        return []
+    ticks = {grid_floor(t, interval_s) for t in times}
+    first, last = grid_floor(times[0], idle_s), times[-1]
+    n = int((last - first) // idle_s)
+    ticks.update(first + i * idle_s for i in range(1, n + 1))
+    return sorted(ticks)
+
+
+def sample_times(step_times: Iterable[float], every_s: float = SAMPLE_EVERY_S) -> list[float]:
+    """Footprint sample times: a grid over the span, and the last step's time."""
+    times = sorted(set(step_times))
+    if not times:
+        return []
+    first, last = grid_floor(times[0], every_s), times[-1]
+    n = int((last - first) // every_s)
+    grid = {first + i * every_s for i in range(1, n + 1)}
+    grid.add(last)
+    return sorted(grid)
+
+
+def shard_of(index: int, workers: int) -> int:
+    """The worker a user (by its index in the scenario) goes to: round robin."""
+    return index % workers
+
+
+def scenario_hash(name: str, users: Iterable[User]) -> str:
+    """A short hash of the scenario's content (its users, in order), whatever the file."""
+    digest = hashlib.sha256(name.encode())
+    for user in users:
+        digest.update(user.model_dump_json().encode())
+    return digest.hexdigest()[:12]

@@ -1,0 +1,405 @@
+"""Replay one shard of a scenario's users against one strategy, on one virtual clock.
+
+The shard's steps (every user's timeline) and the sweep ticks are merged in time order;
+a tick runs before a step at the same moment. Each step goes through the reference's
+public interface: `say` and `forget` are turns, `event` is `handle_event`, `probe` is
+`recall` (which changes nothing). The replayer maps what the memory stored back to the
+scenario's fact ids by the ids the stores made (an STM record id; an LTM fact id and
+version), so a retrieved hit names the facts it carries and the ground truth
+(`truth.py`) says whether each is needed, stale or erased.
+
+Nothing here depends on which other users share the shard: the tick schedule comes from
+the whole scenario (`schedule.py`), and each user's records are scoped to that user.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step, User
+from memharness.sim.truth import FactState, UserTruth
+from reference.clock import VirtualClock
+from reference.forgetting.policy import Memory, OracleAdvice
+from reference.forgetting.strategy import Strategy
+from reference.keys import Namespace
+from reference.models import Category, Event, Fact, MemoryRecord
+from reference.system import MemorySystem
+
+LAYERS = ("session", "stm", "ltm")
+#: Operations whose latency a replay records (ms): a turn's parts, probes and sweeps.
+LATENCY_OPS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "sweep")
+
+StmRef = tuple[str, str]  # ("stm", record_id)
+LtmRef = tuple[str, str, str, str, int]  # ("ltm", category, key, fact_id, version)
+Ref = StmRef | LtmRef
+
+
+def new_histogram() -> HdrHistogram:
+    """Microseconds, 1 us to 1 h, 3 significant digits: mergeable across workers."""
+    return HdrHistogram(1, 3_600_000_000, 3)
+
+
+@dataclass
+class ShardResult:
+    """Raw tallies of one shard under one strategy; `metrics.merge` adds shards up."""
+
+    turns: int = 0
+    probes: int = 0
+    events: int = 0
+    needed: int = 0
+    retrieved: int = 0
+    over_forgotten: int = 0
+    unstored: int = 0
+    stale_probes: int = 0
+    leaked: int = 0
+    leaks: list[dict[str, Any]] = field(default_factory=list)  # the first few, to debug
+    pii_residency_s: list[float] = field(default_factory=list)  # resolved items
+    pii_open_s: list[float] = field(default_factory=list)  # still resident at the end
+    footprint: dict[float, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    histograms: dict[str, str] = field(default_factory=dict)  # op -> encoded HDR
+    wall_s: float = 0.0
+
+
+@dataclass
+class _PiiItem:
+    user: int
+    said_at: float
+    raw: tuple[str, ...]
+    refs: list[Ref]
+
+
+@dataclass(frozen=True)
+class SimUser:
+    """A scenario user with the ids the memory sees: `u<index>`, sessions `u<index>.s<n>`
+    (scenario ids are free text and session names repeat across users)."""
+
+    index: int
+    user: User
+
+    @property
+    def user_id(self) -> str:
+        return f"u{self.index}"
+
+
+class ShardReplayer:
+    """One shard's users, replayed under one strategy at a time (see module docstring)."""
+
+    def __init__(
+        self,
+        users: list[SimUser],
+        *,
+        ticks: list[float],
+        samples: list[float],
+        k: int,
+        max_leaks: int = 20,
+    ) -> None:
+        self.users = users
+        self.ticks = ticks
+        self.samples = samples
+        self.k = k
+        self.max_leaks = max_leaks
+        self.truth = {u.index: UserTruth.of(u.user) for u in users}
+        self.sessions: dict[tuple[int, str], str] = {}
+        for u in users:
+            for step in u.user.timeline:
+                name = getattr(step, "session", None)
+                if name is not None and (u.index, name) not in self.sessions:
+                    n = sum(1 for key in self.sessions if key[0] == u.index)
+                    self.sessions[(u.index, name)] = f"{u.user_id}.s{n}"
+        self.steps_total = sum(len(u.user.timeline) for u in users)
+        self.steps_done = 0
+        self.users_done = 0
+
+    def texts(self) -> list[str]:
+        """Every text a replay embeds, to embed ahead in batches (the embedder's cache)."""
+        out = []
+        for u in self.users:
+            for step in u.user.timeline:
+                for attr in ("say", "forget", "probe"):
+                    text = getattr(step, attr, None)
+                    if isinstance(text, str):
+                        out.append(text)
+        return out
+
+    def run(
+        self,
+        build: Callable[[VirtualClock, Namespace, OracleAdvice | None], MemorySystem],
+        strategy: Strategy,
+        namespace: Namespace,
+    ) -> ShardResult:
+        """Replay every user of the shard under `strategy` in `namespace`, which must be
+        new: it is dropped from every layer at the end."""
+        self.steps_done = self.users_done = 0
+        run = _Run(self, strategy)
+        start = min((s.at for u in self.users for s in u.user.timeline), default=0.0)
+        clock = VirtualClock(min([start, *self.ticks[:1]]))
+        advice = OracleAdvice(needed=run.oracle_needs) if strategy.oracle else None
+        system = build(clock, namespace, advice)
+        run.system = system
+        began = time.perf_counter()
+        try:
+            for _, kind, payload in self._merged():
+                if kind == 0:
+                    run.tick(payload)
+                elif kind == 1:
+                    run.sample(payload)
+                else:
+                    u, step, last = payload
+                    run.step(u, step)
+                    self.steps_done += 1
+                    self.users_done += last
+            run.finish()
+        finally:
+            system.drop()  # the namespace is this replay's alone
+        run.result.wall_s = time.perf_counter() - began
+        run.result.histograms = {op: h.encode().decode() for op, h in run.histograms.items()}
+        return run.result
+
+    def _merged(self) -> Iterator[tuple[float, int, Any]]:
+        """Ticks (0), footprint samples (1) and steps (2) in time order."""
+        streams: list[Iterator[tuple[float, int, int, int, Any]]] = [
+            ((t, 0, 0, 0, t) for t in self.ticks),
+            ((t, 1, 0, 0, t) for t in self.samples),
+        ]
+        streams.extend(_steps(u) for u in self.users)
+        for at, kind, _, _, payload in heapq.merge(*streams, key=lambda e: e[:4]):
+            yield at, kind, payload
+
+
+class _Run:
+    """The state of one replay: the maps from stored ids to facts, and the tallies."""
+
+    def __init__(self, shard: ShardReplayer, strategy: Strategy) -> None:
+        self.shard = shard
+        self.strategy = strategy
+        self.system: MemorySystem
+        self.result = ShardResult()
+        self.histograms = {op: new_histogram() for op in LATENCY_OPS}
+        self.stm_facts: dict[str, tuple[int, tuple[str, ...]]] = {}
+        self.ltm_facts: dict[tuple[str, int], tuple[int, tuple[str, ...]]] = {}
+        self.refs: dict[tuple[int, str], list[Ref]] = {}  # (user, fact id) -> where stored
+        self.pii: list[_PiiItem] = []
+
+    # ------------------------------------------------------------------ the oracle
+    def oracle_needs(self, memory: Memory) -> bool:
+        """Whether a later probe needs a fact this record carries (OracleAdvice)."""
+        found = self._facts_of(memory)
+        if found is None:
+            return False
+        user, facts = found
+        now = self.system.clock.now()
+        truth = self.shard.truth[user]
+        return any(truth.needed_from(f, now) for f in facts)
+
+    def _facts_of(self, memory: Memory | None) -> tuple[int, tuple[str, ...]] | None:
+        if isinstance(memory, MemoryRecord):
+            return self.stm_facts.get(memory.record_id)
+        if isinstance(memory, Fact):
+            return self.ltm_facts.get((memory.fact_id, memory.version))
+        return None
+
+    # ------------------------------------------------------------------ steps
+    def step(self, u: SimUser, step: Step) -> None:
+        if isinstance(step, SayStep):
+            self.say(u, step)
+        elif isinstance(step, ForgetStep):
+            self.forget(u, step)
+        elif isinstance(step, EventStep):
+            self.result.events += 1
+            event = Event(name=step.event, user_id=u.user_id, at=step.at, payload=step.payload)
+            self.system.handle_event(event, at=step.at)
+        else:
+            self.probe(u, step)
+
+    def _turn(self, u: SimUser, session: str, text: str, at: float, meta: dict[str, Any]) -> Any:
+        result = self.system.turn(
+            user_id=u.user_id,
+            session_id=self.shard.sessions[(u.index, session)],
+            text=text,
+            at=at,
+            metadata=meta or None,
+        )
+        self.result.turns += 1
+        for op, ms in result.timings_ms.items():
+            self._record(op, ms)
+        return result
+
+    def say(self, u: SimUser, step: SayStep) -> None:
+        result = self._turn(u, step.session, step.say, step.at, dict(step.metadata))
+        facts = tuple(f.id for f in step.facts)
+        refs: list[Ref] = []
+        if result.stm.record is not None:
+            self.stm_facts[result.stm.record.record_id] = (u.index, facts)
+            refs.append(("stm", result.stm.record.record_id))
+        if result.promoted is not None:
+            fact = result.promoted
+            self.ltm_facts[(fact.fact_id, fact.version)] = (u.index, facts)
+            refs.append(("ltm", fact.category.value, fact.key, fact.fact_id, fact.version))
+        for fact_id in facts:
+            self.refs.setdefault((u.index, fact_id), []).extend(refs)
+        raw = tuple(m.text for m in self.system.pii.detect(step.say))
+        item = _PiiItem(u.index, step.at, raw, refs)
+        if raw and refs and not self._resolved(item, step.at):
+            self.pii.append(item)
+
+    def forget(self, u: SimUser, step: ForgetStep) -> None:
+        self._turn(u, step.session, step.forget, step.at, {})
+        for fact_id in step.facts:  # gone from every layer, right away
+            if any(self._stored(u, ref) for ref in self.refs.get((u.index, fact_id), [])):
+                self._leak(u, step.at, fact_id, "still stored after the forget command")
+
+    def probe(self, u: SimUser, step: ProbeStep) -> None:
+        mark = time.perf_counter()
+        recall = self.system.recall(
+            user_id=u.user_id,
+            session_id=self.shard.sessions[(u.index, step.session)],
+            query=step.probe,
+            at=step.at,
+            k=step.k or self.shard.k,
+        )
+        self._record("recall", (time.perf_counter() - mark) * 1000.0)
+        retrieved: set[str] = set()
+        hits: list[Memory] = [h.record for h in recall.stm_hits]
+        hits.extend(h.record for h in recall.ltm_hits)
+        for record in hits:
+            found = self._facts_of(record)
+            if found is not None:
+                retrieved.update(found[1])
+        truth = self.shard.truth[u.index]
+        res = self.result
+        res.probes += 1
+        stale = False
+        for fact_id in sorted(retrieved):
+            state = truth.state(fact_id, step.at)
+            if state is FactState.ERASED:
+                self._leak(u, step.at, fact_id, f"retrieved by probe {step.probe!r}")
+            elif state is FactState.STALE:
+                stale = True
+        res.stale_probes += stale
+        for fact_id in step.needed:
+            res.needed += 1
+            if fact_id in retrieved:
+                res.retrieved += 1
+                continue
+            refs = self.refs.get((u.index, fact_id), [])
+            if not refs:
+                res.unstored += 1
+            elif not any(self._stored(u, ref) for ref in refs):
+                res.over_forgotten += 1
+
+    # ------------------------------------------------------------------ time
+    def tick(self, at: float) -> None:
+        mark = time.perf_counter()
+        self.system.sweep(at=at)
+        self._record("sweep", (time.perf_counter() - mark) * 1000.0)
+        if self.pii:
+            self.pii = [item for item in self.pii if not self._resolved(item, at)]
+
+    def sample(self, at: float) -> None:
+        self.system.clock.set(at)  # type: ignore[attr-defined]
+        self.result.footprint[at] = self._footprint(at)
+
+    def finish(self) -> None:
+        end = self.system.clock.now()
+        for item in self.pii:
+            if not self._resolved(item, end):
+                self.result.pii_open_s.append(end - item.said_at)
+
+    # ------------------------------------------------------------------ checks
+    def _stored(self, u: SimUser, ref: Ref) -> bool:
+        """Whether the record or fact version `ref` names is still live in its layer."""
+        if ref[0] == "stm":
+            return self.system.stm.get(user_id=u.user_id, record_id=ref[1]) is not None
+        _, category, key, fact_id, version = ref  # type: ignore[misc]
+        fact = self.system.ltm.get(user_id=u.user_id, category=Category(category), key=key)
+        return fact is not None and fact.fact_id == fact_id and fact.version == version
+
+    def _resolved(self, item: _PiiItem, at: float) -> bool:
+        """True (and its residency recorded) once no layer holds the item's raw PII in a
+        recoverable form: not in an STM text, not in an LTM value even after unsealing."""
+        user_id = f"u{item.user}"
+        for ref in item.refs:
+            if ref[0] == "stm":
+                record = self.system.stm.get(user_id=user_id, record_id=ref[1])
+                if record is not None and any(raw in record.text for raw in item.raw):
+                    return False
+                continue
+            _, category, key, fact_id, _version = ref  # type: ignore[misc]
+            fact = self.system.ltm.get(user_id=user_id, category=Category(category), key=key)
+            if fact is not None and fact.fact_id == fact_id:
+                shown = json.dumps(self.system.reveal(fact), ensure_ascii=False) + fact.text
+                if any(raw in shown for raw in item.raw):
+                    return False
+        self.result.pii_residency_s.append(at - item.said_at)
+        return True
+
+    def _footprint(self, at: float) -> dict[str, tuple[int, int]]:
+        """Live records and their payload bytes per layer (text, JSON fields, vector)."""
+        system = self.system
+        dim = system.embedder.dim
+        sessions = [
+            s
+            for u in self.shard.users
+            for s in system.session.list_user_sessions(user_id=u.user_id)
+        ]
+        session_bytes = sum(
+            len(json.dumps(_plain(s), ensure_ascii=False).encode()) for s in sessions
+        )
+        stm = [r for r in _pages(system.stm.scan) if r.is_live(at)]
+        stm_bytes = sum(
+            len(r.text.encode())
+            + len(json.dumps(r.metadata, ensure_ascii=False).encode())
+            + 4 * dim
+            for r in stm
+        )
+        ltm = [f for f in _pages(system.ltm.scan) if f.is_live(at)]
+        ltm_bytes = sum(
+            len(f.text.encode()) + len(json.dumps(f.value, ensure_ascii=False).encode()) + 4 * dim
+            for f in ltm
+        )
+        return {
+            "session": (len(sessions), session_bytes),
+            "stm": (len(stm), stm_bytes),
+            "ltm": (len(ltm), ltm_bytes),
+        }
+
+    def _leak(self, u: SimUser, at: float, fact_id: str, how: str) -> None:
+        self.result.leaked += 1
+        if len(self.result.leaks) < self.shard.max_leaks:
+            self.result.leaks.append({"user": u.user.id, "at": at, "fact": fact_id, "how": how})
+
+    def _record(self, op: str, ms: float) -> None:
+        histogram = self.histograms.get(op)
+        if histogram is not None:
+            histogram.record_value(max(1, round(ms * 1000.0)))
+
+
+def _steps(u: SimUser) -> Iterator[tuple[float, int, int, int, Any]]:
+    last = len(u.user.timeline) - 1
+    for i, step in enumerate(u.user.timeline):
+        yield step.at, 2, u.index, i, (u, step, int(i == last))
+
+
+def _pages(scan: Callable[..., list[Any]], limit: int = 1000) -> Iterator[Any]:
+    after = None
+    while True:
+        page = scan(after=after, limit=limit)
+        yield from page
+        if len(page) < limit:
+            return
+        last = page[-1]
+        after = getattr(last, "record_id", None) or last.fact_id
+
+
+def _plain(state: Any) -> dict[str, Any]:
+    return {name: getattr(state, name) for name in state.__dataclass_fields__}
+
+
+__all__ = ["LATENCY_OPS", "LAYERS", "ShardReplayer", "ShardResult", "SimUser", "new_histogram"]
