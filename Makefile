@@ -4,8 +4,10 @@
 setup:
 	bash scripts/bootstrap
 
+# The main job: the hand-written suite and 200 generated users, every strategy, embedded
+# servers, two Ray workers (one torch thread each: two workers share two cores).
 run: setup
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/memharness demo
+	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/memharness run
 
 test: setup
 	bash scripts/test

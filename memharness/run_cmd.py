@@ -18,7 +18,13 @@ from pydantic import SecretStr, ValidationError
 
 from memharness.scenarios import DOMAINS, ScenarioError, iter_users, load_scenario
 from memharness.scenarios.model import User
-from memharness.sim.plan import SpecError, StrategySpec, scenario_hash
+from memharness.sim.plan import (
+    IDLE_SWEEP_S,
+    SAMPLE_EVERY_S,
+    SpecError,
+    StrategySpec,
+    scenario_hash,
+)
 from memharness.sim.runner import RunOptions, ScenarioInput, Simulator, StrategyOutcome
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
@@ -86,6 +92,13 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
 @click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
 @click.option("--seed", type=int, default=7, show_default=True, help="seed of generated users")
 @click.option("--k", type=click.IntRange(min=1, max=100), default=5, show_default=True)
+@click.option(
+    "--idle-sweep-s",
+    type=click.FloatRange(min=1.0),
+    default=IDLE_SWEEP_S,
+    show_default=True,
+    help="virtual seconds between sweeps when no one is active (PII residency resolution)",
+)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"))
 @click.option("--run-id", default=None, help="default: the UTC time and a random suffix")
 @click.option("--progress/--no-progress", default=True, show_default=True)
@@ -98,6 +111,7 @@ def run(
     embedder: str | None,
     seed: int,
     k: int,
+    idle_sweep_s: float,
     out: Path,
     run_id: str | None,
     progress: bool,
@@ -138,6 +152,8 @@ def run(
         "workers": workers,
         "k": k,
         "seed": seed,
+        "idle_sweep_s": idle_sweep_s,
+        "sample_every_s": SAMPLE_EVERY_S,
     }
     from memharness.sim.results import ResultWriter
 
@@ -152,7 +168,11 @@ def run(
     bar = _Bar(enabled=progress)
     status = "complete"
     try:
-        with Simulator(settings, RunOptions(workers=workers, k=k), run_tag=run_id[-4:]) as sim:
+        with Simulator(
+            settings,
+            RunOptions(workers=workers, k=k, idle_sweep_s=idle_sweep_s),
+            run_tag=run_id[-4:],
+        ) as sim:
             for position, scenario in enumerate(inputs):
                 writer.start_scenario(scenario)
                 click.echo(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})")

@@ -24,7 +24,9 @@ from reference.forgetting.loading import load_strategy
 from reference.forgetting.strategy import Strategy
 
 #: Sweeps in idle stretches, and footprint samples, on these grids (virtual seconds).
-IDLE_SWEEP_S = 3600.0
+#: Six hours: an embedded sweep costs ~5 ms, and a scenario can span months; PII
+#: residency and archival are known to within this.
+IDLE_SWEEP_S = 21600.0
 SAMPLE_EVERY_S = 86400.0
 
 _SPEC_RE = re.compile(r"^(?P<name>[^:\[\]]+?)(?::(?P<params>.*))?$")

@@ -66,7 +66,7 @@ class ScenarioInput:
 class RunOptions:
     workers: int = 2
     k: int = 5
-    idle_sweep_s: float = IDLE_SWEEP_S
+    idle_sweep_s: float = IDLE_SWEEP_S  # sweeps in idle stretches; PII residency resolution
     sample_every_s: float = SAMPLE_EVERY_S
 
 
@@ -84,6 +84,25 @@ class ShardWorker:
         self.shards: dict[str, ShardReplayer] = {}
         self.current: ShardReplayer | None = None
         self.lock = threading.Lock()
+        self.pg: Any = None
+
+    def start_servers(self) -> None:
+        """Start this worker's embedded servers (the driver calls workers one at a time:
+        pgserver's first start creates a system user, which must not race)."""
+        settings = self.settings
+        if settings.backend == "memory":
+            return
+        if settings.pg_url is None:
+            from reference.ltm.embedded_pg import start_embedded_postgres
+
+            self.pg = start_embedded_postgres(settings.data_dir / "pg")  # held for life
+        if settings.redis_url is None:
+            from reference.session.embedded_redis import start_embedded_redis
+
+            start_embedded_redis(settings.data_dir / "redis")
+        from reference.stm.chroma_client import make_chroma_client
+
+        make_chroma_client(settings.chroma_url, settings.data_dir)
 
     def load(self, key: str, users: list[SimUser], k: int) -> int:
         """Take this worker's shard of scenario `key`; returns its number of steps."""
@@ -159,11 +178,17 @@ class Simulator:
                 log_to_driver=False,
                 configure_logging=False,
             )
-        # Threaded (2): `progress` answers while `replay` runs; a lock keeps replays serial.
-        actor: Any = ray.remote(ShardWorker).options(num_cpus=1, max_concurrency=2)
+        # A core each, or a share when there are more workers than cores (else the extra
+        # actors would wait for a core forever). Threaded (2): `progress` answers while
+        # `replay` runs; a lock keeps replays serial.
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        share = min(1.0, cpus / self.options.workers)
+        actor: Any = ray.remote(ShardWorker).options(num_cpus=share, max_concurrency=2)
         self.workers = [
             actor.remote(i, self._worker_settings(i)) for i in range(self.options.workers)
         ]
+        for worker in self.workers:
+            ray.get(worker.start_servers.remote())
         return self
 
     def __exit__(self, *exc: object) -> None:
