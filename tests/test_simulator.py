@@ -8,6 +8,7 @@ over-forgetting across a long gap).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,7 +102,7 @@ def test_every_step_has_a_sweep_within_one_interval_before_it() -> None:
     ticks = sweep_ticks(steps, 300.0, 21_600.0)
     for at in steps:
         assert any(at - 300.0 < t <= at for t in ticks)
-    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
     assert max(gaps) <= 21_600.0  # idle stretches are swept too
     assert ticks == sorted(set(ticks))
 

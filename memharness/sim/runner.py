@@ -181,8 +181,7 @@ class Simulator:
         # A core each, or a share when there are more workers than cores (else the extra
         # actors would wait for a core forever). Threaded (2): `progress` answers while
         # `replay` runs; a lock keeps replays serial.
-        cpus = float(ray.cluster_resources().get("CPU", 1.0))
-        share = min(1.0, cpus / self.options.workers)
+        share = min(1.0, float(ray.cluster_resources().get("CPU", 1.0)) / self.options.workers)
         actor: Any = ray.remote(ShardWorker).options(num_cpus=share, max_concurrency=2)
         self.workers = [
             actor.remote(i, self._worker_settings(i)) for i in range(self.options.workers)
