@@ -107,7 +107,7 @@ class ShardWorker:
     def load(self, key: str, users: list[SimUser], k: int) -> int:
         """Take this worker's shard of scenario `key`; returns its number of steps."""
         with self.lock:
-            shard = ShardReplayer(users, ticks=[], samples=[], k=k)
+            shard = ShardReplayer(users, k=k)
             masker = RegexPiiMasker()
             texts = sorted({masker.mask(t) for t in shard.texts()})
             self.embedder = CachedEmbedder(self.inner, maxsize=len(texts) + 10_000)
@@ -121,7 +121,6 @@ class ShardWorker:
     ) -> ShardResult:
         with self.lock:
             shard = self.shards[key]
-            shard.ticks, shard.samples = ticks, samples
             self.current = shard
             embedder = self.embedder
 
@@ -137,7 +136,7 @@ class ShardWorker:
                     oracle=oracle,
                 )
 
-            return shard.run(build, strategy, Namespace(prefix))
+            return shard.run(build, strategy, Namespace(prefix), ticks=ticks, samples=samples)
 
     def progress(self) -> tuple[int, int]:
         """(steps done, users done) of the replay in flight."""

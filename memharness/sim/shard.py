@@ -95,24 +95,19 @@ class ShardReplayer:
         self,
         users: list[SimUser],
         *,
-        ticks: list[float],
-        samples: list[float],
         k: int,
         max_leaks: int = 20,
     ) -> None:
         self.users = users
-        self.ticks = ticks
-        self.samples = samples
         self.k = k
         self.max_leaks = max_leaks
         self.truth = {u.index: UserTruth.of(u.user) for u in users}
         self.sessions: dict[tuple[int, str], str] = {}
         for u in users:
-            for step in u.user.timeline:
-                name = getattr(step, "session", None)
-                if name is not None and (u.index, name) not in self.sessions:
-                    n = sum(1 for key in self.sessions if key[0] == u.index)
-                    self.sessions[(u.index, name)] = f"{u.user_id}.s{n}"
+            names = dict.fromkeys(getattr(s, "session", None) for s in u.user.timeline)
+            names.pop(None, None)
+            for n, name in enumerate(names):
+                self.sessions[(u.index, str(name))] = f"{u.user_id}.s{n}"
         self.steps_total = sum(len(u.user.timeline) for u in users)
         self.steps_done = 0
         self.users_done = 0
@@ -133,19 +128,23 @@ class ShardReplayer:
         build: Callable[[VirtualClock, Namespace, OracleAdvice | None], MemorySystem],
         strategy: Strategy,
         namespace: Namespace,
+        *,
+        ticks: list[float],
+        samples: list[float],
     ) -> ShardResult:
         """Replay every user of the shard under `strategy` in `namespace`, which must be
-        new: it is dropped from every layer at the end."""
+        new (it is dropped from every layer at the end), sweeping at `ticks` and sampling
+        the footprint at `samples` (both from `plan.py`)."""
         self.steps_done = self.users_done = 0
         run = _Run(self, strategy)
         start = min((s.at for u in self.users for s in u.user.timeline), default=0.0)
-        clock = VirtualClock(min([start, *self.ticks[:1]]))
+        clock = VirtualClock(min([start, *ticks[:1]]))
         advice = OracleAdvice(needed=run.oracle_needs) if strategy.oracle else None
         system = build(clock, namespace, advice)
         run.system = system
         began = time.perf_counter()
         try:
-            for _, kind, payload in self._merged():
+            for _, kind, payload in self._merged(ticks, samples):
                 if kind == 0:
                     run.tick(payload)
                 elif kind == 1:
@@ -162,11 +161,11 @@ class ShardReplayer:
         run.result.histograms = {op: h.encode().decode() for op, h in run.histograms.items()}
         return run.result
 
-    def _merged(self) -> Iterator[tuple[float, int, Any]]:
+    def _merged(self, ticks: list[float], samples: list[float]) -> Iterator[tuple[float, int, Any]]:
         """Ticks (0), footprint samples (1) and steps (2) in time order."""
         streams: list[Iterator[tuple[float, int, int, int, Any]]] = [
-            ((t, 0, 0, 0, t) for t in self.ticks),
-            ((t, 1, 0, 0, t) for t in self.samples),
+            ((t, 0, 0, 0, t) for t in ticks),
+            ((t, 1, 0, 0, t) for t in samples),
         ]
         streams.extend(_steps(u) for u in self.users)
         for at, kind, _, _, payload in heapq.merge(*streams, key=lambda e: e[:4]):
