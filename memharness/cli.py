@@ -5,24 +5,14 @@ from __future__ import annotations
 import sys
 
 import click
-from pydantic import ValidationError
 
 from memharness.bench_cmd import bench
+from memharness.cli_settings import settings_from_options
 from memharness.load_cmd import load
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
 from memharness.strategies_cmd import strategies
 from reference.errors import MemoryStoreError
-from reference.settings import Settings
-
-
-def _settings(**overrides: object) -> Settings:
-    """Settings from MEMH_* variables, with command-line overrides that were given."""
-    given = {key: value for key, value in overrides.items() if value is not None}
-    try:
-        return Settings(**given)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise click.UsageError(f"invalid settings: {exc}") from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,7 +49,7 @@ def demo(backend: str | None, embedder: str | None, strategy: str) -> None:
     """Play a short conversation through all four layers and show what each did."""
     from memharness.demo import run_demo
 
-    settings = _settings(backend=backend, embedder=embedder)
+    settings = settings_from_options(backend=backend, embedder=embedder)
     try:
         run_demo(settings, strategy=strategy, echo=click.echo)
     except MemoryStoreError as exc:
@@ -76,7 +66,7 @@ def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None
     """Time each layer's operations in-process: p50/p95/p99 over CALLS calls each."""
     from memharness.latency import measure_layers
 
-    settings = _settings(backend=backend, embedder=embedder)
+    settings = settings_from_options(backend=backend, embedder=embedder)
     click.echo(f"backend={settings.backend} embedder={settings.embedder} ltm_rows={ltm_rows}")
     click.echo(f"{'operation':34}{'calls':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}")
     for stats in measure_layers(settings, calls=calls, ltm_rows=ltm_rows):

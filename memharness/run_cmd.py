@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 
+from memharness.cli_settings import settings_from_options
 from memharness.scenarios import DOMAINS, ScenarioError, iter_users, load_scenario
 from memharness.scenarios.model import User
 from memharness.sim.plan import (
@@ -29,7 +30,6 @@ from memharness.sim.runner import RunOptions, ScenarioInput, Simulator, Strategy
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
 from reference.forgetting.loading import list_strategies
-from reference.settings import Settings
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 DEFAULT_GENERATED_USERS = 200
@@ -119,11 +119,7 @@ def run(
     """Replay scenarios under strategies on Ray; print and write the comparison."""
     from memharness.report import summary_table, write_report
 
-    try:
-        given = {"backend": backend, "embedder": embedder}
-        settings = Settings(**{key: v for key, v in given.items() if v is not None})  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise click.UsageError(f"invalid settings: {exc}") from None
+    settings = settings_from_options(backend=backend, embedder=embedder)
     try:
         specs = [
             StrategySpec.parse(s) for s in strategy_specs or [s.name for s in list_strategies()]
@@ -143,10 +139,11 @@ def run(
         # Simulated users' data is throwaway: seal it with a throwaway key.
         settings = settings.model_copy(update={"encryption_key": SecretStr(generate_key())})
 
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")  # the one wall-clock read: a name
-    run_id = run_id or f"{stamp}-{secrets.token_hex(2)}"
+    started = datetime.now(UTC)  # wall-clock ok: it names the run and dates its results
+    run_id = run_id or f"{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     header = {
         "run_id": run_id,
+        "created_at": started.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "backend": settings.backend,
         "embedder": settings.embedder,
         "workers": workers,

@@ -139,6 +139,25 @@ def build_event_bus(
     return RedisStreamEventBus.from_url(_redis_url(settings), namespace)
 
 
+def start_embedded_servers(settings: Settings) -> list[object]:
+    """Start now the embedded servers `settings` calls for (none for the in-memory
+    backends or a layer with a URL); systems built later join them. Hold the returned
+    handles for as long as the servers should run (a process that starts several in
+    parallel, such as simulator workers, starts them one at a time this way)."""
+    if settings.backend == "memory":
+        return []
+    handles: list[object] = []
+    if settings.pg_url is None:
+        from reference.ltm.embedded_pg import start_embedded_postgres
+
+        handles.append(start_embedded_postgres(settings.data_dir / "pg"))
+    _redis_url(settings)
+    from reference.stm.chroma_client import make_chroma_client
+
+    make_chroma_client(settings.chroma_url, settings.data_dir)
+    return handles
+
+
 def _session_ttl(strategy: Strategy, settings: Settings) -> float:
     ttl = strategy.ttl.by_type.get(MemoryType.SESSION) if strategy.ttl is not None else None
     return ttl if ttl is not None else settings.session.ttl_s

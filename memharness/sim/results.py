@@ -13,11 +13,11 @@ import json
 import os
 import platform
 import re
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from memharness.scenarios.stats import StatsTally
 from memharness.sim.runner import ScenarioInput, StrategyOutcome
 
 _VERSIONED = ("memharness", "ray", "chromadb", "numpy", "psycopg", "redis", "pgvector", "torch")
@@ -61,7 +61,6 @@ class ResultWriter:
         self.run_dir = run_dir
         self.document: dict[str, Any] = {
             **header,
-            "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
             "versions": versions(),
             "status": "running",
             "scenarios": [],
@@ -69,22 +68,19 @@ class ResultWriter:
         self.flush()
 
     def start_scenario(self, scenario: ScenarioInput) -> None:
-        turns = sum(
-            1
-            for u in scenario.users
-            for s in u.timeline
-            if hasattr(s, "say") or hasattr(s, "forget")
-        )
-        probes = sum(1 for u in scenario.users for s in u.timeline if hasattr(s, "probe"))
+        tally = StatsTally()
+        for user in scenario.users:
+            tally.add(user)
+        stats = tally.result(adversarial=0)
         self.document["scenarios"].append(
             {
                 "name": scenario.name,
                 "hash": scenario.hash,
                 "seed": scenario.seed,
                 "source": scenario.source,
-                "users": len(scenario.users),
-                "turns": turns,
-                "probes": probes,
+                "users": stats.users,
+                "turns": stats.turns + stats.forgets,  # both are turns of the memory
+                "probes": stats.probes,
                 "strategies": [],
             }
         )

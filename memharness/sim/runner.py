@@ -40,7 +40,7 @@ from memharness.sim.plan import (
 from memharness.sim.shard import ShardReplayer, ShardResult, SimUser
 from reference.clock import VirtualClock
 from reference.embedding import CachedEmbedder, make_embedder
-from reference.factory import build_memory_system
+from reference.factory import build_memory_system, start_embedded_servers
 from reference.forgetting.policy import OracleAdvice
 from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
@@ -73,36 +73,23 @@ class RunOptions:
 class ShardWorker:
     """One Ray actor: one shard of each scenario (see the module docstring)."""
 
-    def __init__(self, index: int, settings: Settings) -> None:
-        self.index = index
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         # The model is loaded once; each scenario gets a cache big enough for its texts.
         self.inner = make_embedder(
             settings.embedder, cache_size=0, threads=settings.embedder_threads
         )
         self.embedder: CachedEmbedder | None = None
-        self.shards: dict[str, ShardReplayer] = {}
-        self.current: ShardReplayer | None = None
+        self.key = ""
+        self.shard: ShardReplayer | None = None  # of scenario `key`
         self.lock = threading.Lock()
-        self.pg: Any = None
+        self.servers: list[object] = []
 
     def start_servers(self) -> None:
-        """Start this worker's embedded servers (the driver calls workers one at a time:
-        pgserver's first start creates a system user, which must not race)."""
-        settings = self.settings
-        if settings.backend == "memory":
-            return
-        if settings.pg_url is None:
-            from reference.ltm.embedded_pg import start_embedded_postgres
-
-            self.pg = start_embedded_postgres(settings.data_dir / "pg")  # held for life
-        if settings.redis_url is None:
-            from reference.session.embedded_redis import start_embedded_redis
-
-            start_embedded_redis(settings.data_dir / "redis")
-        from reference.stm.chroma_client import make_chroma_client
-
-        make_chroma_client(settings.chroma_url, settings.data_dir)
+        """Start this worker's embedded servers, held for its life (the driver calls
+        workers one at a time: pgserver's first start creates a system user, which must
+        not race)."""
+        self.servers = start_embedded_servers(self.settings)
 
     def load(self, key: str, users: list[SimUser], k: int) -> int:
         """Take this worker's shard of scenario `key`; returns its number of steps."""
@@ -113,16 +100,16 @@ class ShardWorker:
             self.embedder = CachedEmbedder(self.inner, maxsize=len(texts) + 10_000)
             for start in range(0, len(texts), EMBED_BATCH):
                 self.embedder.embed(texts[start : start + EMBED_BATCH])
-            self.shards = {key: shard}
+            self.key, self.shard = key, shard
             return shard.steps_total
 
     def replay(
         self, key: str, strategy: Strategy, prefix: str, ticks: list[float], samples: list[float]
     ) -> ShardResult:
         with self.lock:
-            shard = self.shards[key]
-            self.current = shard
-            embedder = self.embedder
+            shard, embedder = self.shard, self.embedder
+            if shard is None or key != self.key:
+                raise RuntimeError(f"replay of {key!r}, but this worker holds {self.key!r}")
 
             def build(
                 clock: VirtualClock, namespace: Namespace, oracle: OracleAdvice | None
@@ -140,7 +127,7 @@ class ShardWorker:
 
     def progress(self) -> tuple[int, int]:
         """(steps done, users done) of the replay in flight."""
-        shard = self.current
+        shard = self.shard
         return (shard.steps_done, shard.users_done) if shard is not None else (0, 0)
 
 
@@ -167,12 +154,9 @@ class Simulator:
         self.workers: list[Any] = []
 
     def __enter__(self) -> Simulator:
-        address = os.environ.get("RAY_ADDRESS") or None
         if not ray.is_initialized():
-            cpus = None if address else max(os.cpu_count() or 1, self.options.workers)
             ray.init(
-                address=address,
-                num_cpus=cpus,
+                address=os.environ.get("RAY_ADDRESS") or None,
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
@@ -182,9 +166,7 @@ class Simulator:
         # `replay` runs; a lock keeps replays serial.
         share = min(1.0, float(ray.cluster_resources().get("CPU", 1.0)) / self.options.workers)
         actor: Any = ray.remote(ShardWorker).options(num_cpus=share, max_concurrency=2)
-        self.workers = [
-            actor.remote(i, self._worker_settings(i)) for i in range(self.options.workers)
-        ]
+        self.workers = [actor.remote(self._worker_settings(i)) for i in range(self.options.workers)]
         for worker in self.workers:
             ray.get(worker.start_servers.remote())
         return self

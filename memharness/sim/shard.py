@@ -69,7 +69,7 @@ class ShardResult:
 
 @dataclass
 class _PiiItem:
-    user: int
+    user_id: str
     said_at: float
     raw: tuple[str, ...]
     refs: list[Ref]
@@ -243,10 +243,11 @@ class _Run:
             refs.append(("ltm", fact.category.value, fact.key, fact.fact_id, fact.version))
         for fact_id in facts:
             self.refs.setdefault((u.index, fact_id), []).extend(refs)
-        raw = tuple(m.text for m in self.system.pii.detect(step.say))
-        item = _PiiItem(u.index, step.at, raw, refs)
-        if raw and refs and not self._resolved(item, step.at):
-            self.pii.append(item)
+        if refs and result.masked_text != step.say:  # the turn masked something: PII
+            raw = tuple(m.text for m in self.system.pii.detect(step.say))
+            item = _PiiItem(u.user_id, step.at, raw, refs)
+            if raw and not self._resolved(item, step.at):
+                self.pii.append(item)
 
     def forget(self, u: SimUser, step: ForgetStep) -> None:
         self._turn(u, step.session, step.forget, step.at, {})
@@ -312,30 +313,33 @@ class _Run:
                 self.result.pii_open_s.append(end - item.said_at)
 
     # ------------------------------------------------------------------ checks
-    def _stored(self, u: SimUser, ref: Ref) -> bool:
-        """Whether the record or fact version `ref` names is still live in its layer."""
+    def _live(self, user_id: str, ref: Ref) -> Memory | None:
+        """The STM record or LTM fact version `ref` names, if still live in its layer."""
         if ref[0] == "stm":
-            return self.system.stm.get(user_id=u.user_id, record_id=ref[1]) is not None
+            return self.system.stm.get(user_id=user_id, record_id=ref[1])
         _, category, key, fact_id, version = ref  # type: ignore[misc]
-        fact = self.system.ltm.get(user_id=u.user_id, category=Category(category), key=key)
-        return fact is not None and fact.fact_id == fact_id and fact.version == version
+        fact = self.system.ltm.get(user_id=user_id, category=Category(category), key=key)
+        return (
+            fact
+            if fact is not None and (fact.fact_id, fact.version) == (fact_id, version)
+            else None
+        )
+
+    def _stored(self, u: SimUser, ref: Ref) -> bool:
+        return self._live(u.user_id, ref) is not None
 
     def _resolved(self, item: _PiiItem, at: float) -> bool:
         """True (and its residency recorded) once no layer holds the item's raw PII in a
         recoverable form: not in an STM text, not in an LTM value even after unsealing."""
-        user_id = f"u{item.user}"
         for ref in item.refs:
-            if ref[0] == "stm":
-                record = self.system.stm.get(user_id=user_id, record_id=ref[1])
-                if record is not None and any(raw in record.text for raw in item.raw):
-                    return False
+            memory = self._live(item.user_id, ref)
+            if memory is None:
                 continue
-            _, category, key, fact_id, _version = ref  # type: ignore[misc]
-            fact = self.system.ltm.get(user_id=user_id, category=Category(category), key=key)
-            if fact is not None and fact.fact_id == fact_id:
-                shown = json.dumps(self.system.reveal(fact), ensure_ascii=False) + fact.text
-                if any(raw in shown for raw in item.raw):
-                    return False
+            shown = memory.text
+            if isinstance(memory, Fact):
+                shown += json.dumps(self.system.reveal(memory), ensure_ascii=False)
+            if any(raw in shown for raw in item.raw):
+                return False
         self.result.pii_residency_s.append(at - item.said_at)
         return True
 
