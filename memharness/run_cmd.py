@@ -22,11 +22,11 @@ from memharness.scenarios.model import User
 from memharness.sim.plan import (
     IDLE_SWEEP_S,
     SAMPLE_EVERY_S,
+    ScenarioInput,
     SpecError,
     StrategySpec,
     scenario_hash,
 )
-from memharness.sim.runner import RunOptions, ScenarioInput, Simulator, StrategyOutcome
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
 from reference.forgetting.loading import list_strategies
@@ -117,7 +117,10 @@ def run(
     progress: bool,
 ) -> None:
     """Replay scenarios under strategies on Ray; print and write the comparison."""
+    # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
     from memharness.report import summary_table, write_report
+    from memharness.sim.results import ResultWriter
+    from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
 
     settings = settings_from_options(backend=backend, embedder=embedder)
     try:
@@ -152,8 +155,6 @@ def run(
         "idle_sweep_s": idle_sweep_s,
         "sample_every_s": SAMPLE_EVERY_S,
     }
-    from memharness.sim.results import ResultWriter
-
     try:
         writer = ResultWriter(out / run_id, header)
     except FileExistsError as exc:

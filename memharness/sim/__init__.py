@@ -1,13 +1,10 @@
-"""The simulator: replay scenarios on Ray actors and measure each strategy."""
+"""The simulator: replay scenarios on Ray actors and measure each strategy.
 
-from memharness.sim.plan import SpecError, StrategySpec
-from memharness.sim.runner import RunOptions, ScenarioInput, Simulator, StrategyOutcome
+`plan` (what a run replays), `runner` (Ray actors; importing it loads Ray), `shard` (one
+replay), `truth`, `metrics`, `results`. Only `plan` is re-exported, so a command that
+does not simulate never loads Ray.
+"""
 
-__all__ = [
-    "RunOptions",
-    "ScenarioInput",
-    "Simulator",
-    "SpecError",
-    "StrategyOutcome",
-    "StrategySpec",
-]
+from memharness.sim.plan import ScenarioInput, SpecError, StrategySpec
+
+__all__ = ["ScenarioInput", "SpecError", "StrategySpec"]

@@ -72,6 +72,17 @@ class StrategySpec:
         return cls(name=base.name, params=tuple(params), strategy=strategy)
 
 
+@dataclass(frozen=True)
+class ScenarioInput:
+    """A scenario to replay: its users (in order), where it came from, and its hash."""
+
+    name: str
+    hash: str
+    source: str
+    seed: int | None
+    users: list[User]
+
+
 def _show(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from memharness.scenarios.stats import StatsTally
-from memharness.sim.runner import ScenarioInput, StrategyOutcome
+from memharness.sim.plan import ScenarioInput
+from memharness.sim.runner import StrategyOutcome
 
 _VERSIONED = ("memharness", "ray", "chromadb", "numpy", "psycopg", "redis", "pgvector", "torch")
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import ray
 
-from memharness.scenarios.model import User
 from memharness.sim.metrics import merge
 from memharness.sim.plan import (
     IDLE_SWEEP_S,
     SAMPLE_EVERY_S,
+    ScenarioInput,
     StrategySpec,
     sample_times,
     shard_of,
@@ -49,17 +49,6 @@ from reference.settings import Settings
 from reference.system import MemorySystem
 
 EMBED_BATCH = 256
-
-
-@dataclass(frozen=True)
-class ScenarioInput:
-    """A scenario to replay: its users (in order), where it came from, and its hash."""
-
-    name: str
-    hash: str
-    source: str
-    seed: int | None
-    users: list[User]
 
 
 @dataclass(frozen=True)
