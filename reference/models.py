@@ -107,6 +107,16 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
+class DuePage(Generic[T]):
+    """One page of `scan_due`: the records due, and the cursor of the next page (None:
+    this was the last page). A page may hold fewer records than asked and still not be
+    the last one: the backend pages over candidates, the store keeps the due ones."""
+
+    records: list[T]
+    after: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RetentionUpdate:
     """What one access stores with a record or fact besides `last_accessed_at=now` and
     `access_count + 1`: its new expiry and importance (the forgetting policy decides them).

@@ -335,6 +335,8 @@ class MemorySystem:
             intent=decision,
             **expiry,
         )
+        if self.engine is not None and added.record is not None:
+            self.engine.note_written(added.record)
         return added, candidate
 
     def _promote(
@@ -368,7 +370,7 @@ class MemorySystem:
             stored = engine.seal(
                 user_id=user_id, category=candidate.category, key=candidate.key, value=value
             )
-        return self.ltm.upsert(
+        fact = self.ltm.upsert(
             user_id=user_id,
             category=candidate.category,
             key=candidate.key,
@@ -378,6 +380,9 @@ class MemorySystem:
             embedding=vector,
             expires_at=None if engine is None else engine.ltm_expires_at(candidate.category),
         )
+        if engine is not None:
+            engine.note_written(fact)
+        return fact
 
 
 def candidate_kind(candidate: FactCandidate) -> MemoryType:

@@ -18,6 +18,7 @@ step, for every user:
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ EVENTS = [
 ]
 JUMPS = [1.0, 60.0, 3600.0, DAY_S, 30 * DAY_S, 91 * DAY_S]
 KEY = generate_key()
-ORACLE = OracleAdvice(needed=lambda memory: len(memory.text) % 2 == 0)
+ORACLE = OracleAdvice(needed_until=lambda memory: math.inf if len(memory.text) % 2 == 0 else None)
 
 step = st.one_of(
     st.tuples(

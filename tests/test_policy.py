@@ -463,7 +463,9 @@ def test_a_hybrid_sweep_over_mixed_records() -> None:
 def test_the_oracle_keeps_exactly_what_the_probes_need() -> None:
     oracle = strategy("oracle")
     memories: list[MemoryRecord | Fact] = [record("needed"), record("noise"), fact("addr")]
-    advice = OracleAdvice(needed=lambda m: getattr(m, "record_id", "") != "noise")
+    advice = OracleAdvice(
+        needed_until=lambda m: math.inf if getattr(m, "record_id", "") != "noise" else None
+    )
     decisions = select_for_forgetting(memories, strategy=oracle, now=T0 + DAY_S, oracle=advice)
     assert acts(decisions) == [("noise", "delete")]
     with pytest.raises(InvalidInput, match="oracle"):
@@ -547,7 +549,7 @@ def test_no_strategy_selects_a_record_before_its_expires_at(
     end = memory.expires_at if memory.expires_at is not None else start + 400 * DAY_S
     now = start + probe * (end - start)
     assume(now < end)
-    advice = OracleAdvice(needed=lambda _: True)
+    advice = OracleAdvice(needed_until=lambda _: math.inf)
     active = {"alice": now}  # an active user, nothing sealed: only expiry could select
     assert (
         select_for_forgetting([memory], strategy=strat, now=now, last_active=active, oracle=advice)

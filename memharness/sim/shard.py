@@ -139,9 +139,9 @@ class ShardReplayer:
         run = _Run(self, strategy)
         start = min((s.at for u in self.users for s in u.user.timeline), default=0.0)
         clock = VirtualClock(min([start, *ticks[:1]]))
-        advice = OracleAdvice(needed=run.oracle_needs) if strategy.oracle else None
+        advice = OracleAdvice(needed_until=run.oracle_until) if strategy.oracle else None
         system = build(clock, namespace, advice)
-        run.system = system
+        run.system, run.advice = system, advice
         began = time.perf_counter()
         try:
             for _, kind, payload in self._merged(ticks, samples):
@@ -179,6 +179,7 @@ class _Run:
         self.shard = shard
         self.strategy = strategy
         self.system: MemorySystem
+        self.advice: OracleAdvice | None = None
         self.result = ShardResult()
         self.histograms = {op: new_histogram() for op in LATENCY_OPS}
         self.stm_facts: dict[str, tuple[int, tuple[str, ...]]] = {}
@@ -187,15 +188,14 @@ class _Run:
         self.pii: list[_PiiItem] = []
 
     # ------------------------------------------------------------------ the oracle
-    def oracle_needs(self, memory: Memory) -> bool:
-        """Whether a later probe needs a fact this record carries (OracleAdvice)."""
+    def oracle_until(self, memory: Memory) -> float | None:
+        """The time of the last probe that needs a fact this record carries (None: no
+        probe does, or the record is not known yet): the oracle's advice."""
         found = self._facts_of(memory)
         if found is None:
-            return False
+            return None
         user, facts = found
-        now = self.system.clock.now()
-        truth = self.shard.truth[user]
-        return any(truth.needed_from(f, now) for f in facts)
+        return self.shard.truth[user].needed_until(facts)
 
     def _facts_of(self, memory: Memory | None) -> tuple[int, tuple[str, ...]] | None:
         if isinstance(memory, MemoryRecord):
@@ -243,6 +243,10 @@ class _Run:
             refs.append(("ltm", fact.category.value, fact.key, fact.fact_id, fact.version))
         for fact_id in facts:
             self.refs.setdefault((u.index, fact_id), []).extend(refs)
+        if self.advice is not None:  # the oracle learns what the new memories carry
+            for memory in (result.stm.record, result.promoted):
+                if memory is not None:
+                    self.advice.note(memory, self.shard.truth[u.index].needed_until(facts))
         if refs and result.masked_text != step.say:  # the turn masked something: PII
             raw = tuple(m.text for m in self.system.pii.detect(step.say))
             item = _PiiItem(u.user_id, step.at, raw, refs)

@@ -9,6 +9,7 @@ still needs a fact; `needed_from` answers from the probes' times.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -63,6 +64,10 @@ class UserTruth:
                 break
             current = state
         return current
+
+    def needed_until(self, fact_ids: Iterable[str]) -> float | None:
+        """The time of the last probe that needs any of these facts (None: none does)."""
+        return max((self.needed_at[f][-1] for f in fact_ids if f in self.needed_at), default=None)
 
     def needed_from(self, fact_id: str, at: float) -> bool:
         """Whether a probe at `at` or later needs the fact (the oracle's question: a sweep

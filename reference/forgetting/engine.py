@@ -46,7 +46,7 @@ from reference.forgetting.policy import (
 )
 from reference.forgetting.strategy import Strategy
 from reference.forgetting.sweeper import SweepStats, run_sweep
-from reference.ltm.base import FactChanges, LongTermStore, LtmFilter
+from reference.ltm.base import FactChanges, LongTermStore, LtmFilter, due_margin
 from reference.ltm.common import as_real
 from reference.models import (
     Category,
@@ -135,6 +135,12 @@ class ForgettingEngine:
         self.overfetch = overfetch
         self.last_sweep_at: float | None = None
         self._activity: dict[str, float] = {}
+        # Users whose last activity is at or before this were archived by an earlier
+        # sweep of this engine (the archival pass visits the users after it).
+        self._inactive_through = float("-inf")
+        # Whether a sweep has shown the oracle every record (records written before the
+        # advice came are not in its index): the first sweep after `advise` scans.
+        self._oracle_scanned = False
         self._activity_lock = threading.Lock()
         self._bus: tuple[EventBus, str, str] | None = None
 
@@ -246,6 +252,33 @@ class ForgettingEngine:
                     seen[user] = max(self._activity[user], seen.get(user, float("-inf")))
         return seen
 
+    def newly_inactive(self, now: float, *, advance: bool) -> list[str]:
+        """The users who became inactive (`archival.inactive_s` since their last
+        activity, buffered activity included) since the previous sweep that advanced the
+        mark; `advance` moves it to them (a real sweep does, a dry run does not)."""
+        archival = self.strategy.archival
+        if archival is None:
+            return []
+        until = now - archival.inactive_s
+        stored = self.ltm.inactive_users(
+            after=self._inactive_through, until=until + due_margin(now)
+        )
+        with self._activity_lock:
+            buffered = dict(self._activity)
+        seen = {
+            u: max(at, buffered.get(u, at))
+            for u, at in self.ltm.last_active(user_ids=stored).items()
+        }
+        seen.update((u, at) for u, at in buffered.items() if u not in seen)
+        idle = {
+            u: at
+            for u, at in seen.items()
+            if at > self._inactive_through and now >= at + archival.inactive_s
+        }
+        if advance and idle:
+            self._inactive_through = max(idle.values())
+        return sorted(idle)
+
     def drop_activity(self, user_id: str) -> None:
         """Forget the user's activity everywhere (erasure of everything about them)."""
         with self._activity_lock:
@@ -278,6 +311,12 @@ class ForgettingEngine:
         if oracle is not None and not isinstance(oracle, OracleAdvice):
             raise InvalidInput("oracle", f"must be OracleAdvice, got {type(oracle).__name__}")
         self.oracle = oracle
+
+    def note_written(self, memory: MemoryRecord | Fact) -> None:
+        """A turn wrote `memory` (a record, or a fact's new version): under an oracle
+        strategy, the advice learns until when it is needed."""
+        if self.strategy.oracle and self.oracle is not None:
+            self.oracle.written(memory)
 
     # ------------------------------------------------------------------ forget commands
     def forget(self, command: ForgetCommand, *, user_id: str, session_id: str) -> ForgetReport:
@@ -343,10 +382,15 @@ class ForgettingEngine:
         self.handle_event(event)
 
     # ------------------------------------------------------------------ sweeps
-    def sweep(self, *, dry_run: bool = False) -> SweepStats:
-        """One sweep of every layer in batches of `strategy.sweep_batch_size`; a dry run
-        counts the decisions and changes nothing. See `sweeper.run_sweep`."""
-        stats = run_sweep(self, dry_run=dry_run)
+    def sweep(self, *, dry_run: bool = False, full_scan: bool = False) -> SweepStats:
+        """One sweep of every layer in batches of `strategy.sweep_batch_size`, visiting
+        what is due (`full_scan`: every record; the same decisions); a dry run counts the
+        decisions and changes nothing. See `sweeper.run_sweep`."""
+        if self.strategy.oracle and not self._oracle_scanned:
+            full_scan = True  # the advice learns every record it was not told about
+        stats = run_sweep(self, dry_run=dry_run, full_scan=full_scan)
+        if full_scan and not dry_run:
+            self._oracle_scanned = True
         if not dry_run:
             self.last_sweep_at = self.clock.now()
         return stats

@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from reference.clock import format_ts
+from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
 from reference.forgetting.importance import expiry_delay, score_after_access
 from reference.forgetting.strategy import (
@@ -71,16 +72,62 @@ class AccessUpdate:
     importance: float
 
 
-@dataclass(frozen=True, slots=True)
 class OracleAdvice:
-    """The harness's knowledge of the script: whether any future probe needs a memory.
+    """The harness's knowledge of the script: until when a future probe needs a memory.
 
-    Under a strategy with `oracle: true`, every sweep deletes each live record or fact for
-    which `needed` is False, and keeps the others (nothing expires by time). Run sweeps
-    at least as often as probes (e.g. `sweep_interval_s` below the probe spacing).
+    Under a strategy with `oracle: true`, a sweep at `now` deletes each live record or fact
+    that no probe at or after `now` needs, and keeps the others (nothing expires by time).
+    Per memory (an STM record id, or an LTM fact id: its current version), the advice
+    holds one moment, `needed_until`: the time of the last probe that needs it (None:
+    none does). `needed_until(memory)` computes it for a memory the advice has not been
+    told about; the harness tells it with `note` once it knows what a record carries
+    (after the write), so a sweep asks nothing per record: `due(now)` lists the memories
+    whose moment has passed, from a heap. Run sweeps at least as often as probes.
     """
 
-    needed: Callable[[Memory], bool]
+    def __init__(self, needed_until: Callable[[Memory], float | None]) -> None:
+        self._compute = needed_until
+        self._until: dict[tuple[Layer, str], float] = {}
+        self._owner: dict[tuple[Layer, str], str] = {}
+        self._index: dict[Layer, DueIndex] = {"stm": DueIndex(), "ltm": DueIndex()}
+
+    def note(self, memory: Memory, needed_until: float | None = None) -> None:
+        """Record until when `memory` is needed (None: not needed at all). Called on
+        every write of a record or fact version by the engine (with the moment computed
+        by `needed_until(memory)`), and again by a harness that knows better."""
+        layer, ident = _ident(memory)
+        until = -math.inf if needed_until is None else float(needed_until)
+        self._until[(layer, ident)] = until
+        self._owner[(layer, ident)] = memory.user_id
+        # Due once a sweep's `now` is past the last needing probe: the next float after it.
+        self._index[layer].set(ident, math.nextafter(until, math.inf))
+
+    def written(self, memory: Memory) -> None:
+        """A memory was written (a new record, or a new version of a fact)."""
+        self.note(memory, self._compute(memory))
+
+    def needed(self, memory: Memory, now: float) -> bool:
+        """Whether a probe at or after `now` needs `memory`."""
+        until = self._until.get(_ident(memory))
+        if until is None:  # not told yet: learn it now
+            self.written(memory)
+            until = self._until[_ident(memory)]
+        return now <= until
+
+    def due(self, now: float) -> list[tuple[Layer, str, str]]:
+        """(layer, user_id, id) of the memories no probe at or after `now` needs, in
+        the order they fell due; it changes nothing."""
+        return [
+            (layer, self._owner[(layer, ident)], ident)
+            for layer, index in self._index.items()
+            for ident in index.due(now)
+        ]
+
+    def drop(self, layer: Layer, ident: str) -> None:
+        """Forget a memory that is gone from its layer."""
+        self._until.pop((layer, ident), None)
+        self._owner.pop((layer, ident), None)
+        self._index[layer].discard(ident)
 
 
 # ---------------------------------------------------------------------- write and access
@@ -210,7 +257,7 @@ def _sweep_one(
                 reason = f"archived since {format_ts(since)}, grace period over"
                 return [_decision(record, Action.DELETE, reason)]
     else:
-        if strategy.oracle and oracle is not None and not oracle.needed(record):
+        if strategy.oracle and oracle is not None and not oracle.needed(record, now):
             return [_decision(record, Action.DELETE, "oracle: no future probe needs it")]
         if (idle := _idle_since(archival, user_seen, now)) is not None:
             reason = f"user inactive since {format_ts(idle)}"
@@ -268,6 +315,54 @@ def sealed_at(fact: Fact) -> float | None:
             else:
                 times.append(-math.inf)
     return min(times, default=None)
+
+
+# ---------------------------------------------------------------------- the due index
+@dataclass(frozen=True, slots=True)
+class DueRule:
+    """What of a strategy decides when a record falls due for a sweep, besides its
+    `expires_at`: the archival grace period and the anonymisation deadline."""
+
+    archive_grace_s: float | None = None
+    anonymise_after_s: float | None = None
+
+
+def due_rule(strategy: Strategy) -> DueRule:
+    """The strategy's `DueRule`."""
+    pii = strategy.pii
+    return DueRule(
+        archive_grace_s=None if strategy.archival is None else strategy.archival.delete_after_s,
+        anonymise_after_s=None if pii is None else pii.anonymise_after_s,
+    )
+
+
+def next_due_at(record: Memory, rule: DueRule) -> float | None:
+    """The first moment a sweep may decide something about `record` by its own fields
+    (None: never): its expiry, the end of an archived fact's grace period, its
+    anonymisation deadline. An STM record that is not active is due at once (its
+    archival time depends on its user). Two things are not in it, because they are not
+    the record's: a user's inactivity (archival: the engine asks the store which users
+    became inactive) and the oracle's advice (`OracleAdvice.due`).
+
+    A sweep at `now` decides nothing about a record whose `next_due_at` is after `now`
+    and whose user did not become inactive, unless the oracle deletes it: that is what
+    lets a sweep visit only what is due (`select_for_forgetting` still decides).
+    """
+    if record.status is Status.DELETED:
+        return None
+    moments: list[float] = []
+    if record.expires_at is not None:
+        moments.append(record.expires_at)
+    if isinstance(record, Fact):
+        if record.status is Status.ARCHIVED and rule.archive_grace_s is not None:
+            moments.append(record.updated_at + rule.archive_grace_s)
+        if rule.anonymise_after_s is not None:
+            sealed = sealed_at(record)
+            if sealed is not None:
+                moments.append(sealed + rule.anonymise_after_s)
+    elif record.status is not Status.ACTIVE:
+        moments.append(-math.inf)
+    return min(moments, default=None)
 
 
 # ---------------------------------------------------------------------- events

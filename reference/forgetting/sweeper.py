@@ -1,10 +1,22 @@
 """One sweep of the forgetting engine over every layer, in batches, with a dry run.
 
 Order: events waiting on the attached bus, buffered user activity, then sessions
-(`sweep_expired` until a batch comes back short), STM and LTM. STM and LTM are read a
-page at a time (`scan`, by id, `strategy.sweep_batch_size` per page); each page goes
-through `policy.select_for_forgetting` and its decisions are applied before the next
-page is read, so a sweep holds one page in memory whatever the store's size.
+(`sweep_expired` until a batch comes back short), STM and LTM.
+
+A sweep visits only what is due (the due index, DESIGN.md "Time"), in three passes per
+layer, each a page at a time (`strategy.sweep_batch_size`):
+
+1. the records whose own deadline has come (`scan_due`: `policy.next_due_at` at or
+   before now: expiry, an archived fact's grace, an anonymisation deadline);
+2. the records of the users who became inactive since the previous sweep (archival:
+   `inactive_users` over the per-user activity index);
+3. under an oracle strategy, the records no future probe needs (`OracleAdvice.due`).
+
+Each page goes through `policy.select_for_forgetting` and its decisions are applied
+before the next page is read; a record is decided once per sweep. Its cost follows the
+work to do, not the size of the memory. `full_scan=True` pages through every record
+instead (`scan`, by id): the same decisions, record by record (the test oracle of the
+due index; tests prove the two equal over random timelines for every strategy).
 
 What each decision does:
 
@@ -30,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from reference.crypto import anonymise_value
 from reference.errors import ConfigurationError
-from reference.forgetting.policy import Action, Decision, select_for_forgetting
-from reference.ltm.base import FactChanges
+from reference.forgetting.policy import Action, Decision, due_rule, select_for_forgetting
+from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Fact, Status
+from reference.stm.base import StmFilter
 
 if TYPE_CHECKING:
     from reference.forgetting.engine import ForgettingEngine
@@ -50,6 +63,8 @@ class LayerStats:
     anonymised: int = 0
     deleted: int = 0
     batches: int = 0
+    #: Every decision, in the order made (a test compares the due and full-scan sweeps).
+    decisions: list[Decision] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +91,7 @@ class SweepStats:
         return self.examined / self.duration_s if self.duration_s > 0 else float("inf")
 
 
-def run_sweep(engine: ForgettingEngine, *, dry_run: bool) -> SweepStats:
+def run_sweep(engine: ForgettingEngine, *, dry_run: bool, full_scan: bool = False) -> SweepStats:
     """Sweep every layer of `engine` once (see the module docstring)."""
     strategy = engine.strategy
     if strategy.oracle and engine.oracle is None:
@@ -89,11 +104,12 @@ def run_sweep(engine: ForgettingEngine, *, dry_run: bool) -> SweepStats:
     if not dry_run:
         events = engine.consume_attached()
         engine.flush_activity()
-    layers = {
-        "session": _sweep_sessions(engine, dry_run),
-        "stm": _sweep_stm(engine, dry_run),
-        "ltm": _sweep_ltm(engine, dry_run),
-    }
+    session = _sweep_sessions(engine, dry_run)
+    if full_scan:
+        stm, ltm = _sweep_stm(engine, dry_run), _sweep_ltm(engine, dry_run)
+    else:
+        stm, ltm = _sweep_due(engine, dry_run)
+    layers = {"session": session, "stm": stm, "ltm": ltm}
     return SweepStats(
         examined=sum(s.examined for s in layers.values()),
         expired=sum(s.expired for s in layers.values()),
@@ -136,6 +152,7 @@ def _decide(engine: ForgettingEngine, page: list[Any]) -> list[Decision]:
 
 
 def _count(stats: LayerStats, decisions: list[Decision]) -> None:
+    stats.decisions.extend(decisions)
     for decision in decisions:
         if decision.action is Action.EXPIRE:
             stats.expired += 1
@@ -186,6 +203,88 @@ def _sweep_ltm(engine: ForgettingEngine, dry_run: bool) -> LayerStats:
         after = page[-1].fact_id
         if len(page) < batch:
             return stats
+
+
+def _sweep_due(engine: ForgettingEngine, dry_run: bool) -> tuple[LayerStats, LayerStats]:
+    """Passes 1-3 of the module docstring over STM and LTM."""
+    strategy, now = engine.strategy, engine.clock.now()
+    batch = strategy.sweep_batch_size
+    stm, ltm = _DueLayer(engine, "stm", dry_run), _DueLayer(engine, "ltm", dry_run)
+    after: str | None = None
+    while True:  # 1. due by their own deadlines
+        records = engine.stm.scan_due(now=now, after=after, limit=batch)
+        stm.visit(records.records)
+        if (after := records.after) is None:
+            break
+    rule = due_rule(strategy)
+    while True:
+        facts = engine.ltm.scan_due(now=now, rule=rule, after=after, limit=batch)
+        ltm.visit(facts.records)
+        if (after := facts.after) is None:
+            break
+    if strategy.archival is not None:  # 2. users who became inactive
+        users = engine.newly_inactive(now, advance=not dry_run)
+        for start in range(0, len(users), max(1, batch // 10)):
+            chunk = users[start : start + max(1, batch // 10)]
+            stm.visit([r for u in chunk for r in engine.stm.records(filter=_every_stm(u))])
+            ltm.visit([f for u in chunk for f in engine.ltm.facts(filter=_every_fact(u))])
+    if strategy.oracle and engine.oracle is not None:  # 3. what no future probe needs
+        by_user: dict[tuple[str, str], set[str]] = {}
+        for layer, user_id, ident in engine.oracle.due(now):
+            by_user.setdefault((layer, user_id), set()).add(ident)
+        for (layer, user_id), idents in sorted(by_user.items()):
+            ids = frozenset(idents)
+            if layer == "stm":
+                found: list[Any] = engine.stm.records(filter=_every_stm(user_id, ids))
+                stm.visit(found)
+            else:
+                found = engine.ltm.facts(filter=_every_fact(user_id, ids))
+                ltm.visit(found)
+            if not dry_run:
+                for gone in idents - {_ident_of(m) for m in found}:
+                    engine.oracle.drop(layer, gone)
+    return stm.stats, ltm.stats
+
+
+class _DueLayer:
+    """The decisions of one layer's due passes: each record once, applied page by page."""
+
+    def __init__(self, engine: ForgettingEngine, layer: str, dry_run: bool) -> None:
+        self.engine, self.layer, self.dry_run = engine, layer, dry_run
+        self.stats = LayerStats()
+        self.seen: set[str] = set()
+
+    def visit(self, records: list[Any]) -> None:
+        page = [r for r in records if _ident_of(r) not in self.seen]
+        if not page:
+            return
+        self.seen.update(_ident_of(r) for r in page)
+        self.stats.batches += 1
+        self.stats.examined += len(page)
+        decisions = _decide(self.engine, page)
+        _count(self.stats, decisions)
+        if not decisions or self.dry_run:
+            return
+        if self.layer == "stm":
+            remove = {d.record_id for d in decisions if d.action is not Action.ANONYMISE}
+            if remove:
+                self.engine.stm.purge(record_ids=remove)
+        else:
+            changes = fact_changes(page, decisions)
+            if changes:
+                self.engine.ltm.apply_changes(changes, actor=SWEEP_ACTOR)
+
+
+def _ident_of(memory: Any) -> str:
+    return memory.fact_id if isinstance(memory, Fact) else memory.record_id
+
+
+def _every_stm(user_id: str, ids: frozenset[str] | None = None) -> StmFilter:
+    return StmFilter(user_id=user_id, record_ids=ids, include_dead=True)
+
+
+def _every_fact(user_id: str, ids: frozenset[str] | None = None) -> LtmFilter:
+    return LtmFilter(user_id=user_id, fact_ids=ids, include_dead=True)
 
 
 def fact_changes(facts: list[Fact], decisions: list[Decision]) -> FactChanges:

@@ -27,8 +27,9 @@ import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
+from reference.forgetting.policy import DueRule, next_due_at
 from reference.keys import Namespace
-from reference.models import AuditEntry, Category, Fact, Hit, RetentionUpdate, Status
+from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate, Status
 from reference.text import Embedder
 from reference.validation import (
     check_category,
@@ -304,6 +305,30 @@ class LongTermStore(ABC):
         check_k("limit", limit, limit=1_000_000)
         return self._scan(after, limit)
 
+    def scan_due(
+        self, *, now: float, rule: DueRule, after: str | None = None, limit: int = 1000
+    ) -> DuePage[Fact]:
+        """The facts of the whole namespace due at `now` under `rule`
+        (`policy.next_due_at` at or before it: expired, an archived fact's grace over, a
+        sealed value's anonymisation deadline passed), fact_id > `after`, in fact_id
+        order, a page of at most `limit` candidates at a time: what a sweep must visit.
+        A read: it changes nothing."""
+        if after is not None:
+            check_id("after", after)
+        check_k("limit", limit, limit=1_000_000)
+        now = check_timestamp("now", now)
+        candidates = self._scan_due(now, rule, after, limit)
+        due = [f for f in candidates if (d := next_due_at(f, rule)) is not None and d <= now]
+        return DuePage(due, candidates[-1].fact_id if len(candidates) >= limit else None)
+
+    def inactive_users(self, *, after: float, until: float) -> list[str]:
+        """Users whose recorded latest activity is in (`after`, `until`], sorted: the
+        users a sweep archives when `until` is its `now` less the inactivity period and
+        `after` the same of the sweep before it. A read."""
+        if after >= until:
+            return []
+        return self._inactive_users(float(after), float(until))
+
     def apply_changes(self, changes: FactChanges, *, actor: str = "sweeper") -> FactChangeCounts:
         """Apply one sweep batch's changes (see `FactChanges`) in one transaction."""
         check_id("actor", actor)
@@ -403,6 +428,15 @@ class LongTermStore(ABC):
     def _apply_changes(self, changes: FactChanges, *, actor: str, now: float) -> FactChangeCounts:
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
 
+    def _scan_due(self, now: float, rule: DueRule, after: str | None, limit: int) -> list[Fact]:
+        """Up to `limit` facts (not deleted) with fact_id > `after`, in fact_id order,
+        among which every fact due under `rule` at `now`; a few more may come (time
+        arithmetic is compared with a margin): `scan_due` keeps the due ones."""
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _inactive_users(self, after: float, until: float) -> list[str]:
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
     def _mark_active(self, activity: dict[str, float]) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
 
@@ -411,6 +445,13 @@ class LongTermStore(ABC):
 
     def _forget_activity(self, user_id: str) -> bool:
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+
+def due_margin(now: float) -> float:
+    """How much earlier than exact a backend may look for due facts: `start + period <=
+    now` is queried as `start <= now - period + margin`, so float rounding never hides
+    a due fact (the store then keeps exactly the due ones)."""
+    return 1e-9 * max(1.0, abs(now))
 
 
 def audit_matches(entry: AuditEntry, flt: LtmFilter) -> bool:

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reference.crypto import anonymise_value
-from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter, audit_matches
+from reference.dueindex import DueIndex
+from reference.forgetting.policy import DueRule
+from reference.ltm.base import (
+    REDACTED,
+    FactChangeCounts,
+    FactChanges,
+    LtmFilter,
+    audit_matches,
+    due_margin,
+)
 from reference.ltm.common import as_real, audit_draft, copy_fact, copy_json, storable_json
 from reference.models import AuditEntry, Fact, RetentionUpdate, Status
 
@@ -41,6 +50,12 @@ class InMemoryForgetting:
     _facts: dict[str, Fact]
     _audit: list[AuditEntry]
     _last_active_at: dict[str, float]
+    _activity_order: list[tuple[float, str]]
+    _audit_by_fact: dict[str, list[int]]
+    _audit_by_user: dict[str, list[int]]
+    _due_expiry: DueIndex
+    _due_archived: DueIndex
+    _due_sealed: DueIndex
     _sorted_ids: list[str] | None
 
     if TYPE_CHECKING:
@@ -51,6 +66,8 @@ class InMemoryForgetting:
 
         def _commit(self, txn: Txn) -> None: ...
 
+        def _index_due(self, fact: Fact) -> None: ...
+
     def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
         changed = 0
         with self._lock:
@@ -58,13 +75,15 @@ class InMemoryForgetting:
                 fact = self._facts.get(update.record_id)
                 if fact is None or fact.user_id != user_id or not fact.is_live(now):
                     continue
-                self._facts[fact.fact_id] = dataclasses.replace(
+                touched = dataclasses.replace(
                     fact,
                     last_accessed_at=now,
                     access_count=fact.access_count + 1,
                     expires_at=update.expires_at,
                     importance=as_real(update.importance),
                 )
+                self._facts[fact.fact_id] = touched
+                self._index_due(touched)
                 changed += 1
         return changed
 
@@ -75,7 +94,8 @@ class InMemoryForgetting:
             gone = {f.fact_id for f in facts}
             txn = Txn()
             txn.deletes.extend(sorted(gone))
-            for position, entry in enumerate(self._audit):
+            for position in self._audit_by_user.get(flt.user_id, []):
+                entry = self._audit[position]
                 if entry.fact_id in gone or audit_matches(entry, flt):
                     txn.audit_rewrites[position] = _redacted(entry)
             self._write_audit(txn, [audit_draft(f, "erase", actor, now, None, None) for f in facts])
@@ -133,7 +153,13 @@ class InMemoryForgetting:
                 txn.puts[fact_id] = (dataclasses.replace(staged, value=value), None)
                 entries.append(audit_draft(staged, "anonymise", actor, now, None, copy_json(value)))
                 anonymised.add(fact_id)
-            for position, entry in enumerate(self._audit):
+            touched = sorted(
+                p
+                for f in erased_ids | anonymised | deleted_ids
+                for p in self._audit_by_fact.get(f, [])
+            )
+            for position in touched:
+                entry = self._audit[position]
                 if entry.fact_id in erased_ids:
                     txn.audit_rewrites[position] = _redacted(entry)
                 elif entry.fact_id in anonymised or entry.fact_id in deleted_ids:
@@ -151,11 +177,37 @@ class InMemoryForgetting:
                 anonymised=len(anonymised),
             )
 
+    def _scan_due(self, now: float, rule: DueRule, after: str | None, limit: int) -> list[Fact]:
+        margin = due_margin(now)
+        with self._lock:
+            ids = set(self._due_expiry.due(now))
+            if rule.archive_grace_s is not None:
+                ids.update(self._due_archived.due(now - rule.archive_grace_s + margin))
+            if rule.anonymise_after_s is not None:
+                ids.update(self._due_sealed.due(now - rule.anonymise_after_s + margin))
+            ordered = sorted(ids)
+            start = 0 if after is None else bisect.bisect_right(ordered, after)
+            return [copy_fact(self._facts[i]) for i in ordered[start : start + limit]]
+
+    def _inactive_users(self, after: float, until: float) -> list[str]:
+        with self._lock:
+            order = self._activity_order
+            lo = bisect.bisect_right(order, (after, "\U0010ffff"))
+            hi = bisect.bisect_right(order, (until, "\U0010ffff"))
+            return sorted(user for _, user in order[lo:hi])
+
     def _mark_active(self, activity: dict[str, float]) -> None:
         with self._lock:
             for user_id, at in activity.items():
                 known = self._last_active_at.get(user_id)
-                self._last_active_at[user_id] = at if known is None else max(known, at)
+                if known is not None and known >= at:
+                    continue
+                if known is not None:
+                    self._activity_order.pop(
+                        bisect.bisect_left(self._activity_order, (known, user_id))
+                    )
+                bisect.insort(self._activity_order, (at, user_id))
+                self._last_active_at[user_id] = at
 
     def _last_active(self, user_ids: list[str]) -> dict[str, float]:
         with self._lock:
@@ -163,7 +215,11 @@ class InMemoryForgetting:
 
     def _forget_activity(self, user_id: str) -> bool:
         with self._lock:
-            return self._last_active_at.pop(user_id, None) is not None
+            known = self._last_active_at.pop(user_id, None)
+            if known is None:
+                return False
+            self._activity_order.pop(bisect.bisect_left(self._activity_order, (known, user_id)))
+            return True
 
 
 def _redacted(entry: AuditEntry) -> AuditEntry:

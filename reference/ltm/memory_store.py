@@ -21,7 +21,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from reference.clock import Clock
+from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
+from reference.forgetting.policy import sealed_at
 from reference.keys import Namespace
 from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
 from reference.ltm.common import (
@@ -51,8 +53,18 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         self._by_key: dict[tuple[str, Category, str], str] = {}
         self._by_user: dict[str, set[str]] = {}
         self._audit: list[AuditEntry] = []
+        # Positions in the audit log by fact and by user: erasure and sweeps rewrite the
+        # entries of a few facts without walking the whole log.
+        self._audit_by_fact: dict[str, list[int]] = {}
+        self._audit_by_user: dict[str, list[int]] = {}
         self._next_audit_id = 1
         self._last_active_at: dict[str, float] = {}
+        self._activity_order: list[tuple[float, str]] = []  # (last_active_at, user), sorted
+        # The due index (`policy.next_due_at`), one heap per deadline a fact can have; a
+        # sweep's rule says how long after each the fact falls due.
+        self._due_expiry = DueIndex()  # expires_at
+        self._due_archived = DueIndex()  # updated_at of an archived fact
+        self._due_sealed = DueIndex()  # when its value was sealed
         # Every fact_id in order, for `scan`; rebuilt after an insert. Deletions leave
         # stale ids behind (skipped), so a sweep, which only removes, sorts once.
         self._sorted_ids: list[str] | None = None
@@ -73,6 +85,8 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         # Only dict and list updates from here on: nothing that can fail half-way.
         for fact_id in txn.deletes:
             fact = self._facts.pop(fact_id)
+            for index in (self._due_expiry, self._due_archived, self._due_sealed):
+                index.discard(fact_id)
             del self._vectors[fact_id]
             del self._by_key[(fact.user_id, fact.category, fact.key)]
             owned = self._by_user[fact.user_id]
@@ -87,11 +101,23 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
                 self._vectors[fact_id] = vector
             self._by_key[(fact.user_id, fact.category, fact.key)] = fact_id
             self._by_user.setdefault(fact.user_id, set()).add(fact_id)
+            self._index_due(fact)
         for position, entry in txn.audit_rewrites.items():
             self._audit[position] = entry
         for entry in txn.audit:
+            position = len(self._audit)
             self._audit.append(dataclasses.replace(entry, audit_id=self._next_audit_id))
+            self._audit_by_fact.setdefault(entry.fact_id, []).append(position)
+            self._audit_by_user.setdefault(entry.user_id, []).append(position)
             self._next_audit_id += 1
+
+    def _index_due(self, fact: Fact) -> None:
+        """Index a stored fact by each deadline it has (the caller holds the lock)."""
+        live = fact.status is not Status.DELETED
+        self._due_expiry.set(fact.fact_id, fact.expires_at if live else None)
+        archived = fact.updated_at if fact.status is Status.ARCHIVED else None
+        self._due_archived.set(fact.fact_id, archived)
+        self._due_sealed.set(fact.fact_id, sealed_at(fact) if live else None)
 
     # ------------------------------------------------------------------ primitives
     def _upsert(
@@ -221,21 +247,25 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
                 dataclasses.replace(
                     e, old_value=copy_json(e.old_value), new_value=copy_json(e.new_value)
                 )
-                for e in self._audit
-                if e.user_id == user_id and (fact_id is None or e.fact_id == fact_id)
+                for e in self._audit_entries(user_id, fact_id)
             ]
 
     def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
         with self._lock:
-            expired = sorted(
-                (fact.expires_at, fact.fact_id)
-                for fact in self._facts.values()
-                if fact.expires_at is not None and fact.expires_at <= now
-            )[:batch_size]
-            facts = [self._facts[fid] for _, fid in expired]
+            expired = self._due_expiry.due(now)[:batch_size]
+            facts = [self._facts[fid] for fid in expired]
             return self._hard_delete(facts, actor=actor, now=now)
 
     # ------------------------------------------------------------------ helpers
+    def _audit_entries(self, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+        """The user's audit entries (of one fact), oldest first; the caller holds the lock."""
+        if fact_id is None:
+            positions = self._audit_by_user.get(user_id, [])
+        else:
+            positions = self._audit_by_fact.get(fact_id, [])
+        entries = (self._audit[i] for i in positions)
+        return [e for e in entries if e.user_id == user_id]
+
     def _matching(self, flt: LtmFilter, now: float) -> list[Fact]:
         facts = [self._facts[fid] for fid in self._by_user.get(flt.user_id, ())]
         return sorted(

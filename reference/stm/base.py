@@ -29,7 +29,7 @@ import numpy as np
 from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
+from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
 from reference.validation import (
     check_embedding,
@@ -280,6 +280,20 @@ class ShortTermStore(ABC):
         check_k("limit", limit, limit=1_000_000)
         return self._scan(after, limit)
 
+    def scan_due(
+        self, *, now: float, after: str | None = None, limit: int = 1000
+    ) -> DuePage[MemoryRecord]:
+        """The records of the whole namespace due at `now` (`policy.next_due_at` at or
+        before it: past `expires_at`, or not active), record_id > `after`, in record_id
+        order, a page of at most `limit` candidates at a time: what a sweep must visit.
+        A read: it changes nothing."""
+        if after is not None:
+            check_id("after", after)
+        check_k("limit", limit, limit=1_000_000)
+        candidates = self._scan_due(float(now), after, limit)
+        due = [r for r in candidates if not r.is_live(now) and r.status is not Status.DELETED]
+        return DuePage(due, candidates[-1].record_id if len(candidates) >= limit else None)
+
     def purge(self, *, record_ids: Collection[str]) -> int:
         """Remove these records of the namespace, whoever owns them; returns how many
         existed. For sweeps, whose pages span users."""
@@ -340,6 +354,12 @@ class ShortTermStore(ABC):
 
     def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
         """Records of the namespace with record_id > after (any), by record_id, at most limit."""
+        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _scan_due(self, now: float, after: str | None, limit: int) -> list[MemoryRecord]:
+        """Up to `limit` records with record_id > `after`, in record_id order, among which
+        every record past `expires_at` or not active (more may come: `scan_due` keeps
+        the due ones)."""
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
 
     def _purge(self, record_ids: list[str]) -> int:

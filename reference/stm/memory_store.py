@@ -23,9 +23,10 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from reference.clock import Clock
+from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord, RetentionUpdate
+from reference.models import Hit, MemoryRecord, RetentionUpdate, Status
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.text import Embedder, IntentFilter, PiiMasker
 
@@ -123,9 +124,8 @@ class InMemoryShortTermStore(ShortTermStore):
         self._vectors: dict[str, np.ndarray] = {}
         self._by_user: dict[str, set[str]] = {}
         self._by_scope: dict[tuple[str, str], set[str]] = {}
-        # (expires_at, record_id); entries of replaced or deleted records are skipped
-        # when popped, which is cheaper than keeping the heap exact.
-        self._expiry: list[tuple[float, str]] = []
+        # Every record by the moment a sweep must visit it (`policy.next_due_at`).
+        self._due = DueIndex()
         # All record ids in order, for `scan`; rebuilt after an insert. Removals leave
         # stale ids behind (skipped), so a sweep, which only removes, sorts once.
         self._sorted_ids: list[str] | None = None
@@ -142,16 +142,7 @@ class InMemoryShortTermStore(ShortTermStore):
             self._by_user.setdefault(record.user_id, set()).add(record.record_id)
             scope = (record.user_id, record.session_id)
             self._by_scope.setdefault(scope, set()).add(record.record_id)
-            if record.expires_at is not None:
-                heapq.heappush(self._expiry, (record.expires_at, record.record_id))
-            if len(self._expiry) > 2 * len(self._by_id) + 1024:
-                # Entries of deleted or replaced records would otherwise pile up.
-                self._expiry = [
-                    (r.expires_at, r.record_id)
-                    for r in self._by_id.values()
-                    if r.expires_at is not None
-                ]
-                heapq.heapify(self._expiry)
+            self._due.set(record.record_id, _due_at(record))
 
     def _query(
         self, embedding: list[float], flt: StmFilter, k: int, now: float
@@ -198,12 +189,13 @@ class InMemoryShortTermStore(ShortTermStore):
         # of the contract: expired records are invisible to every live read anyway.
         removed = 0
         with self._lock:
-            while self._expiry and removed < batch_size and self._expiry[0][0] <= now:
-                expires_at, record_id = heapq.heappop(self._expiry)
-                record = self._by_id.get(record_id)
-                if record is not None and record.expires_at == expires_at:
+            for record_id in self._due.due(now):
+                record = self._by_id[record_id]
+                if record.expires_at is not None and record.expires_at <= now:
                     self._remove(record_id)
                     removed += 1
+                    if removed >= batch_size:
+                        break
         return removed
 
     def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
@@ -220,8 +212,7 @@ class InMemoryShortTermStore(ShortTermStore):
                     expires_at=update.expires_at,
                     importance=update.importance,
                 )
-                if update.expires_at is not None and update.expires_at != record.expires_at:
-                    heapq.heappush(self._expiry, (update.expires_at, record.record_id))
+                self._due.set(record.record_id, _due_at(self._by_id[record.record_id]))
                 changed += 1
         return changed
 
@@ -240,6 +231,12 @@ class InMemoryShortTermStore(ShortTermStore):
                         break
             return page
 
+    def _scan_due(self, now: float, after: str | None, limit: int) -> list[MemoryRecord]:
+        with self._lock:
+            ids = sorted(self._due.due(now))
+            start = 0 if after is None else bisect.bisect_right(ids, after)
+            return [self._by_id[i] for i in ids[start : start + limit]]
+
     def _purge(self, record_ids: list[str]) -> int:
         with self._lock:
             found = [r for r in record_ids if r in self._by_id]
@@ -255,7 +252,7 @@ class InMemoryShortTermStore(ShortTermStore):
             self._vectors.clear()
             self._by_user.clear()
             self._by_scope.clear()
-            self._expiry.clear()
+            self._due = DueIndex()
 
     # ------------------------------------------------------------------ helpers
     def _matching(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
@@ -275,8 +272,17 @@ class InMemoryShortTermStore(ShortTermStore):
         if record is None:
             return
         del self._vectors[record_id]
+        self._due.discard(record_id)
         _discard(self._by_user, record.user_id, record_id)
         _discard(self._by_scope, (record.user_id, record.session_id), record_id)
+
+
+def _due_at(record: MemoryRecord) -> float | None:
+    # `policy.next_due_at` of an STM record (no rule applies to one): its expiry, or at
+    # once when it is not active.
+    if record.status is not Status.ACTIVE:
+        return -math.inf
+    return record.expires_at
 
 
 def _discard(index: dict[T, set[str]], key: T, record_id: str) -> None:
