@@ -18,7 +18,7 @@ import heapq
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -29,6 +29,7 @@ from reference.clock import VirtualClock
 from reference.forgetting.policy import Memory, OracleAdvice
 from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
+from reference.ltm.base import LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord
 from reference.system import MemorySystem
 
@@ -186,6 +187,7 @@ class _Run:
         self.ltm_facts: dict[tuple[str, int], tuple[int, tuple[str, ...]]] = {}
         self.refs: dict[tuple[int, str], list[Ref]] = {}  # (user, fact id) -> where stored
         self.pii: list[_PiiItem] = []
+        self.pii_dirty: set[str] = set()  # users whose PII items the next tick checks
 
     # ------------------------------------------------------------------ the oracle
     def oracle_until(self, memory: Memory) -> float | None:
@@ -206,6 +208,7 @@ class _Run:
 
     # ------------------------------------------------------------------ steps
     def step(self, u: SimUser, step: Step) -> None:
+        self.pii_dirty.add(u.user_id)
         if isinstance(step, SayStep):
             self.say(u, step)
         elif isinstance(step, ForgetStep):
@@ -301,10 +304,19 @@ class _Run:
     # ------------------------------------------------------------------ time
     def tick(self, at: float) -> None:
         mark = time.perf_counter()
-        self.system.sweep(at=at)
+        stats = self.system.sweep(at=at)
         self._record("sweep", (time.perf_counter() - mark) * 1000.0)
-        if self.pii:
-            self.pii = [item for item in self.pii if not self._resolved(item, at)]
+        if stats.expired or stats.archived or stats.anonymised or stats.deleted:
+            self.pii_dirty.update(item.user_id for item in self.pii)
+        if self.pii_dirty and self.pii:
+            # Only users whose memories changed since the last check (a sweep that did
+            # something, or a step of theirs) can have had raw PII leave the layers.
+            self.pii = [
+                item
+                for item in self.pii
+                if item.user_id not in self.pii_dirty or not self._resolved(item, at)
+            ]
+        self.pii_dirty.clear()
 
     def sample(self, at: float) -> None:
         self.system.clock.set(at)  # type: ignore[attr-defined]
@@ -322,12 +334,15 @@ class _Run:
         if ref[0] == "stm":
             return self.system.stm.get(user_id=user_id, record_id=ref[1])
         _, category, key, fact_id, version = ref  # type: ignore[misc]
-        fact = self.system.ltm.get(user_id=user_id, category=Category(category), key=key)
-        return (
-            fact
-            if fact is not None and (fact.fact_id, fact.version) == (fact_id, version)
-            else None
+        # A read-only listing: `ltm.get` would touch the fact (its access time, which
+        # importance rules read): measuring must not move what it measures.
+        flt = LtmFilter(
+            user_id=user_id, categories=frozenset({Category(category)}), keys=frozenset({key})
         )
+        for fact in self.system.ltm.facts(filter=flt):
+            if (fact.fact_id, fact.version) == (fact_id, version):
+                return fact
+        return None
 
     def _stored(self, u: SimUser, ref: Ref) -> bool:
         return self._live(u.user_id, ref) is not None
@@ -348,33 +363,14 @@ class _Run:
         return True
 
     def _footprint(self, at: float) -> dict[str, tuple[int, int]]:
-        """Live records and their payload bytes per layer (text, JSON fields, vector)."""
+        """Live records and their payload bytes per layer (`reference.footprint`), read
+        from the stores' footprint (counters in memory), never by touching a record."""
         system = self.system
-        dim = system.embedder.dim
-        sessions = [
-            s
-            for u in self.shard.users
-            for s in system.session.list_user_sessions(user_id=u.user_id)
-        ]
-        session_bytes = sum(
-            len(json.dumps(_plain(s), ensure_ascii=False).encode()) for s in sessions
-        )
-        stm = [r for r in _pages(system.stm.scan) if r.is_live(at)]
-        stm_bytes = sum(
-            len(r.text.encode())
-            + len(json.dumps(r.metadata, ensure_ascii=False).encode())
-            + 4 * dim
-            for r in stm
-        )
-        ltm = [f for f in _pages(system.ltm.scan) if f.is_live(at)]
-        ltm_bytes = sum(
-            len(f.text.encode()) + len(json.dumps(f.value, ensure_ascii=False).encode()) + 4 * dim
-            for f in ltm
-        )
+        users = [u.user_id for u in self.shard.users]
         return {
-            "session": (len(sessions), session_bytes),
-            "stm": (len(stm), stm_bytes),
-            "ltm": (len(ltm), ltm_bytes),
+            "session": astuple(system.session.usage(user_ids=users)),
+            "stm": astuple(system.stm.usage()),
+            "ltm": astuple(system.ltm.usage()),
         }
 
     def _leak(self, u: SimUser, at: float, fact_id: str, how: str) -> None:
@@ -392,21 +388,6 @@ def _steps(u: SimUser) -> Iterator[tuple[float, int, int, int, Any]]:
     last = len(u.user.timeline) - 1
     for i, step in enumerate(u.user.timeline):
         yield step.at, 2, u.index, i, (u, step, int(i == last))
-
-
-def _pages(scan: Callable[..., list[Any]], limit: int = 1000) -> Iterator[Any]:
-    after = None
-    while True:
-        page = scan(after=after, limit=limit)
-        yield from page
-        if len(page) < limit:
-            return
-        last = page[-1]
-        after = getattr(last, "record_id", None) or last.fact_id
-
-
-def _plain(state: Any) -> dict[str, Any]:
-    return {name: getattr(state, name) for name in state.__dataclass_fields__}
 
 
 __all__ = ["LATENCY_OPS", "LAYERS", "ShardReplayer", "ShardResult", "SimUser", "new_histogram"]

@@ -27,6 +27,7 @@ import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
+from reference.footprint import Usage, record_bytes
 from reference.forgetting.policy import DueRule, next_due_at
 from reference.keys import Namespace
 from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate, Status
@@ -239,6 +240,11 @@ class LongTermStore(ABC):
         facts of the whole namespace when None (footprint)."""
         return self._count(filter, self.clock.now())
 
+    def usage(self) -> Usage:
+        """Live facts of the whole namespace and their payload bytes
+        (`reference.footprint`) now: the layer's footprint. A read: it changes nothing."""
+        return self._usage(self.clock.now())
+
     def audit_log(self, *, user_id: str, fact_id: str | None = None) -> list[AuditEntry]:
         """The user's audit entries (optionally of one fact), oldest first."""
         check_id("user_id", user_id)
@@ -433,6 +439,20 @@ class LongTermStore(ABC):
         among which every fact due under `rule` at `now`; a few more may come (time
         arithmetic is compared with a margin): `scan_due` keeps the due ones."""
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _usage(self, now: float) -> Usage:
+        """Pages through every fact (`_scan`); a backend that keeps counters overrides."""
+        records = size = 0
+        after: str | None = None
+        while True:
+            page = self._scan(after, 1000)
+            for fact in page:
+                if fact.is_live(now):
+                    records += 1
+                    size += record_bytes(fact, self.embedder.dim)
+            if len(page) < 1000:
+                return Usage(records, size)
+            after = page[-1].fact_id
 
     def _inactive_users(self, after: float, until: float) -> list[str]:
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")

@@ -23,6 +23,7 @@ import numpy as np
 from reference.clock import Clock
 from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
+from reference.footprint import Usage, record_bytes
 from reference.forgetting.policy import sealed_at
 from reference.keys import Namespace
 from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
@@ -65,6 +66,10 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         self._due_expiry = DueIndex()  # expires_at
         self._due_archived = DueIndex()  # updated_at of an archived fact
         self._due_sealed = DueIndex()  # when its value was sealed
+        # The footprint, kept as facts come and go: totals over active facts (`_usage`
+        # takes off those past expiry), and each stored fact's payload bytes.
+        self._bytes: dict[str, int] = {}
+        self._usage_total = [0, 0]
         # Every fact_id in order, for `scan`; rebuilt after an insert. Deletions leave
         # stale ids behind (skipped), so a sweep, which only removes, sorts once.
         self._sorted_ids: list[str] | None = None
@@ -85,6 +90,8 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         # Only dict and list updates from here on: nothing that can fail half-way.
         for fact_id in txn.deletes:
             fact = self._facts.pop(fact_id)
+            self._count_usage(fact, -1)
+            del self._bytes[fact_id]
             for index in (self._due_expiry, self._due_archived, self._due_sealed):
                 index.discard(fact_id)
             del self._vectors[fact_id]
@@ -94,11 +101,16 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             if not owned:
                 del self._by_user[fact.user_id]
         for fact_id, (fact, vector) in txn.puts.items():
-            if fact_id not in self._facts:
+            prior = self._facts.get(fact_id)
+            if prior is None:
                 self._sorted_ids = None
+            else:
+                self._count_usage(prior, -1)
             self._facts[fact_id] = fact
             if vector is not None:
                 self._vectors[fact_id] = vector
+            self._bytes[fact_id] = record_bytes(fact, self._vectors[fact_id].size)
+            self._count_usage(fact, 1)
             self._by_key[(fact.user_id, fact.category, fact.key)] = fact_id
             self._by_user.setdefault(fact.user_id, set()).add(fact_id)
             self._index_due(fact)
@@ -110,6 +122,20 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             self._audit_by_fact.setdefault(entry.fact_id, []).append(position)
             self._audit_by_user.setdefault(entry.user_id, []).append(position)
             self._next_audit_id += 1
+
+    def _count_usage(self, fact: Fact, sign: int) -> None:
+        if fact.status is Status.ACTIVE:
+            self._usage_total[0] += sign
+            self._usage_total[1] += sign * self._bytes[fact.fact_id]
+
+    def _usage(self, now: float) -> Usage:
+        with self._lock:
+            records, size = self._usage_total
+            for fact_id in self._due_expiry.due(now):  # active and past expiry: not live
+                if self._facts[fact_id].status is Status.ACTIVE:
+                    records -= 1
+                    size -= self._bytes[fact_id]
+            return Usage(records, size)
 
     def _index_due(self, fact: Fact) -> None:
         """Index a stored fact by each deadline it has (the caller holds the lock)."""

@@ -13,10 +13,12 @@ semantics; the conformance suite in `tests/` proves it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 from reference.clock import Clock
 from reference.errors import InvalidInput, NotFound
+from reference.footprint import Usage, session_bytes
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
 from reference.text import PiiMasker
@@ -174,6 +176,17 @@ class SessionStore(ABC):
         """The user's live sessions (open and closed), oldest first, without refreshing."""
         check_id("user_id", user_id)
         return self._list_user(user_id=user_id, now=self.clock.now())
+
+    def usage(self, *, user_ids: Collection[str]) -> Usage:
+        """Live sessions of these users and their payload bytes (`reference.footprint`):
+        the layer's footprint. A read: nothing is refreshed."""
+        ids = [check_id("user_ids", u) for u in user_ids]
+        return self._usage(ids, self.clock.now())
+
+    def _usage(self, user_ids: list[str], now: float) -> Usage:
+        """One listing per user; a backend that can do better overrides."""
+        states = [s for u in user_ids for s in self._list_user(user_id=u, now=now)]
+        return Usage(len(states), sum(session_bytes(s) for s in states))
 
     def delete_user(self, *, user_id: str) -> int:
         """Remove every session of the user; returns how many there were."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from reference.errors import SessionClosed
+from reference.footprint import Usage, session_bytes
 from reference.models import SessionState, SessionStatus
 from reference.session.base import SessionStore
 
@@ -204,6 +205,16 @@ class InMemorySessionStore(SessionStore):
                     states.append(self._state(sid, entry))
         states.sort(key=lambda s: (s.started_at, s.session_id))
         return states
+
+    def _usage(self, user_ids: list[str], now: float) -> Usage:
+        wanted = set(user_ids)
+        with self._lock:
+            states = [
+                self._state(sid, entry)
+                for sid, entry in self._sessions.items()
+                if entry.user_id in wanted and now < entry.expires_at
+            ]
+        return Usage(len(states), sum(session_bytes(s) for s in states))
 
     def _delete_user(self, *, user_id: str) -> int:
         now = self.clock.now()

@@ -28,6 +28,7 @@ import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
+from reference.footprint import Usage, record_bytes
 from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
@@ -233,6 +234,11 @@ class ShortTermStore(ABC):
         """Live records matching `filter`, or in the whole namespace when None (footprint)."""
         return self._count(filter, self.clock.now())
 
+    def usage(self) -> Usage:
+        """Live records of the whole namespace and their payload bytes
+        (`reference.footprint`) now: the layer's footprint. A read: it changes nothing."""
+        return self._usage(self.clock.now())
+
     def sweep_expired(self, *, batch_size: int = 1000) -> int:
         """Remove up to `batch_size` records whose expires_at has passed; returns how many."""
         if batch_size < 1:
@@ -355,6 +361,20 @@ class ShortTermStore(ABC):
     def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
         """Records of the namespace with record_id > after (any), by record_id, at most limit."""
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
+
+    def _usage(self, now: float) -> Usage:
+        """Pages through every record (`_scan`); a backend that keeps counters overrides."""
+        records = size = 0
+        after: str | None = None
+        while True:
+            page = self._scan(after, 1000)
+            for record in page:
+                if record.is_live(now):
+                    records += 1
+                    size += record_bytes(record, self.embedder.dim)
+            if len(page) < 1000:
+                return Usage(records, size)
+            after = page[-1].record_id
 
     def _scan_due(self, now: float, after: str | None, limit: int) -> list[MemoryRecord]:
         """Up to `limit` records with record_id > `after`, in record_id order, among which

@@ -25,6 +25,7 @@ import numpy as np
 from reference.clock import Clock
 from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
+from reference.footprint import Usage, record_bytes
 from reference.keys import Namespace
 from reference.models import Hit, MemoryRecord, RetentionUpdate, Status
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
@@ -126,6 +127,10 @@ class InMemoryShortTermStore(ShortTermStore):
         self._by_scope: dict[tuple[str, str], set[str]] = {}
         # Every record by the moment a sweep must visit it (`policy.next_due_at`).
         self._due = DueIndex()
+        # The footprint, kept as records come and go: payload bytes per record, and the
+        # totals over active records (`_usage` takes off those past expiry).
+        self._bytes: dict[str, int] = {}
+        self._usage_total = [0, 0]
         # All record ids in order, for `scan`; rebuilt after an insert. Removals leave
         # stale ids behind (skipped), so a sweep, which only removes, sorts once.
         self._sorted_ids: list[str] | None = None
@@ -143,6 +148,10 @@ class InMemoryShortTermStore(ShortTermStore):
             scope = (record.user_id, record.session_id)
             self._by_scope.setdefault(scope, set()).add(record.record_id)
             self._due.set(record.record_id, _due_at(record))
+            self._bytes[record.record_id] = size = record_bytes(record, len(vector))
+            if record.status is Status.ACTIVE:
+                self._usage_total[0] += 1
+                self._usage_total[1] += size
 
     def _query(
         self, embedding: list[float], flt: StmFilter, k: int, now: float
@@ -237,6 +246,16 @@ class InMemoryShortTermStore(ShortTermStore):
             start = 0 if after is None else bisect.bisect_right(ids, after)
             return [self._by_id[i] for i in ids[start : start + limit]]
 
+    def _usage(self, now: float) -> Usage:
+        with self._lock:
+            records, size = self._usage_total
+            for record_id in self._due.due(now):  # active and past expiry: not live
+                record = self._by_id[record_id]
+                if record.status is Status.ACTIVE:
+                    records -= 1
+                    size -= self._bytes[record_id]
+            return Usage(records, size)
+
     def _purge(self, record_ids: list[str]) -> int:
         with self._lock:
             found = [r for r in record_ids if r in self._by_id]
@@ -253,6 +272,8 @@ class InMemoryShortTermStore(ShortTermStore):
             self._by_user.clear()
             self._by_scope.clear()
             self._due = DueIndex()
+            self._bytes.clear()
+            self._usage_total = [0, 0]
 
     # ------------------------------------------------------------------ helpers
     def _matching(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
@@ -273,6 +294,10 @@ class InMemoryShortTermStore(ShortTermStore):
             return
         del self._vectors[record_id]
         self._due.discard(record_id)
+        size = self._bytes.pop(record_id)
+        if record.status is Status.ACTIVE:
+            self._usage_total[0] -= 1
+            self._usage_total[1] -= size
         _discard(self._by_user, record.user_id, record_id)
         _discard(self._by_scope, (record.user_id, record.session_id), record_id)
 

@@ -1,0 +1,41 @@
+"""What a stored memory weighs: the payload bytes a footprint counts per layer.
+
+One definition for every backend and for the harness: an STM record is its text, its
+metadata as JSON and its float32 vector; an LTM fact its text, its value as JSON and its
+vector; a session its state as JSON. Index and engine overheads are not in it (the
+capacity formulas add them per backend).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+from reference.models import Fact, MemoryRecord, SessionState
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Live records of a layer and their payload bytes."""
+
+    records: int = 0
+    bytes: int = 0
+
+
+def record_bytes(memory: MemoryRecord | Fact, dim: int) -> int:
+    """The payload bytes of an STM record or an LTM fact with a `dim`-float vector."""
+    body = memory.value if isinstance(memory, Fact) else memory.metadata
+    return len(memory.text.encode()) + len(_json(body)) + 4 * dim
+
+
+def session_bytes(state: SessionState) -> int:
+    """The payload bytes of a session's state."""
+    return len(_json({f.name: getattr(state, f.name) for f in fields(state)}))
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode()
+
+
+__all__ = ["Usage", "record_bytes", "session_bytes"]
