@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import resource
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import astuple, dataclass, field
@@ -66,6 +67,10 @@ class ShardResult:
     footprint: dict[float, dict[str, tuple[int, int]]] = field(default_factory=dict)
     histograms: dict[str, str] = field(default_factory=dict)  # op -> encoded HDR
     wall_s: float = 0.0
+    #: Wall time inside the reference memory (turns, events, probe recalls, sweeps): the
+    #: rest of `wall_s` is the harness's own bookkeeping.
+    inside_s: float = 0.0
+    peak_rss_mb: float = 0.0  # of the process that replayed the shard, over its life
 
 
 @dataclass
@@ -159,6 +164,7 @@ class ShardReplayer:
         finally:
             system.drop()  # the namespace is this replay's alone
         run.result.wall_s = time.perf_counter() - began
+        run.result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         run.result.histograms = {op: h.encode().decode() for op, h in run.histograms.items()}
         return run.result
 
@@ -216,11 +222,14 @@ class _Run:
         elif isinstance(step, EventStep):
             self.result.events += 1
             event = Event(name=step.event, user_id=u.user_id, at=step.at, payload=step.payload)
+            mark = time.perf_counter()
             self.system.handle_event(event, at=step.at)
+            self.result.inside_s += time.perf_counter() - mark
         else:
             self.probe(u, step)
 
     def _turn(self, u: SimUser, session: str, text: str, at: float, meta: dict[str, Any]) -> Any:
+        mark = time.perf_counter()
         result = self.system.turn(
             user_id=u.user_id,
             session_id=self.shard.sessions[(u.index, session)],
@@ -228,6 +237,7 @@ class _Run:
             at=at,
             metadata=meta or None,
         )
+        self.result.inside_s += time.perf_counter() - mark
         self.result.turns += 1
         for op, ms in result.timings_ms.items():
             self._record(op, ms)
@@ -271,7 +281,9 @@ class _Run:
             at=step.at,
             k=step.k or self.shard.k,
         )
-        self._record("recall", (time.perf_counter() - mark) * 1000.0)
+        spent = time.perf_counter() - mark
+        self.result.inside_s += spent
+        self._record("recall", spent * 1000.0)
         retrieved: set[str] = set()
         hits: list[Memory] = [h.record for h in recall.stm_hits]
         hits.extend(h.record for h in recall.ltm_hits)
@@ -305,7 +317,9 @@ class _Run:
     def tick(self, at: float) -> None:
         mark = time.perf_counter()
         stats = self.system.sweep(at=at)
-        self._record("sweep", (time.perf_counter() - mark) * 1000.0)
+        spent = time.perf_counter() - mark
+        self.result.inside_s += spent
+        self._record("sweep", spent * 1000.0)
         if stats.expired or stats.archived or stats.anonymised or stats.deleted:
             self.pii_dirty.update(item.user_id for item in self.pii)
         if self.pii_dirty and self.pii:
