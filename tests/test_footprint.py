@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
+from reference.footprint import Usage, session_bytes
 from reference.forgetting.loading import BUILTINS
 from reference.forgetting.policy import OracleAdvice
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
-from reference.session.base import SessionStore
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
 from reference.system import MemorySystem
@@ -33,10 +33,9 @@ def assert_counters_match_a_scan(system: MemorySystem, where: str) -> None:
     stm, ltm = system.stm, system.ltm
     assert stm.usage() == ShortTermStore._usage(stm, now), f"STM at {where}"
     assert ltm.usage() == LongTermStore._usage(ltm, now), f"LTM at {where}"
-    sessions = system.session
-    assert sessions.usage(user_ids=USERS) == SessionStore._usage(sessions, list(USERS), now), (
-        f"sessions at {where}"
-    )
+    states = [s for u in USERS for s in system.session.list_user_sessions(user_id=u)]
+    listed = Usage(len(states), sum(session_bytes(s) for s in states))
+    assert system.session.usage() == listed, f"sessions at {where}"
 
 
 @pytest.mark.parametrize("name", list(BUILTINS))

@@ -508,3 +508,20 @@ def test_native_ttl_under_the_system_clock(session_store_factory: SessionStoreFa
     # Indexes span sessions: they are cleaned by sweeps, never by a native TTL.
     assert client.ttl(ns.user_sessions_key(ALICE)) == -1
     assert client.ttl(ns.session_expiry_key) == -1
+
+
+def test_usage_counts_the_live_sessions_and_their_bytes(
+    session_store: SessionStore, clock: VirtualClock
+) -> None:
+    from reference.footprint import Usage, session_bytes
+
+    assert session_store.usage() == Usage(0, 0)
+    _open(session_store, "s1", ALICE)
+    clock.advance(DEFAULT_SESSION_TTL_S / 2)
+    _open(session_store, "s2", BOB)
+    session_store.update_task_state(user_id=BOB, session_id="s2", task_state={"step": "pay"})
+    live = [s for u in (ALICE, BOB) for s in session_store.list_user_sessions(user_id=u)]
+    assert session_store.usage() == Usage(2, sum(session_bytes(s) for s in live))
+    clock.advance(DEFAULT_SESSION_TTL_S / 2)  # alice's session expires (lazily): not live
+    (bob,) = session_store.list_user_sessions(user_id=BOB)
+    assert session_store.usage() == Usage(1, session_bytes(bob))

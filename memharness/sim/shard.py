@@ -18,6 +18,7 @@ import heapq
 import json
 import resource
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import astuple, dataclass, field
 from typing import Any
@@ -165,7 +166,7 @@ class ShardReplayer:
             system.drop()  # the namespace is this replay's alone
         run.result.wall_s = time.perf_counter() - began
         run.result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-        run.result.histograms = {op: h.encode().decode() for op, h in run.histograms.items()}
+        run.result.histograms = run.encoded_histograms()
         return run.result
 
     def _merged(self, ticks: list[float], samples: list[float]) -> Iterator[tuple[float, int, Any]]:
@@ -188,7 +189,9 @@ class _Run:
         self.system: MemorySystem
         self.advice: OracleAdvice | None = None
         self.result = ShardResult()
-        self.histograms = {op: new_histogram() for op in LATENCY_OPS}
+        # Latencies in whole microseconds, counted per value; the HDR histograms are built
+        # once at the end (recording each value as it comes costs more than the turn).
+        self.latencies: dict[str, Counter[int]] = {op: Counter() for op in LATENCY_OPS}
         self.stm_facts: dict[str, tuple[int, tuple[str, ...]]] = {}
         self.ltm_facts: dict[tuple[str, int], tuple[int, tuple[str, ...]]] = {}
         self.refs: dict[tuple[int, str], list[Ref]] = {}  # (user, fact id) -> where stored
@@ -380,9 +383,8 @@ class _Run:
         """Live records and their payload bytes per layer (`reference.footprint`), read
         from the stores' footprint (counters in memory), never by touching a record."""
         system = self.system
-        users = [u.user_id for u in self.shard.users]
         return {
-            "session": astuple(system.session.usage(user_ids=users)),
+            "session": astuple(system.session.usage()),
             "stm": astuple(system.stm.usage()),
             "ltm": astuple(system.ltm.usage()),
         }
@@ -393,9 +395,19 @@ class _Run:
             self.result.leaks.append({"user": u.user.id, "at": at, "fact": fact_id, "how": how})
 
     def _record(self, op: str, ms: float) -> None:
-        histogram = self.histograms.get(op)
-        if histogram is not None:
-            histogram.record_value(max(1, round(ms * 1000.0)))
+        counts = self.latencies.get(op)
+        if counts is not None:
+            counts[max(1, round(ms * 1000.0))] += 1
+
+    def encoded_histograms(self) -> dict[str, str]:
+        """op -> encoded HDR histogram (microseconds) of the latencies recorded."""
+        out = {}
+        for op, counts in self.latencies.items():
+            histogram = new_histogram()
+            for micros, n in counts.items():
+                histogram.record_value(micros, n)
+            out[op] = histogram.encode().decode()
+        return out
 
 
 def _steps(u: SimUser) -> Iterator[tuple[float, int, int, int, Any]]:

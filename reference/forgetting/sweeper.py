@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from reference.crypto import anonymise_value
 from reference.errors import ConfigurationError
 from reference.forgetting.policy import Action, Decision, due_rule, select_for_forgetting
+from reference.forgetting.strategy import Layer
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Fact, Status
 from reference.stm.base import StmFilter
@@ -229,7 +230,7 @@ def _sweep_due(engine: ForgettingEngine, dry_run: bool) -> tuple[LayerStats, Lay
             stm.visit([r for u in chunk for r in engine.stm.records(filter=_every_stm(u))])
             ltm.visit([f for u in chunk for f in engine.ltm.facts(filter=_every_fact(u))])
     if strategy.oracle and engine.oracle is not None:  # 3. what no future probe needs
-        by_user: dict[tuple[str, str], set[str]] = {}
+        by_user: dict[tuple[Layer, str], set[str]] = {}
         for layer, user_id, ident in engine.oracle.due(now):
             by_user.setdefault((layer, user_id), set()).add(ident)
         for (layer, user_id), idents in sorted(by_user.items()):

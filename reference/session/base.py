@@ -13,12 +13,11 @@ semantics; the conformance suite in `tests/` proves it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
 from typing import Any, ClassVar
 
 from reference.clock import Clock
 from reference.errors import InvalidInput, NotFound
-from reference.footprint import Usage, session_bytes
+from reference.footprint import Usage
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
 from reference.text import PiiMasker
@@ -177,16 +176,13 @@ class SessionStore(ABC):
         check_id("user_id", user_id)
         return self._list_user(user_id=user_id, now=self.clock.now())
 
-    def usage(self, *, user_ids: Collection[str]) -> Usage:
-        """Live sessions of these users and their payload bytes (`reference.footprint`):
-        the layer's footprint. A read: nothing is refreshed."""
-        ids = [check_id("user_ids", u) for u in user_ids]
-        return self._usage(ids, self.clock.now())
+    def usage(self) -> Usage:
+        """Live sessions of the whole namespace and their payload bytes
+        (`reference.footprint`): the layer's footprint. A read: nothing is refreshed."""
+        return self._usage(self.clock.now())
 
-    def _usage(self, user_ids: list[str], now: float) -> Usage:
-        """One listing per user; a backend that can do better overrides."""
-        states = [s for u in user_ids for s in self._list_user(user_id=u, now=now)]
-        return Usage(len(states), sum(session_bytes(s) for s in states))
+    def _usage(self, now: float) -> Usage:
+        raise NotImplementedError(f"{type(self).__name__} does not report its footprint")
 
     def delete_user(self, *, user_id: str) -> int:
         """Remove every session of the user; returns how many there were."""

@@ -206,13 +206,12 @@ class InMemorySessionStore(SessionStore):
         states.sort(key=lambda s: (s.started_at, s.session_id))
         return states
 
-    def _usage(self, user_ids: list[str], now: float) -> Usage:
-        wanted = set(user_ids)
+    def _usage(self, now: float) -> Usage:
         with self._lock:
             states = [
                 self._state(sid, entry)
                 for sid, entry in self._sessions.items()
-                if entry.user_id in wanted and now < entry.expires_at
+                if now < entry.expires_at
             ]
         return Usage(len(states), sum(session_bytes(s) for s in states))
 

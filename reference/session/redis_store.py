@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import redis
 
 from reference.errors import SessionClosed
+from reference.footprint import Usage, session_bytes
 from reference.models import SessionState, SessionStatus
 from reference.session.base import SessionStore
 
@@ -431,6 +432,20 @@ class RedisSessionStore(SessionStore):
     def _sweep(self, *, now: float, batch_size: int) -> int:
         keys = [self.namespace.session_expiry_key]
         return int(self._multi(self._sweep_script, keys, now, str(batch_size)))
+
+    def _usage(self, now: float) -> Usage:
+        # The live sessions by the expiry index, then their hashes in one round trip.
+        expiry = self.namespace.session_expiry_key
+        live = [str(sid) for sid in self.client.zrangebyscore(expiry, f"({_ts(now)}", "+inf")]
+        pipe = self.client.pipeline(transaction=False)
+        for sid in live:
+            pipe.hgetall(self.namespace.session_key(sid))
+        states = [
+            self._state(sid, [x for pair in h.items() for x in pair])
+            for sid, h in zip(live, pipe.execute(), strict=True)
+            if h
+        ]
+        return Usage(len(states), sum(session_bytes(s) for s in states))
 
     def _count(self, *, now: float) -> int:
         # Live means now < expires_at: an exclusive lower bound.

@@ -1,0 +1,110 @@
+"""Simulator throughput: turns per second, the speed-up per added worker, peak RSS.
+
+Generates a population (reproducible: domain, users, seed), replays it under one
+strategy through `memharness run`'s own Simulator (Ray actors, one shard each) once per
+worker count, and prints per run: turns/s (turns over the slowest shard's wall time),
+the wall time, the time spent inside the reference memory (turns, events, probes,
+sweeps) of that shard, the harness's share, and the peak RSS of each worker. Nothing is
+written under reports/.
+
+usage:
+  .venv/bin/python -m bench.sim_throughput [--users 2000] [--domain ecommerce] [--seed 1]
+      [--strategy hybrid] [--backend memory] [--embedder hashing] [--workers 1,2]
+
+The embedded stack with MiniLM: `--backend embedded --embedder minilm` (set
+MEMH_EMBEDDER_THREADS=1 with two workers on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from memharness.scenarios import iter_users
+from memharness.scenarios.model import User
+from memharness.sim.plan import ScenarioInput, StrategySpec, scenario_hash
+from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
+from reference.crypto import generate_key
+from reference.settings import Settings
+
+
+def population(domain: str, users: int, seed: int) -> ScenarioInput:
+    built = [
+        User.model_validate({"id": user_id, "timeline": steps})
+        for user_id, steps, _ in iter_users(domain=domain, users=users, seed=seed)
+    ]
+    name = f"{domain}-{users}-{seed}"
+    return ScenarioInput(name, scenario_hash(name, built), "bench", seed, built)
+
+
+def replay(
+    settings: Settings, scenario: ScenarioInput, spec: StrategySpec, workers: int
+) -> StrategyOutcome:
+    found: list[StrategyOutcome] = []
+    with Simulator(settings, RunOptions(workers=workers), run_tag=secrets.token_hex(2)) as sim:
+        sim.run_scenario(0, scenario, [spec], on_result=found.append)
+    (outcome,) = found
+    if outcome.status != "ok" or outcome.figures is None:
+        raise SystemExit(f"{spec.label} {outcome.status}: {outcome.error}")
+    return outcome
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=2000)
+    parser.add_argument("--domain", default="ecommerce")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--strategy", default="hybrid")
+    parser.add_argument("--backend", choices=["memory", "embedded"], default="memory")
+    parser.add_argument("--embedder", choices=["hashing", "minilm"], default="hashing")
+    parser.add_argument("--workers", default="1,2", help="worker counts, comma-separated")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    scenario = population(args.domain, args.users, args.seed)
+    built_s = time.perf_counter() - started
+    settings = Settings(  # type: ignore[call-arg]
+        backend=args.backend,
+        embedder=args.embedder,
+        data_dir=Path(tempfile.mkdtemp(prefix="memh-simbench-")),
+        encryption_key=SecretStr(generate_key()),
+    )
+    spec = StrategySpec.parse(args.strategy)
+    print(
+        f"{scenario.name}: {len(scenario.users)} users generated in {built_s:.1f}s; "
+        f"strategy {spec.label}, backend {args.backend}, embedder {args.embedder}"
+    )
+    header = (
+        f"{'workers':>7} {'turns/s':>9} {'speed-up':>8} {'wall s':>8} {'inside s':>9} "
+        f"{'wall/inside':>11}  peak RSS MB per worker"
+    )
+    print(header)
+    rows = []
+    first: float | None = None
+    for workers in (int(w) for w in args.workers.split(",")):
+        m = replay(settings, scenario, spec, workers).figures["metrics"]  # type: ignore[index]
+        rate = float(m["turns_per_s"])
+        first = first or rate
+        ratio = m["wall_s"] / m["inside_s"] if m["inside_s"] else float("nan")
+        rss = m["peak_rss_mb_by_shard"]
+        print(
+            f"{workers:>7} {rate:>9,.0f} {rate / first:>7.2f}x {m['wall_s']:>8.2f} "
+            f"{m['inside_s']:>9.2f} {ratio:>11.2f}  {', '.join(f'{r:,.0f}' for r in rss)}"
+        )
+        rows.append({"workers": workers, **{k: m[k] for k in ("turns", "probes", "wall_s",
+                     "inside_s", "turns_per_s", "peak_rss_mb_by_shard", "recall_at_k")}})  # fmt: skip
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=2)
+        )
+
+
+if __name__ == "__main__":
+    main()
