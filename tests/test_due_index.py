@@ -121,10 +121,11 @@ def test_a_due_sweep_decides_what_a_full_scan_decides(
     replay()
 
 
+@pytest.mark.parametrize("backend", ["memory", "embedded"])
 def test_an_archived_users_records_are_visited_when_the_user_becomes_inactive(
-    embedder: Embedder, data_dir: Path
+    backend: str, embedder: Embedder, data_dir: Path
 ) -> None:
-    with built("memory", "hybrid", embedder, data_dir, next(_count)) as (system, clock):
+    with built(backend, "hybrid", embedder, data_dir, next(_count)) as (system, clock):
         system.turn(user_id="alice", session_id="a1", text="My address is 12 Oak Street.")
         clock.advance(89 * DAY_S)
         assert system.sweep().archived == 0

@@ -14,13 +14,20 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, InvalidInput, MemoryStoreError
+from reference.forgetting.policy import DueRule
+from reference.forgetting.sweeper import anonymised
 from reference.keys import Namespace
+from reference.ltm import migrations
 from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LongTermStore, LtmFilter
 from reference.ltm.common import as_real
 from reference.ltm.memory_store import InMemoryLongTermStore
+from reference.ltm.migrations import sealed_at_sql
+from reference.ltm.postgres_forgetting import value_sealed_at
 from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate, Status
 from reference.text import Embedder
@@ -468,6 +475,224 @@ def test_activity_keeps_the_latest_time_per_user(ltm_store: LongTermStore):
     assert ltm_store.last_active(user_ids=["u1"]) == {}
 
 
+# ---------------------------------------------------------------------------- due index
+
+US = 1e-6  # a microsecond: distinct from T0 + x at epoch magnitudes (the ulp is ~2e-7)
+GRACE, ANON = 100.0, 50.0
+DUE_RULE = DueRule(archive_grace_s=GRACE, anonymise_after_s=ANON)
+
+
+def due_keys(store: LongTermStore, now: float, rule: DueRule = DUE_RULE) -> list[str]:
+    page = store.scan_due(now=now, rule=rule, limit=1000)
+    assert page.after is None
+    return sorted(f.key for f in page.records)
+
+
+def sealed(at: float | None, **extra: Any) -> dict[str, Any]:
+    value: dict[str, Any] = {"v": "138****5678", "_sealed": "v1:00000000:AAAA", **extra}
+    if at is not None:
+        value["_sealed_at"] = at
+    return value
+
+
+def test_scan_due_is_exact_at_the_boundary(ltm_store: LongTermStore, clock: VirtualClock):
+    now = T0 + GRACE  # every "*_now" fact falls due exactly then, every "*_later" 1 us later
+    put(ltm_store, "plain")
+    put(ltm_store, "plain_expiring", expires_at=now + 1000)
+    put(ltm_store, "expired_now", expires_at=now)
+    put(ltm_store, "expired_later", expires_at=now + US)
+    put(ltm_store, "sealed_now", value=sealed(now - ANON))
+    put(ltm_store, "sealed_later", value=sealed(now - ANON + US))
+    put(ltm_store, "nested_now", value={"v": 1, "card": sealed(now - ANON), "x": sealed(now)})
+    put(ltm_store, "unstamped", value=sealed(None))  # no valid stamp: due at once
+    put(ltm_store, "bad_stamp", value=sealed(None, _sealed_at="yesterday"))
+    put(ltm_store, "deep", value={"a": {"b": sealed(0.0)}})  # two levels down: not a seal
+    put(ltm_store, "anonymised", value={"v": "138****5678", "_anonymised": True})
+    put(ltm_store, "archived_now")
+    put(ltm_store, "archived_later")
+    put(ltm_store, "deleted", expires_at=T0 + 1)
+    ltm_store.archive(filter=LtmFilter(user_id="u1", keys=frozenset({"archived_now"})))
+    clock.advance(US)
+    ltm_store.archive(filter=LtmFilter(user_id="u1", keys=frozenset({"archived_later"})))
+    ltm_store.delete(filter=LtmFilter(user_id="u1", keys=frozenset({"deleted"})))
+
+    due_at_once = ["bad_stamp", "unstamped"]
+    assert due_keys(ltm_store, T0) == due_at_once
+    assert due_keys(ltm_store, now - US) == due_at_once
+    exact = sorted(["archived_now", "expired_now", "nested_now", "sealed_now", *due_at_once])
+    assert due_keys(ltm_store, now) == exact
+    assert due_keys(ltm_store, now + 2 * US) == sorted(
+        [*exact, "archived_later", "expired_later", "sealed_later"]
+    )
+    # A rule field that is None drops its kind of deadline; expiry always counts.
+    assert due_keys(ltm_store, now, DueRule()) == ["expired_now"]
+    assert due_keys(ltm_store, now, DueRule(archive_grace_s=GRACE)) == [
+        "archived_now",
+        "expired_now",
+    ]
+    assert due_keys(ltm_store, now + 10**6, DueRule()) == [
+        "expired_later",
+        "expired_now",
+        "plain_expiring",
+    ]
+    # A read: nothing was touched.
+    assert all(f.access_count == 0 for f in everything(ltm_store))
+
+
+def test_scan_due_pages_by_id(ltm_store: LongTermStore, clock: VirtualClock):
+    facts = [
+        put(ltm_store, f"k{n:02d}", user=f"u{n % 3}", expires_at=T0 + 5 if n % 2 else None)
+        for n in range(15)
+    ]
+    clock.advance(10)
+    due = sorted(f.fact_id for f in facts if f.expires_at is not None)
+    pages, after = [], None
+    while True:
+        page = ltm_store.scan_due(now=clock.now(), rule=DUE_RULE, after=after, limit=3)
+        pages.append([f.fact_id for f in page.records])
+        if page.after is None:
+            break
+        assert page.after == pages[-1][-1]  # every candidate here is due
+        after = page.after
+    assert [i for p in pages for i in p] == due
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert ltm_store.scan_due(now=clock.now(), rule=DUE_RULE, after=due[3], limit=100).records == [
+        f for f in ltm_store.scan_due(now=clock.now(), rule=DUE_RULE, limit=100).records[4:]
+    ]
+    assert ltm_store.scan_due(now=clock.now(), rule=DUE_RULE, after=due[-1]).records == []
+    with pytest.raises(InvalidInput, match=r"^limit: "):
+        ltm_store.scan_due(now=clock.now(), rule=DUE_RULE, limit=0)
+    with pytest.raises(InvalidInput, match=r"^now: "):
+        ltm_store.scan_due(now=math.inf, rule=DUE_RULE)
+
+
+def test_scan_due_follows_every_write_of_the_value(ltm_store: LongTermStore, clock: VirtualClock):
+    later = T0 + 10 * ANON
+    card = put(ltm_store, "card", value=sealed(T0))
+    phone = put(ltm_store, "phone", value={"v": "plain"})
+    gone = put(ltm_store, "gone", value=sealed(T0))
+    assert due_keys(ltm_store, later) == ["card", "gone"]
+    # An upsert replaces the value: the seal goes with it, or comes with it.
+    put(ltm_store, "card", value={"v": "now plain"})
+    put(ltm_store, "phone", value={"v": {"nested": 1}, "f": sealed(T0 + 1)})
+    assert due_keys(ltm_store, later) == ["gone", "phone"]
+    assert due_keys(ltm_store, T0 + 1 + ANON - US) == ["gone"]
+    # Anonymised by a sweep: the value keeps no seal, so the fact is no longer due.
+    [fresh] = [f for f in everything(ltm_store) if f.fact_id == phone.fact_id]
+    plain = anonymised(fresh.value)
+    changes = FactChanges(anonymise={phone.fact_id: plain}, delete=frozenset({gone.fact_id}))
+    assert ltm_store.apply_changes(changes) == FactChangeCounts(deleted=1, anonymised=1)
+    assert due_keys(ltm_store, later) == []
+    # Archived, a fact falls due when its grace is over, and a deleted one never.
+    clock.advance(1)
+    archived_at = clock.now()
+    assert ltm_store.apply_changes(FactChanges(archive=frozenset({card.fact_id}))).archived == 1
+    assert due_keys(ltm_store, archived_at + GRACE - US) == []
+    assert due_keys(ltm_store, archived_at + GRACE) == ["card"]
+    ltm_store.delete(filter=LtmFilter(user_id="u1"))
+    assert due_keys(ltm_store, archived_at + 10**6) == []
+
+
+def test_inactive_users_by_last_activity(ltm_store: LongTermStore):
+    ltm_store.mark_active(activity={"u3": T0, "u2": T0 + 5, "u1": T0 + 5, "u4": T0 + 10})
+    inactive = ltm_store.inactive_users
+    assert inactive(after=T0, until=T0 + 5) == ["u1", "u2"]  # (after, until]
+    assert inactive(after=-math.inf, until=T0) == ["u3"]
+    assert inactive(after=-math.inf, until=T0 + 10) == ["u1", "u2", "u3", "u4"]
+    assert inactive(after=T0 + 5, until=T0 + 10 - US) == []
+    assert inactive(after=T0 + 5, until=T0 + 5) == []
+    assert inactive(after=T0 + 9, until=T0 + 1) == []
+    ltm_store.mark_active(activity={"u2": T0 + 20, "u1": T0 + 1})  # earlier: unchanged
+    ltm_store.forget_activity(user_id="u4")
+    assert inactive(after=-math.inf, until=T0 + 10) == ["u1", "u3"]
+    assert inactive(after=T0 + 10, until=math.inf) == ["u2"]
+
+
+#: Values and `policy.sealed_at` of each; the SQL twin of migration 3 must agree.
+SEAL_CASES: list[dict[str, Any]] = [
+    {"v": 1},
+    sealed(5),
+    sealed(T0 + 0.123456789),
+    sealed(1_767_225_600_123_456_789),  # an int beyond 2**53: rounded alike
+    sealed(5.5, card=sealed(3)),
+    {"card": sealed(7.25), "phone": sealed(9), "n": 1, "s": "x"},
+    sealed(None),
+    sealed(None, _sealed_at="yesterday"),
+    sealed(None, _sealed_at=True),
+    sealed(None, _sealed_at=None),
+    sealed(None, _sealed_at=[1]),
+    {"card": sealed(None), "x": {"_sealed_at": 1}},
+    {"x": {"_sealed_at": 1}, "_sealed_at": 2},
+    {"deep": {"inner": sealed(1)}},
+    {"list": [sealed(1)]},
+    {"_sealed": 5, "_sealed_at": 2},
+    {"_sealed": None, "card": {"_sealed": {"k": 1}, "_sealed_at": -4}},
+    {"v": "x", "_anonymised": True},
+    sealed(-1.5e10),
+    sealed(0),
+]
+
+
+def pg_only(store: LongTermStore) -> PostgresLongTermStore:
+    if not isinstance(store, PostgresLongTermStore):
+        pytest.skip("PostgreSQL schema")
+    return store
+
+
+def test_sealed_at_in_sql_is_the_policy_rule(ltm_store: LongTermStore):
+    store = pg_only(ltm_store)
+    query = sql.SQL("SELECT {}").format(sealed_at_sql(sql.SQL("%(v)s::jsonb")))
+    with store._transaction() as cur:
+        got = [cur.execute(query, {"v": Jsonb(v)}).fetchone()[0] for v in SEAL_CASES]  # type: ignore[index]
+        # A stamp no double holds exactly counts as earliest: -inf, never later than exact.
+        odd = [sealed(1.5e308), sealed(1e-310), {"_sealed": "t", "_sealed_at": 10**400}]
+        odd_got = [cur.execute(query, {"v": Jsonb(v)}).fetchone()[0] for v in odd]  # type: ignore[index]
+    assert got == [value_sealed_at(v) for v in SEAL_CASES]
+    assert odd_got == [-math.inf] * 3
+
+
+def test_migration_3_backfills_sealed_at(
+    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
+):
+    store = pg_only(ltm_store_factory())
+    with monkeypatch.context() as patch:  # a namespace made before the due index
+        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
+        store.setup()
+    assert store.schema_versions() == [1, 2]
+    insert = sql.SQL(
+        "INSERT INTO {} (fact_id, user_id, category, key, value, text, embedding, importance,"
+        " version, status, created_at, updated_at, last_accessed_at, expires_at)"
+        " VALUES (%s, 'u1', 'fact', %s, %s, 't', %s::vector, 5, 1, 'active', %s, %s, %s, NULL)"
+    ).format(sql.Identifier(namespace.facts_table))
+    vector = "[" + ",".join(["1"] + ["0"] * (DIM - 1)) + "]"
+    with store._transaction() as cur:
+        for n, value in enumerate(SEAL_CASES):
+            cur.execute(insert, (f"f{n:02d}", f"k{n:02d}", Jsonb(value), vector, T0, T0, T0))
+    store.setup()  # applies migration 3
+    assert store.schema_versions() == [1, 2, 3]
+    column = sql.SQL("SELECT fact_id, value, sealed_at FROM {} ORDER BY fact_id").format(
+        sql.Identifier(namespace.facts_table)
+    )
+    with store._transaction() as cur:
+        rows = cur.execute(column).fetchall()
+    assert [r[2] for r in rows] == [value_sealed_at(v) for v in SEAL_CASES]
+    # The backfilled facts are found by their deadline; and every write keeps the column.
+    due = {f.key for f in store.scan_due(now=T0, rule=DueRule(anonymise_after_s=0)).records}
+    assert due == {
+        f"k{n:02d}"
+        for n, value in enumerate(SEAL_CASES)
+        if (at := value_sealed_at(value)) is not None and at <= T0
+    }
+    put(store, "k01", category="fact", value={"v": "plain now"})
+    put(store, "k00", category="fact", value=sealed(None))
+    put(store, "new", category="fact", value={"c": sealed(T0 - 1)})
+    store.apply_changes(FactChanges(anonymise={"f02": anonymised(SEAL_CASES[2])}))
+    with store._transaction() as cur:
+        rows = cur.execute(column).fetchall()
+    assert [r[2] for r in rows] == [value_sealed_at(r[1]) for r in rows]
+    assert {r[0]: r[2] for r in rows}["f00"] == -math.inf
+
+
 # ---------------------------------------------------------------------------- list / count
 
 
@@ -521,7 +746,7 @@ def test_setup_is_idempotent_and_safe_in_parallel(
     assert errors == []
     assert ltm_store.get(user_id="u1", category="preference", key="kept") is not None
     if isinstance(ltm_store, PostgresLongTermStore):
-        assert ltm_store.schema_versions() == [1, 2]
+        assert ltm_store.schema_versions() == [1, 2, 3]
         assert others[0].count() == 1
 
 

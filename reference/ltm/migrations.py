@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from reference.crypto import SEALED, SEALED_AT
 from reference.keys import Namespace
 from reference.models import Category
 
@@ -175,9 +176,55 @@ def _forgetting(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]
     ]
 
 
+def sealed_at_sql(value: sql.Composable) -> sql.Composed:
+    """`policy.sealed_at` of a JSONB value, in SQL: the earliest `_sealed_at` of the value
+    and of its object fields that have a `_sealed` key; -Infinity for a seal whose stamp
+    is not a number; NULL when nothing is sealed. A stamp a double cannot hold (beyond
+    1e308 or below 1e-300 in magnitude, not zero) counts as -Infinity too: earlier than
+    exact is safe (a due scan keeps only what is due), and the cast would fail."""
+    return sql.SQL(
+        "(SELECT min(CASE WHEN jsonb_typeof(p.part -> {stamp}) IS DISTINCT FROM 'number'"
+        " THEN '-Infinity'::float8"
+        " WHEN abs((p.part -> {stamp})::numeric) >= 1e308"
+        " OR ((p.part -> {stamp})::numeric <> 0 AND abs((p.part -> {stamp})::numeric) < 1e-300)"
+        " THEN '-Infinity'::float8"
+        " ELSE (p.part -> {stamp})::numeric::float8 END)"
+        " FROM (SELECT {value} AS part UNION ALL SELECT e.value FROM jsonb_each({value}) AS e"
+        " WHERE jsonb_typeof(e.value) = 'object') AS p WHERE p.part ? {seal})"
+    ).format(value=value, stamp=sql.Literal(SEALED_AT), seal=sql.Literal(SEALED))
+
+
+def _due_index(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
+    """What a sweep that visits only what is due needs (DESIGN.md "Time", due index):
+    each fact's sealing time as a column (backfilled; the store writes it with every
+    value), and partial indexes for each kind of deadline. Expiry has its index already
+    (migration 1)."""
+    facts = sql.Identifier(ns.facts_table)
+    users = sql.Identifier(ns.users_table)
+    return [
+        sql.SQL("ALTER TABLE {facts} ADD COLUMN sealed_at double precision").format(facts=facts),
+        # Only rows holding a seal somewhere get a value; the others stay NULL.
+        sql.SQL(
+            "UPDATE {facts} SET sealed_at = {expr}"
+            " WHERE value ? {seal} OR EXISTS (SELECT 1 FROM jsonb_each(value) AS e"
+            " WHERE jsonb_typeof(e.value) = 'object' AND e.value ? {seal})"
+        ).format(facts=facts, expr=sealed_at_sql(sql.SQL("value")), seal=sql.Literal(SEALED)),
+        sql.SQL("CREATE INDEX {name} ON {facts} (sealed_at) WHERE sealed_at IS NOT NULL").format(
+            name=sql.Identifier(index_name(ns, "sealed_idx")), facts=facts
+        ),
+        sql.SQL("CREATE INDEX {name} ON {facts} (updated_at) WHERE status = 'archived'").format(
+            name=sql.Identifier(index_name(ns, "archived_idx")), facts=facts
+        ),
+        sql.SQL("CREATE INDEX {name} ON {users} (last_active_at)").format(
+            name=sql.Identifier(f"{ns.users_table}_last_active_idx"), users=users
+        ),
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "facts, audit log, HNSW cosine index", _initial_schema),
     Migration(2, "erase/anonymise audit actions, user activity for archival", _forgetting),
+    Migration(3, "due index: sealed_at column, partial indexes by deadline", _due_index),
 ]
 
 

@@ -4,6 +4,10 @@ Same transaction rules as the store: each call is one transaction on one pooled
 connection, and every change writes its audit rows in it. Erasure redacts audit values
 in place (`REDACTED`); anonymisation strips the sealed original out of the audit values
 with JSONB operators, the SQL twin of `reference.crypto.anonymise_value`.
+
+The due scan (`_scan_due`) ORs one partial index per kind of deadline (migrations 1 and
+3): expiry, an archived fact's `updated_at`, and the `sealed_at` column, which every
+statement writing `value` writes with it (`value_sealed_at`, i.e. `policy.sealed_at`).
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from reference.crypto import ANONYMISED, SEALED, SEALED_AT, anonymise_value
+from reference.forgetting.policy import DueRule, sealed_at
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter
+from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter, due_margin
 from reference.ltm.common import audit_draft, storable_json
 from reference.ltm.pg_rows import columns, fact
-from reference.models import AuditEntry, Fact, RetentionUpdate
+from reference.models import AuditEntry, Category, Fact, RetentionUpdate
 
 _REDACT = {"redacted": Jsonb(REDACTED)}
 _SEAL_KEYS = {"sealed": SEALED, "sealed_at": SEALED_AT, "anonymised": Jsonb({ANONYMISED: True})}
@@ -28,6 +33,25 @@ _REDACT_SET = (
     "old_value = CASE WHEN old_value IS NULL THEN NULL ELSE %(redacted)s END,"
     " new_value = CASE WHEN new_value IS NULL THEN NULL ELSE %(redacted)s END"
 )
+
+
+def value_sealed_at(value: dict[str, Any]) -> float | None:
+    """The facts table's `sealed_at` for a value about to be stored: `policy.sealed_at`
+    (the due index finds sealed facts by it). Every statement that writes `value` writes
+    this with it; migration 3 backfilled the rows written before."""
+    probe = Fact(
+        fact_id="-",
+        user_id="-",
+        category=Category.FACT,
+        key="-",
+        value=value,
+        text="",
+        version=1,
+        created_at=0.0,
+        updated_at=0.0,
+        last_accessed_at=0.0,
+    )
+    return sealed_at(probe)
 
 
 def _strip(column: str) -> str:
@@ -77,8 +101,9 @@ class ForgettingStatements:
         # Anonymising rewrites the value only: the write time (updated_at) stays, so
         # TTLs, decay and archival keep counting from the user's own write.
         self.anonymise = q(
-            "UPDATE {facts} AS f SET value = u.value"
-            " FROM unnest(%(ids)s::text[], %(values)s::jsonb[]) AS u(fact_id, value)"
+            "UPDATE {facts} AS f SET value = u.value, sealed_at = u.sealed_at"
+            " FROM unnest(%(ids)s::text[], %(values)s::jsonb[], %(sealed_ats)s::float8[])"
+            " AS u(fact_id, value, sealed_at)"
             " WHERE f.fact_id = u.fact_id AND f.status <> 'deleted' RETURNING {f_cols}"
         )
         self.strip_seals = q(
@@ -101,6 +126,28 @@ class ForgettingStatements:
             "SELECT user_id, last_active_at FROM {users} WHERE user_id = ANY(%(users)s::text[])"
         )
         self.forget_activity = q("DELETE FROM {users} WHERE user_id = %(user_id)s")
+        # A range of the last_active_at index (migration 3).
+        self.inactive_users = q(
+            "SELECT user_id FROM {users}"
+            " WHERE last_active_at > %(after)s AND last_active_at <= %(until)s ORDER BY user_id"
+        )
+
+    def scan_due(self, rule: DueRule, *, first: bool) -> sql.Composed:
+        """A page of the facts that may be due under `rule` (`_scan_due`): one partial
+        index per kind of deadline (expiry, an archived fact's grace, a seal's
+        anonymisation deadline), OR-ed into one bitmap; a rule field that is None drops
+        its kind. Parameters: now, archived_until, sealed_until, after, limit."""
+        due = [sql.SQL("expires_at <= %(now)s")]
+        if rule.archive_grace_s is not None:
+            due.append(sql.SQL("(status = 'archived' AND updated_at <= %(archived_until)s)"))
+        if rule.anonymise_after_s is not None:
+            due.append(sql.SQL("sealed_at <= %(sealed_until)s"))
+        return self._compose(
+            "SELECT {cols} FROM {facts} WHERE status <> 'deleted'"
+            + ("" if first else " AND fact_id > %(after)s")
+            + " AND ({due}) ORDER BY fact_id LIMIT %(limit)s",
+            due=sql.SQL(" OR ").join(due),
+        )
 
     def erase_facts(self, where: sql.Composable) -> sql.Composed:
         return self._compose("DELETE FROM {facts} WHERE {where} RETURNING {cols}", where=where)
@@ -200,7 +247,12 @@ class PostgresForgetting:
             rewritten: list[tuple[Any, ...]] = []
             if anonymise:
                 ids = sorted(anonymise)
-                params = {"ids": ids, "values": [Jsonb(anonymise[i]) for i in ids]}
+                params = {
+                    "ids": ids,
+                    "values": [Jsonb(anonymise[i]) for i in ids],
+                    # The new value has no seal, or at most one it could not strip.
+                    "sealed_ats": [value_sealed_at(anonymise[i]) for i in ids],
+                }
                 rewritten = cur.execute(q.anonymise, params).fetchall()
                 cur.execute(q.strip_seals, {"ids": [r[0] for r in rewritten], **_SEAL_KEYS})
                 self._write_audit(
@@ -216,6 +268,23 @@ class PostgresForgetting:
             archived=len(archived),
             anonymised=len(rewritten),
         )
+
+    def _scan_due(self, now: float, rule: DueRule, after: str | None, limit: int) -> list[Fact]:
+        margin = due_margin(now)
+        params: dict[str, Any] = {"now": now, "after": after, "limit": limit}
+        if rule.archive_grace_s is not None:
+            params["archived_until"] = now - rule.archive_grace_s + margin
+        if rule.anonymise_after_s is not None:
+            params["sealed_until"] = now - rule.anonymise_after_s + margin
+        statement = self._fsql.scan_due(rule, first=after is None)
+        with self._transaction() as cur:
+            rows = cur.execute(statement, params).fetchall()
+        return [fact(r) for r in rows]
+
+    def _inactive_users(self, after: float, until: float) -> list[str]:
+        with self._transaction() as cur:
+            rows = cur.execute(self._fsql.inactive_users, {"after": after, "until": until})
+            return [str(r[0]) for r in rows.fetchall()]
 
     def _mark_active(self, activity: dict[str, float]) -> None:
         users = sorted(activity)
@@ -243,4 +312,4 @@ def _drafts(rows: list[Any], action: str, actor: str, now: float) -> list[AuditE
     return [audit_draft(fact(r), action, actor, now, None, None) for r in rows]
 
 
-__all__ = ["ForgettingStatements", "PostgresForgetting", "erase_where"]
+__all__ = ["ForgettingStatements", "PostgresForgetting", "erase_where", "value_sealed_at"]

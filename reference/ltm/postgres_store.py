@@ -40,7 +40,11 @@ from reference.ltm.common import audit_draft, nonzero_vector, storable_json, sto
 from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations, drop_schema
 from reference.ltm.pg_rows import columns as _columns
 from reference.ltm.pg_rows import fact as _fact
-from reference.ltm.postgres_forgetting import ForgettingStatements, PostgresForgetting
+from reference.ltm.postgres_forgetting import (
+    ForgettingStatements,
+    PostgresForgetting,
+    value_sealed_at,
+)
 from reference.models import AuditEntry, Category, Fact, Hit
 from reference.text import Embedder
 
@@ -190,6 +194,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding)
         ident = {"user_id": user_id, "category": category.value, "key": key}
+        sealed = value_sealed_at(value)
         with self._transaction() as cur:
             for _ in range(_UPSERT_ATTEMPTS):
                 prior = cur.execute(self._sql.lock_current, ident).fetchone()
@@ -197,6 +202,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
                     **ident,
                     "fact_id": _new_fact_id(),
                     "value": Jsonb(value),
+                    "sealed_at": sealed,
                     "text": text,
                     "embedding": vector,
                     "importance": importance,
@@ -301,12 +307,13 @@ class _Statements:
         self.upsert = q(
             "INSERT INTO {facts} AS f (fact_id, user_id, category, key, value, text, embedding,"
             " importance, version, status, created_at, updated_at, last_accessed_at,"
-            " access_count, expires_at)"
+            " access_count, expires_at, sealed_at)"
             " VALUES (%(fact_id)s, %(user_id)s, %(category)s, %(key)s, %(value)s, %(text)s,"
             " %(embedding)s, %(importance)s, 1, 'active', %(now)s, %(now)s, %(now)s, 0,"
-            " %(expires_at)s)"
+            " %(expires_at)s, %(sealed_at)s)"
             " ON CONFLICT (user_id, category, key) DO UPDATE SET"
-            " value = EXCLUDED.value, text = EXCLUDED.text, embedding = EXCLUDED.embedding,"
+            " value = EXCLUDED.value, sealed_at = EXCLUDED.sealed_at,"
+            " text = EXCLUDED.text, embedding = EXCLUDED.embedding,"
             " importance = EXCLUDED.importance, expires_at = EXCLUDED.expires_at,"
             " version = f.version + 1, status = 'active', updated_at = EXCLUDED.updated_at"
             " WHERE f.version = %(prior_version)s"

@@ -241,6 +241,31 @@ class ChromaShortTermStore(ShortTermStore):
         ]
         return sorted(records, key=lambda r: r.record_id)
 
+    def _scan_due(self, now: float, after: str | None, limit: int) -> list[MemoryRecord]:
+        # One metadata filter finds what is due (past expiry, or not active; a record that
+        # never expires holds NO_EXPIRY). Chroma cannot order or range ids, so the page is
+        # cut from the sorted due ids (O(due) ids per page, not O(namespace)), and only
+        # its records are read in full; ids removed in between are made up from the next.
+        where = {"$or": [{"expires_at": {"$lte": now}}, {"status": {"$ne": Status.ACTIVE.value}}]}
+        with _unavailable():
+            ids = sorted(self._collection.get(where=where, include=[])["ids"])
+            position = 0 if after is None else bisect.bisect_right(ids, after)
+            records: list[MemoryRecord] = []
+            while len(records) < limit and position < len(ids):
+                wanted = ids[position : position + limit - len(records)]
+                position += len(wanted)
+                found = self._collection.get(ids=wanted, include=["metadatas", "documents"])
+                records += [
+                    _to_record(record_id, doc, md)
+                    for record_id, doc, md in zip(
+                        found["ids"],
+                        found["documents"] or [],
+                        found["metadatas"] or [],
+                        strict=True,
+                    )
+                ]
+        return sorted(records, key=lambda r: r.record_id)
+
     def _purge(self, record_ids: list[str]) -> int:
         with _unavailable():
             found = self._collection.get(ids=record_ids, include=[])["ids"]
