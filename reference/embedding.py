@@ -316,6 +316,17 @@ class CachedEmbedder(Embedder):
                 self._cache.popitem(last=False)
         return out
 
+    def embed_one(self, text: str) -> np.ndarray:
+        # A turn embeds one text: a hit is a dict lookup and a copy, not a batch.
+        if self.maxsize and type(text) is str:
+            with self._lock:
+                row = self._cache.get(text)
+                if row is not None:
+                    self._cache.move_to_end(text)
+                    self.hits += 1
+                    return row.copy()
+        return self.embed([text])[0]
+
     def clear(self) -> None:
         """Drop every cached vector and reset the counters."""
         with self._lock:

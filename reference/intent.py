@@ -15,13 +15,38 @@ on text that has Latin letters or CJK characters: the filter sits on every turn.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from reference.models import MemoryType
 from reference.text import IntentDecision, IntentFilter
 
 __all__ = ["RuleIntentFilter", "is_forget_command", "is_stable_preference"]
+
+T = TypeVar("T")
+
+#: How many texts each memoised rule remembers (least recently used dropped first), and
+#: the longest text it remembers: utterances are short, and the bound on memory is then
+#: a few megabytes per rule whatever the input.
+MEMO_SIZE = 16_384
+MEMO_MAX_CHARS = 1_000
+
+
+def memoised(rule: Callable[[str], T]) -> Callable[[str], T]:
+    """`rule`, a pure function of the text, with its answers remembered (see MEMO_SIZE).
+
+    A turn asks the same question about the same text several times (the intent filter,
+    fact extraction, promotion), and scripted conversations repeat texts across users.
+    """
+    remembered = functools.lru_cache(maxsize=MEMO_SIZE)(rule)
+
+    @functools.wraps(rule)
+    def answer(text: str) -> T:
+        return remembered(text) if len(text) <= MEMO_MAX_CHARS else rule(text)
+
+    return answer
 
 
 class _Rule:
@@ -351,6 +376,11 @@ def _scripts(lower: str) -> tuple[bool, bool]:
 
 def is_stable_preference(text: str) -> bool:
     """Whether the utterance states a standing default ("always", "默认", "以后都" ...)."""
+    return _is_stable_preference(text)
+
+
+@memoised
+def _is_stable_preference(text: str) -> bool:
     lower = text.lower()
     latin, cjk = _scripts(lower)
     return _STABLE.search(lower, latin=latin, cjk=cjk) and not _FORGET.search(
@@ -409,31 +439,37 @@ class RuleIntentFilter(IntentFilter):
     """
 
     def classify(self, text: str) -> IntentDecision:
-        stripped = text.strip()
-        if not _CONTENT.search(stripped):
-            return IntentDecision(False, None, "chit-chat: punctuation or emoji only")
-        lower = stripped.lower()
+        return _classify(text)
+
+
+@memoised
+def _classify(text: str) -> IntentDecision:
+    """`RuleIntentFilter.classify`, memoised (decisions are frozen, so sharing is safe)."""
+    stripped = text.strip()
+    if not _CONTENT.search(stripped):
+        return IntentDecision(False, None, "chit-chat: punctuation or emoji only")
+    lower = stripped.lower()
+    latin, cjk = _scripts(lower)
+    if _FORGET.search(lower, latin=latin, cjk=cjk):
+        return IntentDecision(True, MemoryType.INSTRUCTION, "forget command")
+    clauses = [c for c in (p.strip() for p in _CLAUSE_SPLIT.split(stripped)) if c]
+    reasons = [_chitchat_reason(c) for c in clauses]
+    content = "\n".join(c for c, r in zip(clauses, reasons, strict=True) if r is None)
+    if content:
+        lower = content.lower()
         latin, cjk = _scripts(lower)
-        if _FORGET.search(lower, latin=latin, cjk=cjk):
-            return IntentDecision(True, MemoryType.INSTRUCTION, "forget command")
-        clauses = [c for c in (p.strip() for p in _CLAUSE_SPLIT.split(stripped)) if c]
-        reasons = [_chitchat_reason(c) for c in clauses]
-        content = "\n".join(c for c, r in zip(clauses, reasons, strict=True) if r is None)
-        if content:
-            lower = content.lower()
-            latin, cjk = _scripts(lower)
-            for kind, rule, cased, label in _KINDS_BY_PRIORITY:
-                if rule.search(lower, latin=latin, cjk=cjk) or (
-                    cased is not None and latin and cased.search(content)
-                ):
-                    if kind is not MemoryType.INSTRUCTION and is_question(stripped):
-                        # "What is my address?" asks for a fact; it does not state one.
-                        return IntentDecision(True, MemoryType.INSTRUCTION, "question")
-                    return IntentDecision(True, kind, label)
-        named = [r for r in reasons if r and r != "no content"]
-        if named:
-            return IntentDecision(False, None, f"chit-chat: {named[0]}")
-        return IntentDecision(False, None, "chit-chat: no instruction, preference or fact")
+        for kind, rule, cased, label in _KINDS_BY_PRIORITY:
+            if rule.search(lower, latin=latin, cjk=cjk) or (
+                cased is not None and latin and cased.search(content)
+            ):
+                if kind is not MemoryType.INSTRUCTION and is_question(stripped):
+                    # "What is my address?" asks for a fact; it does not state one.
+                    return IntentDecision(True, MemoryType.INSTRUCTION, "question")
+                return IntentDecision(True, kind, label)
+    named = [r for r in reasons if r and r != "no content"]
+    if named:
+        return IntentDecision(False, None, f"chit-chat: {named[0]}")
+    return IntentDecision(False, None, "chit-chat: no instruction, preference or fact")
 
 
 _QUESTION = re.compile(

@@ -78,6 +78,10 @@ _ANY_DIGIT = re.compile(r"\d", _A)
 _PASSPORT_KEYWORD_RE = re.compile(r"(?i)passport|护照|護照")
 _PASSPORT_WINDOW = 24
 
+# The longest text `RegexPiiMasker.mask` remembers: utterances are short, and the cache
+# then holds a few megabytes at most, whatever the input.
+_CACHE_MAX_CHARS = 1_000
+
 # Which kind wins when two candidates overlap: the more specific pattern first.
 _PRIORITY = ("email", "cn_id", "mobile", "bank_card", "passport")
 
@@ -152,7 +156,15 @@ class RegexPiiMasker(PiiMasker):
 
     `mask` repeats until nothing is detected, so its output never contains PII that
     `detect` would find, and masking is idempotent.
+
+    `mask` remembers its answers for up to `cache_size` texts of up to 1,000 characters
+    (emptied when full): a turn masks the same text more than once (the turn, then the
+    store), and masked text masks to itself.
     """
+
+    def __init__(self, *, cache_size: int = 16_384) -> None:
+        self._cache_size = cache_size
+        self._masked: dict[str, str] = {}
 
     def detect(self, text: str) -> list[PiiMatch]:
         norm = text.translate(_FULLWIDTH)
@@ -178,6 +190,18 @@ class RegexPiiMasker(PiiMasker):
         return _resolve(candidates)
 
     def mask(self, text: str) -> str:
+        if type(text) is not str or len(text) > _CACHE_MAX_CHARS or not self._cache_size:
+            return self._mask(text)
+        masked = self._masked.get(text)
+        if masked is None:
+            masked = self._mask(text)
+            if len(self._masked) + 2 > self._cache_size:
+                self._masked.clear()
+            self._masked[text] = masked
+            self._masked[masked] = masked  # idempotent: what comes next is often this
+        return masked
+
+    def _mask(self, text: str) -> str:
         # Masking turns at least one letter or digit of each match into '*', so every
         # round strictly shrinks what can match and the loop ends (one round in practice).
         # Looping to the fixed point is what makes mask idempotent.

@@ -10,11 +10,12 @@ preferences key on a topic from a small lexicon (so "I prefer window seats" and 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
 
-from reference.intent import is_stable_preference
+from reference.intent import MEMO_MAX_CHARS, MEMO_SIZE, is_stable_preference
 from reference.models import Category, MemoryType
 
 # Topic lexicon for preference keys. Order matters: the first topic that matches wins.
@@ -74,6 +75,14 @@ class FactCandidate:
 
 def extract_fact(text: str, kind: MemoryType | None) -> FactCandidate | None:
     """The fact an utterance states, with the key a newer statement would supersede."""
+    # Memoised as the intent rules are (`reference.intent.memoised`): a turn extracts
+    # from the same text more than once, and candidates are frozen.
+    if len(text) <= MEMO_MAX_CHARS:
+        return _extract_remembered(text, kind)
+    return _extract(text, kind)
+
+
+def _extract(text: str, kind: MemoryType | None) -> FactCandidate | None:
     stripped = text.strip().rstrip("。.!！")
     for pattern in (_MY_X_IS_EN, _MY_X_IS_ZH):
         match = pattern.search(stripped)
@@ -85,6 +94,10 @@ def extract_fact(text: str, kind: MemoryType | None) -> FactCandidate | None:
     if kind in (MemoryType.PROFILE, MemoryType.FACT):
         return FactCandidate(Category.FACT, _fingerprint(stripped), stripped)
     return None
+
+
+# typed: MemoryType.FACT == "fact", but only the member takes the `is` paths above.
+_extract_remembered = functools.lru_cache(maxsize=MEMO_SIZE, typed=True)(_extract)
 
 
 def should_promote(text: str, kind: MemoryType | None, *, said_before: bool) -> bool:

@@ -24,9 +24,15 @@ _MEMORY_TYPES = tuple(t.value for t in MemoryType)
 # Ids end up inside Redis keys, Chroma metadata filters and SQL parameters. A narrow
 # alphabet means no id can forge another key's shape (no ':' or '*' or whitespace).
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
+# Ids already found valid: a turn checks the same few ids ten times over. Emptied when
+# full, so it stays bounded whatever the input.
+_VALID_IDS: set[str] = set()
+_VALID_IDS_MAX = 65_536
 
 
 def check_id(field: str, value: object) -> str:
+    if type(value) is str and value in _VALID_IDS:
+        return value
     if not isinstance(value, str):
         raise InvalidInput(field, f"must be a string, got {type(value).__name__}")
     if not value:
@@ -39,6 +45,10 @@ def check_id(field: str, value: object) -> str:
             f"{value[:40]!r} has characters outside [A-Za-z0-9_.@-] or does not start with "
             "a letter or digit",
         )
+    if type(value) is str:
+        if len(_VALID_IDS) >= _VALID_IDS_MAX:
+            _VALID_IDS.clear()
+        _VALID_IDS.add(value)
     return value
 
 
@@ -109,22 +119,39 @@ def check_k(field: str, value: object, *, limit: int = 1_000) -> int:
     return value
 
 
-def check_embedding(field: str, value: Sequence[float] | Any) -> list[float]:
-    # One vectorised pass (a turn checks its vector several times; a loop over 384
-    # floats in Python was a tenth of a simulated turn).
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInput(field, "must be a sequence of numbers") from None
+def check_embedding(field: str, value: Sequence[float] | Any) -> np.ndarray:
+    """The embedding as a 1-D array of `EMBEDDING_DIM` finite values, not all zero.
+
+    A float32 array (what every embedder returns) comes back as is, not copied: float64
+    holds each of its values exactly, so nothing downstream can tell it from a float64
+    copy, and a turn passes one vector through every layer without converting it. Other
+    input is converted to float64 (a float64 array is not copied either): callers that
+    keep the vector copy it.
+    """
+    if isinstance(value, np.ndarray) and value.dtype == np.float32:
+        if value.shape == (EMBEDDING_DIM,):
+            # One pass for both value checks: float32 squares neither overflow nor
+            # underflow in float64, so the sum is finite exactly when every value is, and
+            # positive exactly when one is not zero.
+            wide = value.astype(np.float64)
+            if 0.0 < float(wide.dot(wide)) < math.inf:
+                return value
+        array = value  # the checks below say what is wrong with it
+    else:
+        try:
+            array = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInput(field, "must be a sequence of numbers") from None
     if array.ndim != 1:
         raise InvalidInput(field, "must be a sequence of numbers")
     if len(array) != EMBEDDING_DIM:
         raise InvalidInput(field, f"has {len(array)} dimensions; expected {EMBEDDING_DIM}")
+    # One vectorised pass each (a loop over 384 floats in Python was a tenth of a turn).
     if not np.isfinite(array).all():
         raise InvalidInput(field, "contains NaN or infinite values")
     if not array.any():
         raise InvalidInput(field, "is the zero vector (cosine similarity is undefined)")
-    return array.tolist()
+    return array
 
 
 def check_json_object(field: str, value: object) -> dict[str, Any]:

@@ -364,10 +364,14 @@ class LongTermStore(ABC):
         return self._forget_activity(check_id("user_id", user_id))
 
     # ------------------------------------------------------------------ helpers
-    def _vector(self, text: str, embedding: Sequence[float] | np.ndarray | None) -> list[float]:
+    def _vector(self, text: str, embedding: Sequence[float] | np.ndarray | None) -> np.ndarray:
+        """The one vector an operation uses: the checked `embedding` (`check_embedding`,
+        not copied), else the embedding of `text`, float32 or float64, never converted
+        again on the way to the backend."""
         if embedding is not None:
             return check_embedding("embedding", embedding)
-        return [float(x) for x in self.embedder.embed_one(text)]
+        vector = self.embedder.embed_one(text)
+        return vector if vector.dtype == np.float32 else np.asarray(vector, dtype=np.float64)
 
     # ------------------------------------------------------------------ backend primitives
     @abstractmethod
@@ -382,7 +386,7 @@ class LongTermStore(ABC):
         importance: float,
         expires_at: float | None,
         actor: str,
-        embedding: list[float],
+        embedding: Any,
         now: float,
     ) -> Fact:
         """One transaction: insert (version 1, audit 'insert') or update (version + 1,
@@ -391,9 +395,12 @@ class LongTermStore(ABC):
     @abstractmethod
     def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None: ...
 
+    # `embedding` is what `_vector` returns: a 1-D float32 or float64 array, which a
+    # backend may not keep without copying. Typed Any because backends written when it was
+    # a list of floats still annotate `list[float]` (np.asarray takes either).
     @abstractmethod
     def _query(
-        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
+        self, embedding: Any, flt: LtmFilter, k: int, now: float, *, touch: bool
     ) -> list[Hit[Fact]]:
         """Top-k by cosine similarity (score = 1 - cosine distance); ties by fact_id.
         With `touch`, returned facts get last_accessed_at=now, access_count+1 (same

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import uuid
 from typing import Any, ClassVar
@@ -50,6 +51,8 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         super().__init__(clock=clock, namespace=namespace, embedder=embedder)
         self._lock = threading.RLock()
         self._facts: dict[str, Fact] = {}
+        # Each fact's vector as float64 (its float32 values exactly, as pgvector keeps
+        # them): a query stacks them without converting.
         self._vectors: dict[str, np.ndarray] = {}
         self._by_key: dict[tuple[str, Category, str], str] = {}
         self._by_user: dict[str, set[str]] = {}
@@ -157,13 +160,13 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         importance: float,
         expires_at: float | None,
         actor: str,
-        embedding: list[float],
+        embedding: np.ndarray,
         now: float,
     ) -> Fact:
         encoded = storable_json("value", value)
         storable_text("key", key)
         storable_text("text", text)
-        vector = nonzero_vector("embedding", embedding)
+        vector = nonzero_vector("embedding", embedding).astype(np.float64)  # a copy
         with self._lock:
             txn = Txn()
             prior_id = self._by_key.get((user_id, category, key))
@@ -214,21 +217,35 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             return copy_fact(self._touch(fact_id, now))
 
     def _query(
-        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
+        self, embedding: np.ndarray, flt: LtmFilter, k: int, now: float, *, touch: bool
     ) -> list[Hit[Fact]]:
-        query = nonzero_vector("embedding", embedding).astype(np.float64)
+        # pgvector compares in float32: the query is rounded as `vector` rounds it.
+        if embedding.dtype == np.float32:
+            query = embedding.astype(np.float64)
+            square = float((query * query).sum())
+            if not square:  # float32 squares never underflow in float64: a zero vector
+                nonzero_vector("embedding", embedding)  # refused as PostgreSQL refuses it
+        else:
+            query = nonzero_vector("embedding", embedding).astype(np.float64)
+            square = float((query * query).sum())
         with self._lock:
             owned = self._by_user.get(flt.user_id, ())
             candidates = [fid for fid in owned if flt.matches(self._facts[fid], now)]
             if not candidates:
                 return []
-            matrix = np.stack([self._vectors[fid] for fid in candidates]).astype(np.float64)
+            matrix = np.stack([self._vectors[fid] for fid in candidates])
             # Row-wise sums, not BLAS: equal vectors must get bit-equal scores (ties).
-            dots = (matrix * query).sum(axis=1)
-            norms = (matrix * matrix).sum(axis=1) * float((query * query).sum())
+            dots = (matrix * query).sum(axis=1).tolist()
+            norms = (matrix * matrix).sum(axis=1).tolist()
             # pgvector clamps the similarity to [-1, 1] and returns 1 - it as the distance.
-            distances = 1.0 - np.clip(dots / np.sqrt(norms), -1.0, 1.0)
-            ranked = sorted(zip(distances.tolist(), candidates, strict=True))[:k]
+            # Per row in Python floats: the IEEE operations numpy would do, without the
+            # overhead of numpy calls on a few dozen values.
+            distances = []
+            for dot, norm in zip(dots, norms, strict=True):
+                similarity = dot / math.sqrt(norm * square)
+                similarity = -1.0 if similarity < -1.0 else 1.0 if similarity > 1.0 else similarity
+                distances.append(1.0 - similarity)
+            ranked = sorted(zip(distances, candidates, strict=True))[:k]
             return [
                 Hit(
                     record=copy_fact(self._touch(fid, now) if touch else self._facts[fid]),

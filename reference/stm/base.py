@@ -22,7 +22,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -317,20 +317,25 @@ class ShortTermStore(ABC):
     # ------------------------------------------------------------------ helpers
     def _vector(
         self, field: str, text: str, embedding: Sequence[float] | np.ndarray | None
-    ) -> list[float]:
+    ) -> np.ndarray:
+        """The one vector an operation uses: the checked `embedding` (`check_embedding`,
+        not copied), else the embedding of `text`, float32 or float64, never converted
+        again on the way to the backend."""
         if embedding is not None:
             return check_embedding(field, embedding)
-        return [float(x) for x in self.embedder.embed_one(text)]
+        vector = self.embedder.embed_one(text)
+        return vector if vector.dtype == np.float32 else np.asarray(vector, dtype=np.float64)
 
     # ------------------------------------------------------------------ backend primitives
+    # `embedding` is what `_vector` returns: a 1-D float32 or float64 array, which a
+    # backend may not keep without copying. Typed Any because backends written when it was
+    # a list of floats still annotate `list[float]` (np.asarray takes either).
     @abstractmethod
-    def _put(self, record: MemoryRecord, embedding: list[float]) -> None:
+    def _put(self, record: MemoryRecord, embedding: Any) -> None:
         """Insert or replace the record with this record_id."""
 
     @abstractmethod
-    def _query(
-        self, embedding: list[float], flt: StmFilter, k: int, now: float
-    ) -> list[Hit[MemoryRecord]]:
+    def _query(self, embedding: Any, flt: StmFilter, k: int, now: float) -> list[Hit[MemoryRecord]]:
         """Top-k by cosine similarity (score = 1 - cosine distance) among matching records;
         ties broken by record_id ascending."""
 

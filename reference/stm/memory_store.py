@@ -1,9 +1,10 @@
 """The in-memory short-term store: a first-class backend and the oracle of differential tests.
 
 Semantics are those of `ChromaShortTermStore`, down to what a test can see: vectors are
-kept as float32 (as Chroma keeps them), scores are exact cosine similarities computed by
-`cosine_scores` (which the Chroma backend also uses to rank its candidates), ties go to
-the smaller record_id, and the same inputs are refused for the same reasons.
+kept as float32 values (as Chroma keeps them), scores are exact cosine similarities, bit
+for bit what `cosine_scores` computes (which the Chroma backend uses to rank its
+candidates), ties go to the smaller record_id, and the same inputs are refused for the
+same reasons.
 
 Lifecycle: build one per process (it is not shared across processes); `dispose()` drops
 the data. Thread-safe: every operation holds one lock.
@@ -40,10 +41,11 @@ _INT64 = (-(2**63), 2**63 - 1)
 # belong in base.py/validation.py: they are inputs Chroma cannot store or cosine cannot score.
 
 
-def storable_vector(field: str, embedding: Sequence[float]) -> np.ndarray:
-    """The embedding as float32, as Chroma stores it; a zero vector has no cosine."""
+def storable_vector(field: str, embedding: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The embedding as float32, as Chroma stores it (a float32 array is not copied); a
+    zero vector has no cosine."""
     vector = np.asarray(embedding, dtype=np.float32)
-    if not np.any(vector):
+    if not vector.any():
         raise InvalidInput(field, "is the zero vector; cosine similarity is undefined")
     return vector
 
@@ -72,7 +74,7 @@ def _storable_str(field: str, text: str) -> None:
         raise InvalidInput(field, "contains unpaired surrogates (not valid UTF-8)") from None
 
 
-def cosine_scores(vectors: np.ndarray, query: Sequence[float]) -> np.ndarray:
+def cosine_scores(vectors: np.ndarray, query: Sequence[float] | np.ndarray) -> np.ndarray:
     """Cosine similarity of each float32 row with the query, in float64.
 
     Row-wise sums (not a BLAS matrix product, whose summation order depends on the
@@ -122,7 +124,9 @@ class InMemoryShortTermStore(ShortTermStore):
         )
         self._lock = threading.RLock()
         self._by_id: dict[str, MemoryRecord] = {}
-        self._vectors: dict[str, np.ndarray] = {}
+        # Each record's vector as float64 (its float32 values exactly, as Chroma keeps
+        # them) with its norm: what `cosine_scores` computes for the row, done once.
+        self._vectors: dict[str, tuple[np.ndarray, float]] = {}
         self._by_user: dict[str, set[str]] = {}
         self._by_scope: dict[tuple[str, str], set[str]] = {}
         # Every record by the moment a sweep must visit it (`policy.next_due_at`).
@@ -136,14 +140,16 @@ class InMemoryShortTermStore(ShortTermStore):
         self._sorted_ids: list[str] | None = None
 
     # ------------------------------------------------------------------ primitives
-    def _put(self, record: MemoryRecord, embedding: list[float]) -> None:
+    def _put(self, record: MemoryRecord, embedding: np.ndarray) -> None:
         storable_record(record)
-        vector = storable_vector("embedding", embedding)
+        vector = storable_vector("embedding", embedding).astype(np.float64)  # a copy
+        # As `cosine_scores` computes a row's norm (row-wise sums are the same bits).
+        norm = math.sqrt(float((vector * vector).sum()))
         with self._lock:
             self._remove(record.record_id)
             self._sorted_ids = None
             self._by_id[record.record_id] = record
-            self._vectors[record.record_id] = vector
+            self._vectors[record.record_id] = (vector, norm)
             self._by_user.setdefault(record.user_id, set()).add(record.record_id)
             scope = (record.user_id, record.session_id)
             self._by_scope.setdefault(scope, set()).add(record.record_id)
@@ -154,17 +160,28 @@ class InMemoryShortTermStore(ShortTermStore):
                 self._usage_total[1] += size
 
     def _query(
-        self, embedding: list[float], flt: StmFilter, k: int, now: float
+        self, embedding: np.ndarray, flt: StmFilter, k: int, now: float
     ) -> list[Hit[MemoryRecord]]:
-        storable_vector("embedding", embedding)
+        # `cosine_scores` bit for bit, with each row's norm computed at `_put`, and the
+        # few per-row operations in Python floats (the same IEEE operations, and cheaper
+        # than numpy calls on arrays of a few dozen scores).
+        query = np.asarray(embedding, dtype=np.float64)
+        square = float((query * query).sum())
+        if embedding.dtype != np.float32 or not square:
+            storable_vector("embedding", embedding)  # what Chroma refuses, refused alike
         with self._lock:
             matching = self._matching(flt, now)
             if not matching:
                 return []
-            vectors = np.stack([self._vectors[r.record_id] for r in matching])
-        scores = cosine_scores(vectors, embedding)
-        best = top_k(((float(s), r.record_id, r) for s, r in zip(scores, matching, strict=True)), k)
-        return [Hit(record=record, score=score) for score, _, record in best]
+            rows = [self._vectors[r.record_id] for r in matching]
+        dots = (np.stack([vector for vector, _ in rows]) * query).sum(axis=1).tolist()
+        query_norm = math.sqrt(square)
+        scored = []
+        for dot, (_, norm), record in zip(dots, rows, matching, strict=True):
+            score = dot / (norm * query_norm)
+            score = -1.0 if score < -1.0 else 1.0 if score > 1.0 else score  # np.clip
+            scored.append((score, record.record_id, record))
+        return [Hit(record=record, score=score) for score, _, record in top_k(scored, k)]
 
     def _touch(self, record_ids: list[str], now: float) -> None:
         with self._lock:
