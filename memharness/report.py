@@ -17,6 +17,11 @@ from typing import Any
 
 LAYERS = ("session", "stm", "ltm")
 MAX_SERIES_POINTS = 2000
+#: Points are labelled in place when this few and this short; else numbered, with a key.
+INLINE_POINTS_MAX = 4
+INLINE_LABEL_CHARS = 32
+#: Above this many series, the footprint legend goes beside the plot.
+LEGEND_INSIDE_MAX = 5
 PLOT_KINDS = ("recall-vs-footprint", "stale-vs-recall", "footprint-over-time")
 _PNG_TITLES = {
     "recall-vs-footprint": "recall@k against peak footprint",
@@ -38,7 +43,9 @@ peak at different times, so this bounds the simultaneous peak from above).
 - **turn p95**: 95th percentile of the wall time of one turn; **turns/s**: simulated turns \
 per wall-clock second.
 - In the recall-vs-footprint plot, ringed points joined by the step line are the Pareto \
-frontier: no other strategy has at least their recall with no more bytes.
+frontier: no other strategy has at least their recall with no more bytes. With more than \
+a few strategies (a `--grid` sweep), points carry numbers and the key beside the plot \
+names them (the frontier's in red); points that coincide share one spot (`2,5-7`).
 - `-` means not measured: the strategy did not finish, or the scenario had nothing to \
 measure (e.g. no needed facts).
 """
@@ -303,31 +310,97 @@ def write_plots(run_dir: Path, results: dict[str, Any]) -> list[Path]:
                 ax.set_title(f"{scenario.get('name', '?')}: {_PNG_TITLES[kind]}")
                 fig.tight_layout()
                 path = Path(run_dir) / f"{stem}-{kind}.png"
-                fig.savefig(path, dpi=110)
+                # A key beside the plot is out of tight_layout (the plot keeps its size)
+                # and in the saved image, which grows to hold it.
+                beside = [key for key in (ax.get_legend(),) if key and not key.get_in_layout()]
+                fig.savefig(path, dpi=110, bbox_inches="tight", bbox_extra_artists=beside)
                 written.append(path)
             finally:
                 plt.close(fig)
     return written
 
 
-def _annotate(ax: Any, label: str, x: float, y: float) -> None:
-    ax.annotate(label, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
+def point_marks(labels: Sequence[str]) -> list[str] | None:
+    """What to write beside each point: None for the labels themselves (few and short),
+    else the point's number (1-based, in the order given), for a key that names them."""
+    if len(labels) <= INLINE_POINTS_MAX and all(len(x) <= INLINE_LABEL_CHARS for x in labels):
+        return None
+    return [str(i) for i in range(1, len(labels) + 1)]
+
+
+def number_runs(numbers: Sequence[int]) -> str:
+    """`[1, 2, 3, 5, 7, 8]` -> `1-3,5,7,8`: the points that share one spot."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ",".join(map(str, r)) for r in runs)
+
+
+def _mark_points(
+    ax: Any,
+    points: Sequence[tuple[str, float, float]],
+    numbers: Sequence[int],
+    highlight: Sequence[str] = (),
+) -> None:
+    """Label each (label, x, y) point: in place, or by `numbers` with a key beside the
+    plot listing `n  label`, the `highlight`ed labels in red. Points on the same spot
+    get one annotation (`2,5-7`), never overprinted text."""
+    from matplotlib.lines import Line2D
+
+    marks = point_marks([label for label, _, _ in points])
+    spots: dict[tuple[float, float], list[int]] = {}
+    for i, (_, x, y) in enumerate(points):
+        spots.setdefault((x, y), []).append(i)
+    for (x, y), members in spots.items():
+        if marks is None:
+            text = " / ".join(points[i][0] for i in members)
+        else:
+            text = number_runs([numbers[i] for i in members])
+        ax.annotate(text, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
+    if marks is None:
+        return
+    handles = [*ax.get_legend_handles_labels()[0]]
+    names = [*ax.get_legend_handles_labels()[1]]
+    for (label, _, _), n in zip(points, numbers, strict=True):
+        handles.append(Line2D([], [], linestyle="none"))
+        names.append(f"{n}  {label}")
+    key = ax.legend(
+        handles,
+        names,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=7,
+        handlelength=0 if not highlight else 1.5,
+        ncols=1 if len(points) <= 30 else 2,
+        title="red: on the Pareto frontier" if highlight else None,
+        title_fontsize=7,
+        alignment="left",
+        frameon=False,
+    )
+    key.set_in_layout(False)  # the plot keeps its size; the saved image grows to the key
+    red = set(highlight)
+    for text, (label, _, _) in zip(key.get_texts()[-len(points) :], points, strict=True):
+        if label in red:
+            text.set_color("tab:red")
 
 
 def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
-    points = [
-        (str(s["label"]), float(nbytes), float(recall))
-        for s in strategies
+    numbered = [
+        (n, str(s["label"]), float(nbytes), float(recall))
+        for n, s in enumerate(strategies, start=1)
         if (recall := _metric(s, "recall_at_k")) is not None
         and (nbytes := _peak_total(s, "bytes")) is not None
     ]
-    if not points:
+    if not numbered:
         return False
-    for label, x, y in points:
-        ax.scatter([x], [y], color="tab:blue", zorder=3)
-        _annotate(ax, label, x, y)
+    points = [(label, x, y) for _, label, x, y in numbered]
+    ax.scatter([x for _, x, _ in points], [y for _, _, y in points], color="tab:blue", zorder=3)
     by_label = {label: (x, y) for label, x, y in points}
-    front = [by_label[label] for label in pareto_frontier(points)]
+    frontier = pareto_frontier(points)
+    front = [by_label[label] for label in frontier]
     fx, fy = [x for x, _ in front], [y for _, y in front]
     ax.scatter(fx, fy, s=160, facecolors="none", edgecolors="tab:red", zorder=4)
     ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, zorder=2, label="Pareto frontier")
@@ -337,20 +410,22 @@ def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     ax.set_xlabel("peak bytes, summed over layers")
     ax.set_ylabel("recall@k")
     ax.set_ylim(-0.05, 1.05)
-    ax.legend(loc="lower right", fontsize=8)
+    if point_marks([label for label, _, _ in points]) is None:
+        ax.legend(loc="lower right", fontsize=8)
+    _mark_points(ax, points, [n for n, *_ in numbered], frontier)
     return True
 
 
 def _stale_vs_recall(ax: Any, strategies: list[dict[str, Any]]) -> bool:
-    points = [
-        (str(s["label"]), float(recall), float(stale))
-        for s in strategies
+    numbered = [
+        (n, str(s["label"]), float(recall), float(stale))
+        for n, s in enumerate(strategies, start=1)
         if (recall := _metric(s, "recall_at_k")) is not None
         and (stale := _metric(s, "stale_at_k")) is not None
     ]
-    for label, x, y in points:
-        ax.scatter([x], [y], color="tab:blue")
-        _annotate(ax, label, x, y)
+    points = [(label, x, y) for _, label, x, y in numbered]
+    ax.scatter([x for _, x, _ in points], [y for _, _, y in points], color="tab:blue")
+    _mark_points(ax, points, [n for n, *_ in numbered])
     ax.set_xlabel("recall@k (higher is better)")
     ax.set_ylabel("stale@k (lower is better)")
     ax.set_xlim(-0.05, 1.05)
@@ -361,8 +436,9 @@ def _stale_vs_recall(ax: Any, strategies: list[dict[str, Any]]) -> bool:
 def _footprint_over_time(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     import matplotlib.dates as mdates
 
-    drawn = False
-    for strategy in strategies:
+    drawn = 0
+    styles = ("-", "--", ":", "-.")
+    for n, strategy in enumerate(strategies):
         series = (strategy.get("footprint") or {}).get("series") or []
         if not series:
             continue
@@ -370,16 +446,24 @@ def _footprint_over_time(ax: Any, strategies: list[dict[str, Any]]) -> bool:
         times = [datetime.fromtimestamp(float(p["at"]), tz=UTC) for p in picked]
         # Every key but "at" is a layer's [records, bytes].
         records = [sum(int(v[0]) for k, v in p.items() if k != "at") for p in picked]
-        ax.plot(times, records, label=str(strategy["label"]), linewidth=1.2)
-        drawn = True
+        # Past the ten colours of the cycle, the line style tells series apart.
+        style = styles[(n // 10) % len(styles)]
+        ax.plot(times, records, style, label=str(strategy["label"]), linewidth=1.2)
+        drawn += 1
     if drawn:
         locator = mdates.AutoDateLocator()
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-        ax.legend(fontsize=7, loc="best")
+        if drawn <= LEGEND_INSIDE_MAX:
+            ax.legend(fontsize=7, loc="best")
+        else:
+            beside = ax.legend(
+                fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False
+            )
+            beside.set_in_layout(False)
     ax.set_xlabel("virtual time (UTC)")
     ax.set_ylabel("live records, summed over layers")
-    return drawn
+    return bool(drawn)
 
 
 # --------------------------------------------------------------------------- entry

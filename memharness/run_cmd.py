@@ -3,12 +3,15 @@
 With no arguments it replays the hand-written suite (`scenarios/*.yaml`) and a generated
 set of users (a quarter from each domain) on the embedded stack under every built-in
 strategy, prints the side-by-side table of each scenario and writes `reports/<run-id>/`.
+`--grid` adds parameter sweeps (a strategy per point); `--resume RUN_DIR` continues an
+earlier run, replaying only what has no complete result file yet.
 """
 
 from __future__ import annotations
 
 import secrets
 import sys
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from memharness.sim.plan import (
     ScenarioInput,
     SpecError,
     StrategySpec,
+    plan_specs,
     scenario_hash,
 )
 from reference.crypto import generate_key
@@ -32,6 +36,7 @@ from reference.errors import MemoryStoreError
 from reference.forgetting.loading import list_strategies
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+_DEFAULT = click.core.ParameterSource.DEFAULT
 DEFAULT_GENERATED_USERS = 200
 
 
@@ -78,7 +83,15 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     "strategy_specs",
     multiple=True,
     help="NAME, FILE.yaml, or either with :key=value,... overrides, e.g. "
-    "'fixed_ttl:ttl.default_s=86400' (repeatable); default: every built-in",
+    "'fixed_ttl:ttl.default_s=86400' (repeatable); default without --grid: every built-in",
+)
+@click.option(
+    "--grid",
+    "grid_specs",
+    multiple=True,
+    help="a parameter sweep: NAME:key=v1,v2,... with more keys after ';' (their product), "
+    "e.g. 'fixed_ttl:ttl.default_s=3600,86400' or 'NAME:a.b=1,2;c.d=x,y'; each point runs "
+    "as a strategy labelled NAME[key=v,...] (repeatable, combines with --strategy)",
 )
 @click.option(
     "--users",
@@ -101,10 +114,20 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
 )
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"))
 @click.option("--run-id", default=None, help="default: the UTC time and a random suffix")
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="continue the run in this directory (instead of --out/--run-id): results whose "
+    "file is complete are kept, the others (missing, failed, interrupted) run; the "
+    "settings that shape the figures must be the run's",
+)
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def run(
     scenario_files: tuple[Path, ...],
     strategy_specs: tuple[str, ...],
+    grid_specs: tuple[str, ...],
     users: int | None,
     workers: int,
     backend: str | None,
@@ -114,19 +137,23 @@ def run(
     idle_sweep_s: float,
     out: Path,
     run_id: str | None,
+    resume_dir: Path | None,
     progress: bool,
 ) -> None:
     """Replay scenarios under strategies on Ray; print and write the comparison."""
     # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
     from memharness.report import summary_table, write_report
-    from memharness.sim.results import ResultWriter
+    from memharness.sim.results import ResultWriter, ResumeError
     from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
 
     settings = settings_from_options(backend=backend, embedder=embedder)
+    if resume_dir is not None:
+        source = click.get_current_context().get_parameter_source
+        given = [f"--{n.replace('_', '-')}" for n in ("out", "run_id") if source(n) != _DEFAULT]
+        if given:
+            raise click.UsageError(f"--resume names the run's directory: drop {given[0]}")
     try:
-        specs = [
-            StrategySpec.parse(s) for s in strategy_specs or [s.name for s in list_strategies()]
-        ]
+        specs = plan_specs(strategy_specs, grid_specs, [s.name for s in list_strategies()])
         if scenario_files:
             inputs = [file_scenario(path, users) for path in scenario_files]
         else:
@@ -134,8 +161,6 @@ def run(
             inputs.append(generated_users(users or DEFAULT_GENERATED_USERS, seed))
     except (SpecError, ScenarioError) as exc:
         raise click.UsageError(str(exc)) from None
-    if len({s.label for s in specs}) < len(specs):
-        raise click.UsageError("--strategy: the same strategy and parameters twice")
     if settings.encryption_key is None and any(
         s.strategy.pii is not None and s.strategy.pii.encrypt_ltm for s in specs
     ):
@@ -143,6 +168,8 @@ def run(
         settings = settings.model_copy(update={"encryption_key": SecretStr(generate_key())})
 
     started = datetime.now(UTC)  # wall-clock ok: it names the run and dates its results
+    if resume_dir is not None:
+        run_id = resume_dir.name
     run_id = run_id or f"{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     header = {
         "run_id": run_id,
@@ -156,34 +183,54 @@ def run(
         "sample_every_s": SAMPLE_EVERY_S,
     }
     try:
-        writer = ResultWriter(out / run_id, header)
-    except FileExistsError as exc:
+        if resume_dir is not None:
+            writer = ResultWriter.resume(resume_dir, header)
+            run_id = str(writer.document.get("run_id") or run_id)
+        else:
+            writer = ResultWriter(out / run_id, header)
+    except (FileExistsError, ResumeError) as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(
         f"memharness run {run_id}: {len(inputs)} scenario(s) x {len(specs)} strategies, "
         f"backend={settings.backend} embedder={settings.embedder} workers={workers} k={k}"
     )
+    if resume_dir is not None:
+        kept = sum(writer.complete_entry(i, s) is not None for i in inputs for s in specs)
+        click.echo(
+            f"resuming {resume_dir}: {kept} result(s) complete and kept, "
+            f"{len(inputs) * len(specs) - kept} to run"
+        )
     bar = _Bar(enabled=progress)
     status = "complete"
     try:
-        with Simulator(
-            settings,
-            RunOptions(workers=workers, k=k, idle_sweep_s=idle_sweep_s),
-            run_tag=run_id[-4:],
-        ) as sim:
+        with ExitStack() as stack:
+            sim: Simulator | None = None  # started when first needed: a resume may not
             for position, scenario in enumerate(inputs):
-                writer.start_scenario(scenario)
+                section = writer.start_scenario(scenario)
                 click.echo(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})")
+                pending: list[StrategySpec] = []
+                for spec in specs:
+                    entry = writer.reuse(scenario, spec) if resume_dir is not None else None
+                    if entry is None:
+                        pending.append(spec)
+                    else:
+                        click.echo(f"{_one_line(entry)}  (kept)")
 
                 def on_result(outcome: StrategyOutcome, scenario: ScenarioInput = scenario) -> None:
                     bar.close()
                     entry = writer.add(scenario, outcome)
                     click.echo(_one_line(entry))
 
-                sim.run_scenario(
-                    position, scenario, specs, on_result=on_result, progress=bar.update
-                )
-                click.echo(summary_table(writer.document["scenarios"][-1]))
+                if pending:
+                    if sim is None:
+                        # Fresh on resume: no namespace an earlier attempt left is reused.
+                        tag = secrets.token_hex(2) if resume_dir is not None else run_id[-4:]
+                        options = RunOptions(workers=workers, k=k, idle_sweep_s=idle_sweep_s)
+                        sim = stack.enter_context(Simulator(settings, options, run_tag=tag))
+                    sim.run_scenario(
+                        position, scenario, pending, on_result=on_result, progress=bar.update
+                    )
+                click.echo(summary_table(section))
     except KeyboardInterrupt:
         bar.close()
         status = "interrupted"

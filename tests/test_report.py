@@ -22,8 +22,10 @@ from memharness.report import (
     human_bytes,
     human_duration,
     load_results,
+    number_runs,
     pareto_frontier,
     plot_stems,
+    point_marks,
     summary_table,
     write_plots,
     write_report,
@@ -224,6 +226,58 @@ def test_pareto_frontier_with_ties_and_dominated_points() -> None:
     ]
 
     assert pareto_frontier(points) == ["tiny", "a", "a-twin", "big-best"]
+
+
+def _grid_point(value: int, *, recall: float, records: int) -> dict[str, Any]:
+    point = _ok(f"importance[importance.base_s={value},importance.low_score=1]",
+                recall=recall, stale=0.1, pii_s=0.0, records=records)  # fmt: skip
+    point["footprint"]["series"] = point["footprint"]["series"][:10]
+    return point
+
+
+def test_a_grid_of_many_points_is_numbered_with_a_key_and_the_frontier_in_red(
+    tmp_path: Path,
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from memharness.report import _recall_vs_footprint
+
+    # 8 points, three pairs on one spot; the frontier: 1 (cheapest), 2 and 3 (one spot),
+    # 8 (best recall); 4 to 7 cost more than 2 and 3 for less recall.
+    values = [86400, 1, 2, 3, 4, 5, 6, 8]
+    recalls = [0.2, 0.5, 0.5, 0.4, 0.4, 0.3, 0.3, 0.9]
+    records = [10, 100, 100, 200, 200, 300, 300, 400]
+    strategies = [
+        _grid_point(v, recall=r, records=n)
+        for v, r, n in zip(values, recalls, records, strict=True)
+    ]
+    fig, ax = plt.subplots()
+    try:
+        assert _recall_vs_footprint(ax, strategies)
+        marks = sorted(text.get_text() for text in ax.texts)
+        key = {t.get_text(): t.get_color() for t in ax.get_legend().get_texts()}
+    finally:
+        plt.close(fig)
+
+    assert marks == ["1", "2,3", "4,5", "6,7", "8"]  # numbers, one per spot
+    for n, strategy in enumerate(strategies, start=1):
+        assert f"{n}  {strategy['label']}" in key  # the key names every point
+    red = {text for text, colour in key.items() if colour == "tab:red"}
+    assert red == {f"{n}  {strategies[n - 1]['label']}" for n in (1, 2, 3, 8)}
+    scenario = _scenario("sweep", strategies)
+    paths = write_plots(tmp_path, {"scenarios": [scenario]})
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)
+
+
+def test_point_marks_label_few_short_points_in_place_and_number_the_rest() -> None:
+    assert point_marks(["keep_all", "hybrid", TTL]) is None
+    assert point_marks(["a", "b", "c", "d", "e"]) == ["1", "2", "3", "4", "5"]
+    assert point_marks(["importance[importance.base_s=86400,importance.low_score=1]"]) == ["1"]
+    assert number_runs([7, 1, 2, 3, 5, 8]) == "1-3,5,7,8"
+    assert number_runs([4]) == "4"
 
 
 def test_pareto_frontier_edge_cases() -> None:

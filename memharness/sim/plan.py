@@ -11,9 +11,10 @@ Every shard runs the same ticks, which is why 1 and N workers give the same resu
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,8 @@ _SPEC_RE = re.compile(r"^(?P<name>[^:\[\]]+?)(?::(?P<params>.*))?$")
 
 
 class SpecError(ValueError):
-    """A `--strategy` argument that does not name a strategy or sets a bad parameter."""
+    """A `--strategy` or `--grid` argument that does not name a strategy, sets a bad
+    parameter, or repeats a strategy."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class StrategySpec:
         match = _SPEC_RE.match(text.strip())
         if match is None or not match["name"].strip():
             raise SpecError(f"--strategy {text!r}: expected NAME or NAME:key=value,...")
-        base = load_strategy(match["name"].strip())
+        base = _load_base(match["name"].strip(), f"--strategy {text!r}")
         params: list[tuple[str, Any]] = []
         for part in filter(None, (p.strip() for p in (match["params"] or "").split(","))):
             key, sep, raw = part.partition("=")
@@ -70,6 +72,82 @@ class StrategySpec:
         except Exception as exc:  # a validation error names the field
             raise SpecError(f"--strategy {text!r}: {exc}") from None
         return cls(name=base.name, params=tuple(params), strategy=strategy)
+
+
+def _load_base(name: str, where: str) -> Strategy:
+    try:
+        return load_strategy(name)
+    except Exception as exc:  # StrategyError: names the file, line and field
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def parse_grid(text: str) -> list[StrategySpec]:
+    """The points of a parameter sweep, one `StrategySpec` each, in product order.
+
+    `NAME:key=v1,v2,...`, with more keys after `;`: `NAME:a.b=1,2;c.d=x,y` gives the four
+    points (1,x), (1,y), (2,x), (2,y), the first key varying slowest. NAME is a built-in
+    or a strategy file, as for `--strategy`; keys are dotted parameter paths; values are
+    YAML scalars (`3600`, `0.5`, `null`, `delete`), so a value holds no `,` or `;`. A
+    point's label is the `--strategy` label of the same overrides
+    (`fixed_ttl[ttl.default_s=3600]`). Errors name the argument and the key or point.
+    """
+    where = f"--grid {text!r}"
+    name, sep, body = text.strip().partition(":")
+    if not sep or not name.strip() or "[" in name or "]" in name or not body.strip():
+        raise SpecError(f"{where}: expected NAME:key=v1,v2,... (more keys after ';')")
+    base = _load_base(name.strip(), where)
+    axes: list[list[tuple[str, Any]]] = []
+    seen: set[str] = set()
+    for part in (p.strip() for p in body.split(";")):
+        if not part:
+            continue  # a trailing ';'
+        key, eq, raw = (x.strip() for x in part.partition("="))
+        if not eq or not key:
+            raise SpecError(f"{where}: {part!r} is not key=v1,v2,...")
+        if key in seen:
+            raise SpecError(f"{where}: key {key!r} given twice")
+        seen.add(key)
+        values = [v.strip() for v in raw.split(",")]
+        if not all(values):
+            raise SpecError(f"{where}: {key}: empty value in {raw!r}")
+        axis: list[tuple[str, Any]] = []
+        for value in values:
+            try:
+                axis.append((key, yaml.safe_load(value)))
+            except yaml.YAMLError:
+                raise SpecError(f"{where}: {key}: {value!r} is not a YAML value") from None
+        axes.append(axis)
+    if not axes:
+        raise SpecError(f"{where}: no key=v1,v2,... after {name.strip()!r}")
+    specs: list[StrategySpec] = []
+    for point in itertools.product(*axes):
+        params = tuple(point)
+        spec_where = f"{where}: point {','.join(f'{k}={_show(v)}' for k, v in params)}"
+        try:
+            strategy = base.with_params(dict(params))
+        except Exception as exc:  # a validation error names the field
+            raise SpecError(f"{spec_where}: {exc}") from None
+        specs.append(StrategySpec(name=base.name, params=params, strategy=strategy))
+    return specs
+
+
+def plan_specs(
+    strategies: Sequence[str], grids: Sequence[str], default: Sequence[str] = ()
+) -> list[StrategySpec]:
+    """The specs a run replays: each `--strategy`, then each `--grid`'s points; `default`
+    (names) when neither is given. A label twice is an error naming both arguments."""
+    parsed: list[tuple[str, StrategySpec]] = [
+        (f"--strategy {s!r}", StrategySpec.parse(s))
+        for s in (strategies if strategies or grids else default)
+    ]
+    parsed += [(f"--grid {g!r}", spec) for g in grids for spec in parse_grid(g)]
+    origin: dict[str, str] = {}
+    for where, spec in parsed:
+        if spec.label in origin:
+            again = "" if origin[spec.label] == where else f" (also from {origin[spec.label]})"
+            raise SpecError(f"{where}: {spec.label} is given twice{again}")
+        origin[spec.label] = where
+    return [spec for _, spec in parsed]
 
 
 @dataclass(frozen=True)
