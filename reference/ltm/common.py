@@ -6,6 +6,7 @@ PostgreSQL cannot store, or cosine cannot score).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -49,6 +50,14 @@ def nonzero_vector(field_name: str, embedding: list[float] | np.ndarray) -> np.n
 
 def as_real(value: float) -> float:
     """`value` as a PostgreSQL `real` column returns it (float4, shortest decimal)."""
+    if not value:  # 0.0 and -0.0 are equal keys of the cache, and differ here
+        return float(str(np.float32(value)))
+    return _as_real(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _as_real(value: float) -> float:
+    # Every turn rounds importances, and they take few values (5.0 and its steps).
     return float(str(np.float32(value)))
 
 
@@ -83,33 +92,40 @@ def copy_json(value: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def copy_fact(fact: Fact) -> Fact:
     """A fact whose value the caller may mutate without changing the stored one."""
-    # The constructor, not `dataclasses.replace` (several times slower): every hit of a
-    # query is copied. Fact's fields are all init fields without checks, so it is the same.
+    # The constructor with positional arguments, not `dataclasses.replace` (several times
+    # slower): every hit of a query is copied. Fact's fields are all init fields without
+    # checks, so it is the same (tests/test_hot_paths.py holds the field order to it).
     return Fact(
-        fact_id=fact.fact_id,
-        user_id=fact.user_id,
-        category=fact.category,
-        key=fact.key,
-        value=_copy_plain(fact.value),
-        text=fact.text,
-        version=fact.version,
-        created_at=fact.created_at,
-        updated_at=fact.updated_at,
-        last_accessed_at=fact.last_accessed_at,
-        access_count=fact.access_count,
-        importance=fact.importance,
-        expires_at=fact.expires_at,
-        status=fact.status,
+        fact.fact_id,
+        fact.user_id,
+        fact.category,
+        fact.key,
+        _copy_plain(fact.value),
+        fact.text,
+        fact.version,
+        fact.created_at,
+        fact.updated_at,
+        fact.last_accessed_at,
+        fact.access_count,
+        fact.importance,
+        fact.expires_at,
+        fact.status,
     )
+
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _copy_plain(value: Any) -> Any:
     # Stored values are JSON-normalised at write (`storable_json`): dicts, lists and
     # scalars only, so a structural copy equals a JSON round trip, at a fraction of it.
     if isinstance(value, dict):
-        return {key: _copy_plain(item) for key, item in value.items()}
+        return {
+            key: item if type(item) in _SCALARS else _copy_plain(item)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [_copy_plain(item) for item in value]
+        return [item if type(item) in _SCALARS else _copy_plain(item) for item in value]
     return value
 
 

@@ -220,23 +220,25 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         self, embedding: np.ndarray, flt: LtmFilter, k: int, now: float, *, touch: bool
     ) -> list[Hit[Fact]]:
         # pgvector compares in float32: the query is rounded as `vector` rounds it.
-        if embedding.dtype == np.float32:
-            query = embedding.astype(np.float64)
-            square = float((query * query).sum())
-            if not square:  # float32 squares never underflow in float64: a zero vector
-                nonzero_vector("embedding", embedding)  # refused as PostgreSQL refuses it
-        else:
-            query = nonzero_vector("embedding", embedding).astype(np.float64)
-            square = float((query * query).sum())
+        query = (
+            embedding if embedding.dtype == np.float32 else nonzero_vector("embedding", embedding)
+        )
         with self._lock:
             owned = self._by_user.get(flt.user_id, ())
             candidates = [fid for fid in owned if flt.matches(self._facts[fid], now)]
             if not candidates:
+                if not query.any():
+                    nonzero_vector("embedding", embedding)  # the zero vector: refused
                 return []
-            matrix = np.stack([self._vectors[fid] for fid in candidates])
+            # The query rides along as the last row (float64, exactly its float32
+            # values): its square comes out of the same pass as the dot products.
             # Row-wise sums, not BLAS: equal vectors must get bit-equal scores (ties).
-            dots = (matrix * query).sum(axis=1).tolist()
-            norms = (matrix * matrix).sum(axis=1).tolist()
+            # (`np.add.reduce` is what `ndarray.sum` calls.)
+            matrix = np.array([*(self._vectors[fid] for fid in candidates), query], np.float64)
+            *dots, square = np.add.reduce(matrix * matrix[-1], 1).tolist()
+            norms = np.add.reduce(matrix[:-1] * matrix[:-1], 1).tolist()
+            if not square:  # float32 squares never underflow in float64: a zero vector
+                nonzero_vector("embedding", embedding)  # refused as PostgreSQL refuses it
             # pgvector clamps the similarity to [-1, 1] and returns 1 - it as the distance.
             # Per row in Python floats: the IEEE operations numpy would do, without the
             # overhead of numpy calls on a few dozen values.

@@ -142,9 +142,13 @@ class InMemoryShortTermStore(ShortTermStore):
     # ------------------------------------------------------------------ primitives
     def _put(self, record: MemoryRecord, embedding: np.ndarray) -> None:
         storable_record(record)
-        vector = storable_vector("embedding", embedding).astype(np.float64)  # a copy
-        # As `cosine_scores` computes a row's norm (row-wise sums are the same bits).
-        norm = math.sqrt(float((vector * vector).sum()))
+        vector = np.asarray(embedding, dtype=np.float32).astype(np.float64)  # a copy
+        # As `cosine_scores` computes a row's norm (row-wise sums are the same bits;
+        # `np.add.reduce` is what `ndarray.sum` calls).
+        square = float(np.add.reduce(vector * vector))
+        if not square:  # float32 squares never underflow in float64: all zero
+            storable_vector("embedding", embedding)  # refused as Chroma refuses it
+        norm = math.sqrt(square)
         with self._lock:
             self._remove(record.record_id)
             self._sorted_ids = None
@@ -163,18 +167,23 @@ class InMemoryShortTermStore(ShortTermStore):
         self, embedding: np.ndarray, flt: StmFilter, k: int, now: float
     ) -> list[Hit[MemoryRecord]]:
         # `cosine_scores` bit for bit, with each row's norm computed at `_put`, and the
-        # few per-row operations in Python floats (the same IEEE operations, and cheaper
-        # than numpy calls on arrays of a few dozen scores).
-        query = np.asarray(embedding, dtype=np.float64)
-        square = float((query * query).sum())
-        if embedding.dtype != np.float32 or not square:
+        # few per-row operations in Python floats (the same IEEE operations). A session
+        # holds a handful of records: numpy calls, not arithmetic, are the cost here.
+        if embedding.dtype != np.float32:
             storable_vector("embedding", embedding)  # what Chroma refuses, refused alike
         with self._lock:
             matching = self._matching(flt, now)
-            if not matching:
-                return []
             rows = [self._vectors[r.record_id] for r in matching]
-        dots = (np.stack([vector for vector, _ in rows]) * query).sum(axis=1).tolist()
+        if not matching:
+            if not embedding.any():
+                storable_vector("embedding", embedding)  # the zero vector: refused
+            return []
+        # The query rides along as the last row (float64, exactly its values): its
+        # square comes out of the same pass as the dot products.
+        matrix = np.array([*(vector for vector, _ in rows), embedding], dtype=np.float64)
+        *dots, square = np.add.reduce(matrix * matrix[-1], 1).tolist()
+        if not square:  # float32 squares never underflow in float64: the zero vector
+            storable_vector("embedding", embedding)
         query_norm = math.sqrt(square)
         scored = []
         for dot, (_, norm), record in zip(dots, rows, matching, strict=True):
