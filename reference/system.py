@@ -30,6 +30,7 @@ from reference.errors import InvalidInput
 from reference.forgetting.commands import parse_forget_command
 from reference.forgetting.engine import EventOutcome, ForgetReport, ForgettingEngine, SweepStats
 from reference.forgetting.policy import OracleAdvice
+from reference.intent import memoised
 from reference.ltm.base import LongTermStore, LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
 from reference.promotion import FactCandidate, extract_fact, should_promote
@@ -143,7 +144,7 @@ class MemorySystem:
         forgotten = None
         if self.engine is not None:
             self.engine.note_activity(user_id)
-            command = parse_forget_command(masked)
+            command = _forget_command(masked)
             if command is not None:
                 forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
                 if command.scope != "topic":
@@ -383,6 +384,11 @@ class MemorySystem:
         if engine is not None:
             engine.note_written(fact)
         return fact
+
+
+# Every turn asks whether its text is a forget command: a pure function of the text,
+# memoised as the intent rules are (commands are frozen, so sharing them is safe).
+_forget_command = memoised(parse_forget_command)
 
 
 def candidate_kind(candidate: FactCandidate) -> MemoryType:
