@@ -43,7 +43,7 @@ def nonzero_vector(field_name: str, embedding: list[float] | np.ndarray) -> np.n
     """The embedding as float32 (as `vector` stores it; a float32 array is not copied);
     a zero vector has no cosine."""
     vector = np.asarray(embedding, dtype=np.float32)
-    if not vector.any():
+    if not np.count_nonzero(vector):  # as `.any()`, without its Python wrapper
         raise InvalidInput(field_name, "is the zero vector; cosine similarity is undefined")
     return vector
 

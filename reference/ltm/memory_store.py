@@ -227,7 +227,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             owned = self._by_user.get(flt.user_id, ())
             candidates = [fid for fid in owned if flt.matches(self._facts[fid], now)]
             if not candidates:
-                if not query.any():
+                if not np.count_nonzero(query):
                     nonzero_vector("embedding", embedding)  # the zero vector: refused
                 return []
             # The query rides along as the last row (float64, exactly its float32

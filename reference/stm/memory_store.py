@@ -45,7 +45,7 @@ def storable_vector(field: str, embedding: Sequence[float] | np.ndarray) -> np.n
     """The embedding as float32, as Chroma stores it (a float32 array is not copied); a
     zero vector has no cosine."""
     vector = np.asarray(embedding, dtype=np.float32)
-    if not vector.any():
+    if not np.count_nonzero(vector):  # as `.any()`, without its Python wrapper
         raise InvalidInput(field, "is the zero vector; cosine similarity is undefined")
     return vector
 
@@ -175,7 +175,7 @@ class InMemoryShortTermStore(ShortTermStore):
             matching = self._matching(flt, now)
             rows = [self._vectors[r.record_id] for r in matching]
         if not matching:
-            if not embedding.any():
+            if not np.count_nonzero(embedding):
                 storable_vector("embedding", embedding)  # the zero vector: refused
             return []
         # The query rides along as the last row (float64, exactly its values): its
