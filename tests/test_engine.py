@@ -186,9 +186,9 @@ def test_what_each_strategy_returns_before_and_after_its_deadlines(
             assert stored(system) == (stm, ltm), f"{name} swept at T0+{offset}s"
             # It visited what was due, and decided on each thing it visited at most once.
             decided = stats.expired + stats.archived + stats.anonymised + stats.deleted
-            assert stats.examined - stats.by_layer["session"].examined <= decided + len(
-                stm
-            ) + len(ltm)
+            assert stats.examined - stats.by_layer["session"].examined <= decided + len(stm) + len(
+                ltm
+            )
 
 
 def make(make_system: MakeSystem, name: str, **kwargs: Any) -> MemorySystem:

@@ -9,8 +9,7 @@ decay reads), so the strategies chosen are the ones where a touch would show.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
