@@ -26,6 +26,7 @@ from reference.crypto import generate_key
 from reference.factory import build_memory_system
 from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.ltm.postgres_forgetting import value_sealed_at
 from reference.settings import Settings
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
@@ -47,6 +48,7 @@ COLUMNS = (
     "last_accessed_at",
     "access_count",
     "expires_at",
+    "sealed_at",  # the due index's column, as every write of the store keeps it
 )
 
 ns = Namespace(f"sweep{uuid.uuid4().hex[:8]}")
@@ -93,6 +95,7 @@ with psycopg.connect(url) as conn, conn.cursor() as cur:
                     T0 - DAY,
                     0,
                     expires,
+                    value_sealed_at(value),
                 )
             )
     cur.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(ns.facts_table)))
