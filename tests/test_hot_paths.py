@@ -214,3 +214,58 @@ def test_mask_cache_answers_as_the_masker() -> None:
     for i in range(20):
         assert small.mask(f"call 1381234{i:04d}") == uncached.mask(f"call 1381234{i:04d}")
     assert len(small._masked) <= 4
+
+
+def _has_nul(value: object) -> bool:
+    """The walk `check_json_object` did before it read NULs off the encoding."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": "x\x00"},
+        {"a\x00": 1},
+        {"a": "\\u0000"},  # the text backslash-u0000, no NUL
+        {"a": "\\\x00"},  # a backslash, then a NUL
+        {"a": "\\\\u0000"},
+        {"a": ["ok", ("t", "\x00")]},
+        {"a": {"b": ["\\", "\x00\\"]}},
+        {1: "x", "n": None, "f": 1.5, "b": True},
+        {"a": "plain", "b": ["\\\\", "u0000"]},
+    ],
+)
+def test_json_nul_check_reads_the_encoding_as_the_walk_did(value: dict) -> None:
+    from reference.validation import check_json_object
+
+    if _has_nul(value):
+        with pytest.raises(InvalidInput, match="NUL"):
+            check_json_object("value", value)
+    else:
+        assert check_json_object("value", value) is value
+
+
+def test_upsert_audits_json_round_trips(
+    clock: VirtualClock, namespace: Namespace, embedder: Embedder
+) -> None:
+    import json
+
+    from reference.ltm.common import copy_json, copy_plain
+
+    store = InMemoryLongTermStore(clock=clock, namespace=namespace, embedder=embedder)
+    first = {"v": (1, 2.5, -0.0), "n": {"k": [None, True, "s"]}, 3: "int key"}
+    second = {"v": "new"}
+    store.upsert(user_id="u1", category="fact", key="k", value=first, text="t")
+    store.upsert(user_id="u1", category="fact", key="k", value=second, text="t")
+    insert, update = store.audit_log(user_id="u1")
+    normal = json.loads(json.dumps(first))
+    assert insert.new_value == normal and update.old_value == normal
+    assert repr(update.old_value) == repr(normal)  # -0.0 and types too
+    assert update.new_value == second
+    assert copy_plain(normal) == copy_json(normal) and copy_plain(normal) is not normal

@@ -100,7 +100,7 @@ def copy_fact(fact: Fact) -> Fact:
         fact.user_id,
         fact.category,
         fact.key,
-        _copy_plain(fact.value),
+        copy_plain(fact.value),
         fact.text,
         fact.version,
         fact.created_at,
@@ -116,16 +116,16 @@ def copy_fact(fact: Fact) -> Fact:
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _copy_plain(value: Any) -> Any:
-    # Stored values are JSON-normalised at write (`storable_json`): dicts, lists and
-    # scalars only, so a structural copy equals a JSON round trip, at a fraction of it.
+def copy_plain(value: Any) -> Any:
+    """A copy of a JSON-normalised value (what `json.loads` returns): equal to a JSON
+    round trip (`copy_json`), at a fraction of it. Stored values are normalised at write
+    (`storable_json`, then `json.loads`): dicts, lists and scalars only."""
     if isinstance(value, dict):
         return {
-            key: item if type(item) in _SCALARS else _copy_plain(item)
-            for key, item in value.items()
+            key: item if type(item) in _SCALARS else copy_plain(item) for key, item in value.items()
         }
     if isinstance(value, list):
-        return [item if type(item) in _SCALARS else _copy_plain(item) for item in value]
+        return [item if type(item) in _SCALARS else copy_plain(item) for item in value]
     return value
 
 
@@ -134,6 +134,7 @@ __all__ = [
     "audit_draft",
     "copy_fact",
     "copy_json",
+    "copy_plain",
     "nonzero_vector",
     "storable_json",
     "storable_text",

@@ -33,6 +33,7 @@ from reference.ltm.common import (
     audit_draft,
     copy_fact,
     copy_json,
+    copy_plain,
     nonzero_vector,
     storable_json,
     storable_text,
@@ -167,6 +168,8 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         storable_text("key", key)
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding).astype(np.float64)  # a copy
+        # As JSONB returns it; the audit entry gets its own copy (a JSON round trip).
+        stored = json.loads(encoded)
         with self._lock:
             txn = Txn()
             prior_id = self._by_key.get((user_id, category, key))
@@ -177,7 +180,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
                     user_id=user_id,
                     category=category,
                     key=key,
-                    value=json.loads(encoded),
+                    value=stored,
                     text=text,
                     version=1,
                     created_at=now,
@@ -191,20 +194,27 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
                 action, old_value = "insert", None
             else:
                 # Access statistics survive a new value: restating is not reading.
-                fact = dataclasses.replace(
-                    prior,
-                    value=json.loads(encoded),
+                fact = Fact(
+                    fact_id=prior.fact_id,
+                    user_id=prior.user_id,
+                    category=prior.category,
+                    key=prior.key,
+                    value=stored,
                     text=text,
                     version=prior.version + 1,
+                    created_at=prior.created_at,
                     updated_at=now,
+                    last_accessed_at=prior.last_accessed_at,
+                    access_count=prior.access_count,
                     importance=as_real(importance),
                     expires_at=expires_at,
                     status=Status.ACTIVE,
                 )
-                action, old_value = "update", copy_json(prior.value)
+                # Stored values are JSON-normalised: a structural copy is a JSON round trip.
+                action, old_value = "update", copy_plain(prior.value)
             txn.puts[fact.fact_id] = (fact, vector)
             self._write_audit(
-                txn, [audit_draft(fact, action, actor, now, old_value, json.loads(encoded))]
+                txn, [audit_draft(fact, action, actor, now, old_value, copy_plain(stored))]
             )
             self._commit(txn)
             return copy_fact(fact)
