@@ -374,18 +374,24 @@ def _scripts(lower: str) -> tuple[bool, bool]:
     return _HAS_LATIN.search(lower) is not None, _HAS_CJK.search(lower) is not None
 
 
-def is_stable_preference(text: str) -> bool:
-    """Whether the utterance states a standing default ("always", "默认", "以后都" ...)."""
-    return _is_stable_preference(text)
+def is_stable_preference(text: str, *, remember: bool = True) -> bool:
+    """Whether the utterance states a standing default ("always", "默认", "以后都" ...).
+
+    The answer is memoised (process-wide); `remember=False` for text that may hold raw
+    PII, which must not outlive the turn in a cache.
+    """
+    return _is_stable_preference(text) if remember else _stable_preference(text)
 
 
-@memoised
-def _is_stable_preference(text: str) -> bool:
+def _stable_preference(text: str) -> bool:
     lower = text.lower()
     latin, cjk = _scripts(lower)
     return _STABLE.search(lower, latin=latin, cjk=cjk) and not _FORGET.search(
         lower, latin=latin, cjk=cjk
     )
+
+
+_is_stable_preference = memoised(_stable_preference)
 
 
 def is_forget_command(text: str) -> bool:
@@ -439,6 +445,8 @@ class RuleIntentFilter(IntentFilter):
     """
 
     def classify(self, text: str) -> IntentDecision:
+        # Memoised process-wide: callers classify masked text (`ShortTermStore.add`
+        # masks first), so no raw PII is kept.
         return _classify(text)
 
 

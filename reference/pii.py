@@ -159,7 +159,8 @@ class RegexPiiMasker(PiiMasker):
 
     `mask` remembers its answers for up to `cache_size` texts of up to 1,000 characters
     (emptied when full): a turn masks the same text more than once (the turn, then the
-    store), and masked text masks to itself.
+    store), and masked text masks to itself. Only text without PII is remembered (a
+    masked output, or an input with nothing to mask): raw PII never sits in the cache.
     """
 
     def __init__(self, *, cache_size: int = 16_384) -> None:
@@ -195,10 +196,11 @@ class RegexPiiMasker(PiiMasker):
         masked = self._masked.get(text)
         if masked is None:
             masked = self._mask(text)
-            if len(self._masked) + 2 > self._cache_size:
+            if len(self._masked) >= self._cache_size:
                 self._masked.clear()
-            self._masked[text] = masked
-            self._masked[masked] = masked  # idempotent: what comes next is often this
+            # Idempotent: the masked text masks to itself (and is what comes next, to the
+            # store); an input that held PII is not kept.
+            self._masked[masked] = masked
         return masked
 
     def _mask(self, text: str) -> str:

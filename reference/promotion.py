@@ -73,23 +73,28 @@ class FactCandidate:
     value: str
 
 
-def extract_fact(text: str, kind: MemoryType | None) -> FactCandidate | None:
-    """The fact an utterance states, with the key a newer statement would supersede."""
-    # Memoised as the intent rules are (`reference.intent.memoised`): a turn extracts
-    # from the same text more than once, and candidates are frozen.
-    if len(text) <= MEMO_MAX_CHARS:
+def extract_fact(
+    text: str, kind: MemoryType | None, *, remember: bool = True
+) -> FactCandidate | None:
+    """The fact an utterance states, with the key a newer statement would supersede.
+
+    Memoised as the intent rules are (`reference.intent.memoised`): a turn extracts from
+    the same text more than once, and candidates are frozen. `remember=False` for text
+    that may hold raw PII (the unmasked utterance), which no process-wide cache may keep.
+    """
+    if remember and len(text) <= MEMO_MAX_CHARS:
         return _extract_remembered(text, kind)
-    return _extract(text, kind)
+    return _extract(text, kind, remember=remember)
 
 
-def _extract(text: str, kind: MemoryType | None) -> FactCandidate | None:
+def _extract(text: str, kind: MemoryType | None, *, remember: bool = True) -> FactCandidate | None:
     stripped = text.strip().rstrip("。.!！")
     for pattern in (_MY_X_IS_EN, _MY_X_IS_ZH):
         match = pattern.search(stripped)
         if match:
             subject, value = match.group(1).strip().lower(), match.group(2).strip()
             return FactCandidate(Category.PROFILE, _profile_key(subject), value)
-    if kind is MemoryType.PREFERENCE or is_stable_preference(stripped):
+    if kind is MemoryType.PREFERENCE or is_stable_preference(stripped, remember=remember):
         return FactCandidate(Category.PREFERENCE, _topic(stripped), stripped)
     if kind in (MemoryType.PROFILE, MemoryType.FACT):
         return FactCandidate(Category.FACT, _fingerprint(stripped), stripped)

@@ -354,7 +354,7 @@ class MemorySystem:
         if engine is not None and engine.cipher is not None:
             # The raw value is what gets sealed: the masked text stays the searchable part.
             # The key comes from the masked text (a fingerprint key would differ).
-            original = extract_fact(raw, candidate_kind(candidate))
+            original = extract_fact(raw, candidate_kind(candidate), remember=False)  # raw PII
             if original is not None and original.category is candidate.category:
                 value["value"] = original.value
         current = self.ltm.facts(

@@ -269,3 +269,23 @@ def test_upsert_audits_json_round_trips(
     assert repr(update.old_value) == repr(normal)  # -0.0 and types too
     assert update.new_value == second
     assert copy_plain(normal) == copy_json(normal) and copy_plain(normal) is not normal
+
+
+def test_no_memo_keeps_raw_pii(monkeypatch: pytest.MonkeyPatch) -> None:
+    masker = RegexPiiMasker()
+    raw = "From now on always call me at 13812345678"
+    masked = masker.mask(raw)
+    assert masked != raw and masker.mask(raw) == masked
+    assert raw not in masker._masked and masker._masked[masked] == masked
+    expected = promotion._extract(raw, MemoryType.FACT)
+    remembered: list[str] = []
+
+    def spy(text: str) -> bool:
+        remembered.append(text)
+        return False
+
+    monkeypatch.setattr(intent_module, "_is_stable_preference", spy)
+    size = promotion._extract_remembered.cache_info().currsize
+    found = promotion.extract_fact(raw, MemoryType.FACT, remember=False)
+    assert found == expected
+    assert promotion._extract_remembered.cache_info().currsize == size and not remembered
