@@ -9,6 +9,7 @@ capacity formulas add them per backend).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -27,6 +28,25 @@ def record_bytes(memory: MemoryRecord | Fact, dim: int) -> int:
     """The payload bytes of an STM record or an LTM fact with a `dim`-float vector."""
     body = memory.value if isinstance(memory, Fact) else memory.metadata
     return len(memory.text.encode()) + len(_json(body)) + 4 * dim
+
+
+def scanned_usage(
+    scan: Callable[[str | None, int], Sequence[MemoryRecord | Fact]], dim: int, now: float
+) -> Usage:
+    """The live records among every page of `scan(after, limit)` (by id), and their
+    bytes: the footprint of a backend that keeps no counters."""
+    records = size = 0
+    after: str | None = None
+    while True:
+        page = scan(after, 1000)
+        for memory in page:
+            if memory.is_live(now):
+                records += 1
+                size += record_bytes(memory, dim)
+        if len(page) < 1000:
+            return Usage(records, size)
+        last = page[-1]
+        after = last.fact_id if isinstance(last, Fact) else last.record_id
 
 
 def session_bytes(state: SessionState) -> int:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,15 +27,12 @@ from reference.forgetting.loading import BUILTINS, load_strategy
 from reference.forgetting.policy import DueRule, OracleAdvice, due_rule, next_due_at
 from reference.forgetting.strategy import DAY_S
 from reference.keys import Namespace
-from reference.ltm.embedded_pg import start_embedded_postgres
-from reference.ltm.migrations import drop_schema
 from reference.models import Status
 from reference.settings import Settings
-from reference.stm.chroma_client import make_chroma_client
 from reference.system import MemorySystem
 from reference.text import Embedder
 from tests.conftest import T0
-from tests.test_engine import redis_client
+from tests.test_engine import drop_embedded_namespace
 from tests.test_forgetting_properties import KEY, Model, run, step
 from tests.test_policy import fact, record
 
@@ -79,14 +75,7 @@ def built(backend: str, name: str, embedder: Embedder, data_dir: Path, n: int) -
     finally:
         system.dispose()
         if backend == "embedded":
-            with psycopg.connect(start_embedded_postgres(data_dir / "pg").url) as conn:
-                drop_schema(conn, namespace)
-            with contextlib.suppress(Exception):
-                make_chroma_client(None, data_dir).delete_collection(namespace.stm_collection)
-            client = redis_client(data_dir)
-            keys = list(client.scan_iter(namespace.key_pattern()))
-            if keys:
-                client.delete(*keys)
+            drop_embedded_namespace(data_dir, namespace)
 
 
 _count = iter(range(10**9))

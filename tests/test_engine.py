@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import chromadb.errors
 import psycopg
 import pytest
 import redis
@@ -87,14 +88,20 @@ def make_system(
     for system in built:
         system.dispose()
     if backend == "embedded":
-        with psycopg.connect(start_embedded_postgres(data_dir / "pg").url) as conn:
-            drop_schema(conn, namespace)
-        with contextlib.suppress(Exception):
-            make_chroma_client(None, data_dir).delete_collection(namespace.stm_collection)
-        client = redis_client(data_dir)
-        keys = list(client.scan_iter(namespace.key_pattern()))
-        if keys:
-            client.delete(*keys)
+        drop_embedded_namespace(data_dir, namespace)
+
+
+def drop_embedded_namespace(data_dir: Path, namespace: Namespace) -> None:
+    """Remove a test namespace from the embedded PostgreSQL, Chroma and Redis."""
+    with psycopg.connect(start_embedded_postgres(data_dir / "pg").url) as conn:
+        drop_schema(conn, namespace)
+    # Chroma says a collection is missing with NotFoundError (or ValueError, older clients).
+    with contextlib.suppress(chromadb.errors.NotFoundError, ValueError):
+        make_chroma_client(None, data_dir).delete_collection(namespace.stm_collection)
+    client = redis_client(data_dir)
+    keys = list(client.scan_iter(namespace.key_pattern()))
+    if keys:
+        client.delete(*keys)
 
 
 def settings(backend: str, namespace: Namespace, data_dir: Path, *, k: int = 5) -> Settings:

@@ -27,7 +27,7 @@ import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
-from reference.footprint import Usage, record_bytes
+from reference.footprint import Usage, scanned_usage
 from reference.forgetting.policy import DueRule, next_due_at
 from reference.keys import Namespace
 from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate, Status
@@ -449,17 +449,7 @@ class LongTermStore(ABC):
 
     def _usage(self, now: float) -> Usage:
         """Pages through every fact (`_scan`); a backend that keeps counters overrides."""
-        records = size = 0
-        after: str | None = None
-        while True:
-            page = self._scan(after, 1000)
-            for fact in page:
-                if fact.is_live(now):
-                    records += 1
-                    size += record_bytes(fact, self.embedder.dim)
-            if len(page) < 1000:
-                return Usage(records, size)
-            after = page[-1].fact_id
+        return scanned_usage(self._scan, self.embedder.dim, now)
 
     def _inactive_users(self, after: float, until: float) -> list[str]:
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")

@@ -28,7 +28,7 @@ import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
-from reference.footprint import Usage, record_bytes
+from reference.footprint import Usage, scanned_usage
 from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
@@ -369,17 +369,7 @@ class ShortTermStore(ABC):
 
     def _usage(self, now: float) -> Usage:
         """Pages through every record (`_scan`); a backend that keeps counters overrides."""
-        records = size = 0
-        after: str | None = None
-        while True:
-            page = self._scan(after, 1000)
-            for record in page:
-                if record.is_live(now):
-                    records += 1
-                    size += record_bytes(record, self.embedder.dim)
-            if len(page) < 1000:
-                return Usage(records, size)
-            after = page[-1].record_id
+        return scanned_usage(self._scan, self.embedder.dim, now)
 
     def _scan_due(self, now: float, after: str | None, limit: int) -> list[MemoryRecord]:
         """Up to `limit` records with record_id > `after`, in record_id order, among which
