@@ -34,6 +34,7 @@ from reference.models import (
 )
 from reference.pii import RegexPiiMasker
 from reference.session.base import SessionStore
+from reference.stm.access import AccessWrite
 from reference.stm.base import ShortTermStore, StmFilter
 from reference.system import MemorySystem
 from reference.text import Embedder
@@ -135,7 +136,7 @@ class NullShortTermStore(ShortTermStore):
         busy_wait(self.delay_s)
         return []
 
-    def _touch(self, record_ids: list[str], now: float) -> None:
+    def _write_access(self, writes: list[AccessWrite]) -> None:
         busy_wait(self.delay_s)
 
     def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:

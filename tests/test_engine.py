@@ -41,6 +41,7 @@ from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import LongTermSettings, Settings, ShortTermSettings
 from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
+from reference.stm.chroma_store import ChromaShortTermStore
 from reference.system import MemorySystem
 from reference.text import Embedder
 from tests.conftest import T0
@@ -220,6 +221,24 @@ def test_sliding_window_lives_while_accessed(make_system: MakeSystem, clock: Vir
     assert live(system, "address") == (set(), set())
     system.sweep()
     assert system.stm.scan(limit=100) == [] and system.ltm.scan(limit=100) == []
+
+
+def test_a_sweep_sees_the_window_an_access_moved_before_it_is_written(
+    make_system: MakeSystem, clock: VirtualClock
+) -> None:
+    system = make_system("sliding_window", k=1)
+    system.turn(user_id=ALICE, session_id="s1", text="My address is 12 Oak Street, Springfield.")
+    clock.set(T0 + 23 * HOUR)
+    asked = system.turn(user_id=ALICE, session_id="s1", text="What is my address?")
+    assert asked.stm_hits, "the turn retrieved the address"
+    clock.set(T0 + 30 * HOUR)  # past the write's 24 h window, inside the access's
+    system.sweep()
+    kept = system.stm.records(filter=StmFilter(user_id=ALICE))
+    assert asked.stm_hits[0].record.record_id in {r.record_id for r in kept}
+    if isinstance(system.stm, ChromaShortTermStore):  # the sweep wrote the access first
+        collection = system.stm.client.get_collection(system.stm.namespace.stm_collection)
+        row = collection.get(ids=[asked.stm_hits[0].record.record_id], include=["metadatas"])
+        assert row["metadatas"][0]["last_accessed_at"] == T0 + 23 * HOUR
 
 
 def test_importance_ttl_grows_with_access_and_decays(

@@ -192,7 +192,9 @@ class ForgettingEngine:
         if not touch or not hits:
             return hits
         updates = self._updates([h.record for h in hits], now)
-        self.stm.touch(user_id=user_id, updates=list(updates.values()))
+        self.stm.touch(
+            user_id=user_id, updates=list(updates.values()), seen=[h.record for h in hits]
+        )
         return [Hit(record=_accessed(h.record, updates, now), score=h.score) for h in hits]
 
     def retrieve_ltm(
@@ -388,6 +390,8 @@ class ForgettingEngine:
         decisions and changes nothing. See `sweeper.run_sweep`."""
         if self.strategy.oracle and not self._oracle_scanned:
             full_scan = True  # the advice learns every record it was not told about
+        if not dry_run:
+            self.stm.flush_access()  # the store holds what was accessed, as it stands
         stats = run_sweep(self, dry_run=dry_run, full_scan=full_scan)
         if full_scan and not dry_run:
             self._oracle_scanned = True

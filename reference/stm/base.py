@@ -31,6 +31,7 @@ from reference.errors import InvalidInput
 from reference.footprint import Usage, scanned_usage
 from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
+from reference.stm.access import AccessWrite
 from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
 from reference.validation import (
     check_embedding,
@@ -89,7 +90,7 @@ class AddResult:
 class ShortTermStore(ABC):
     """Session-scoped semantic memory with per-record expiry."""
 
-    #: The backend implements the engine's primitives (`_update_retention`, `_scan`,
+    #: The backend implements the engine's primitives (`_scan`, `_scan_due`,
     #: `_purge`); a store without them can serve turns but not a `ForgettingEngine`.
     supports_forgetting: ClassVar[bool] = False
 
@@ -204,13 +205,11 @@ class ShortTermStore(ABC):
         now = self.clock.now()
         hits = self._query(vector, flt, k, now)
         if hits and touch:
-            self._touch([h.record.record_id for h in hits], now)
+            writes = [AccessWrite.after(h.record, now) for h in hits]
+            self._write_access(writes)
             hits = [
-                Hit(
-                    record=_touched(h.record, now),
-                    score=h.score,
-                )
-                for h in hits
+                Hit(record=w.apply(h.record), score=h.score)
+                for h, w in zip(hits, writes, strict=True)
             ]
         return hits
 
@@ -245,18 +244,48 @@ class ShortTermStore(ABC):
             raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
         return self._sweep(self.clock.now(), batch_size)
 
+    def flush_access(self) -> int:
+        """Write the access statistics held behind the request (`reference.stm.access`);
+        how many records. Reads never need it (they see buffered accesses); a sweep, a
+        shutdown and a process that hands over to another call it. 0 for a backend that
+        writes accesses at once."""
+        return 0
+
     # ------------------------------------------------------------------ engine API
-    def touch(self, *, user_id: str, updates: Sequence[RetentionUpdate]) -> int:
+    def touch(
+        self,
+        *,
+        user_id: str,
+        updates: Sequence[RetentionUpdate],
+        seen: Sequence[MemoryRecord] = (),
+    ) -> int:
         """Count an access to each of the user's live records named in `updates`, storing
         its new `expires_at` and `importance` with it (one write); returns how many.
 
-        A record that is gone or no longer live is skipped: an access never resurrects.
+        `seen`: the records as a read of this store just returned them (a query's hits);
+        their statistics are not read again. A record that is gone or no longer live is
+        skipped: an access never resurrects.
         """
         check_id("user_id", user_id)
         checked = _check_updates(updates)
         if not checked:
             return 0
-        return self._update_retention(user_id, checked, self.clock.now())
+        now = self.clock.now()
+        known = {r.record_id: r for r in seen}
+        unknown = frozenset(u.record_id for u in checked if u.record_id not in known)
+        if unknown:
+            flt = StmFilter(user_id=user_id, record_ids=unknown)
+            known.update((r.record_id, r) for r in self._records(flt, now))
+        writes = [
+            AccessWrite.after(record, now, update)
+            for update in checked
+            if (record := known.get(update.record_id)) is not None
+            and record.user_id == user_id
+            and record.is_live(now)
+        ]
+        if writes:
+            self._write_access(writes)
+        return len(writes)
 
     def similar(
         self,
@@ -340,8 +369,10 @@ class ShortTermStore(ABC):
         ties broken by record_id ascending."""
 
     @abstractmethod
-    def _touch(self, record_ids: list[str], now: float) -> None:
-        """Set last_accessed_at=now and increment access_count of these records."""
+    def _write_access(self, writes: list[AccessWrite]) -> None:
+        """Store these access statistics (`AccessWrite`: absolute values, of records
+        that were live and owned when read), now or behind the request; every read
+        after this call must return them."""
 
     @abstractmethod
     def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
@@ -358,11 +389,6 @@ class ShortTermStore(ABC):
 
     # Engine primitives: not abstract, so a backend that serves turns only (a benchmark's
     # null store) need not have them; `supports_forgetting` says whether it does.
-    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
-        """For each update naming a live record of `user_id`: last_accessed_at=now,
-        access_count+1, expires_at and importance as given. Returns how many changed."""
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
     def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
         """Records of the namespace with record_id > after (any), by record_id, at most limit."""
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
@@ -384,12 +410,6 @@ class ShortTermStore(ABC):
 
 def _random_id() -> str:
     return uuid.uuid4().hex
-
-
-def _touched(record: MemoryRecord, now: float) -> MemoryRecord:
-    from dataclasses import replace
-
-    return replace(record, last_accessed_at=now, access_count=record.access_count + 1)
 
 
 def _check_updates(updates: Sequence[RetentionUpdate]) -> list[RetentionUpdate]:

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import threading
-from collections.abc import Callable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -53,7 +53,8 @@ from chromadb.errors import ChromaError
 from reference.clock import Clock
 from reference.errors import BackendUnavailable, ConfigurationError
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
+from reference.models import Hit, MemoryRecord, MemoryType, Status
+from reference.stm.access import AccessBuffer, AccessWrite, lay_records
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
 from reference.text import Embedder, IntentFilter, PiiMasker
@@ -88,9 +89,12 @@ class ChromaShortTermStore(ShortTermStore):
         id_factory: Callable[[], str] | None = None,
         ef_search: int = 100,
         scan_limit: int = 100,
+        access_buffer: int = 1000,
     ) -> None:
         """`client` is a `chromadb.api.ClientAPI`. `ef_search` applies only when this
-        store creates the collection; `scan_limit` is the largest session scored by a scan."""
+        store creates the collection; `scan_limit` is the largest session scored by a
+        scan; `access_buffer` is how many records' access statistics wait behind the
+        request before they are written in one batch (`reference.stm.access`; 0: at once)."""
         super().__init__(
             clock=clock,
             namespace=namespace,
@@ -101,7 +105,7 @@ class ChromaShortTermStore(ShortTermStore):
             id_factory=id_factory,
         )
         self.scan_limit = scan_limit
-        self._touch_lock = threading.Lock()
+        self._access = AccessBuffer(limit=access_buffer)
         self.client = client
         with _unavailable():
             self._collection = client.get_or_create_collection(
@@ -122,6 +126,7 @@ class ChromaShortTermStore(ShortTermStore):
         storable_record(record)
         vector = storable_vector("embedding", embedding)
         metadata = _to_metadata(record)
+        self._access.discard([record.record_id])  # replaced: its old statistics go too
         with _unavailable():
             old = self._collection.get(ids=[record.record_id], include=["metadatas"])
             # upsert merges metadata; None removes the caller keys the new record lacks.
@@ -147,7 +152,9 @@ class ChromaShortTermStore(ShortTermStore):
             if not ids:
                 return []
             if len(ids) <= self.scan_limit:
-                rows = _rows(self._collection.get(ids=ids, include=_ROW))
+                rows = self._access.overlaid(
+                    lambda: _rows(self._collection.get(ids=ids, include=_ROW)), _lay_rows
+                )
                 return _rank(rows, embedding, flt, k, now)
             return self._knn(query, embedding, ids, where, flt, k, now)
 
@@ -161,8 +168,8 @@ class ChromaShortTermStore(ShortTermStore):
         k: int,
         now: float,
     ) -> list[Hit[MemoryRecord]]:
-        n = min(len(ids), k + max(k, 10))
-        while True:
+
+        def nearest(n: int) -> list[Row]:
             try:
                 result = self._collection.query(
                     query_embeddings=[query], ids=ids, n_results=n, include=_ROW
@@ -173,7 +180,11 @@ class ChromaShortTermStore(ShortTermStore):
                 result = self._collection.query(
                     query_embeddings=[query], where=where, n_results=n, include=_ROW
                 )
-            rows = _rows(result, nested=True)
+            return _rows(result, nested=True)
+
+        n = min(len(ids), k + max(k, 10))
+        while True:
+            rows = self._access.overlaid(functools.partial(nearest, n), _lay_rows)
             hits = _rank(rows, embedding, flt, k + 1, now)
             if len(rows) < n or n >= len(ids):
                 return hits[:k]
@@ -182,63 +193,45 @@ class ChromaShortTermStore(ShortTermStore):
                 return hits[:k]
             n = min(len(ids), n * 2)
 
-    def _touch(self, record_ids: list[str], now: float) -> None:
-        # Read-modify-write: Chroma has no atomic increment. The lock keeps threads of
-        # this process from losing increments; two processes may still count one.
-        with self._touch_lock, _unavailable():
-            found = self._collection.get(ids=record_ids, include=["metadatas"])
-            if not found["ids"]:
-                return
-            updates = [
-                {"last_accessed_at": now, "access_count": int(md["access_count"]) + 1}
-                for md in found["metadatas"] or []
-            ]
-            self._collection.update(ids=found["ids"], metadatas=updates)
+    def _write_access(self, writes: list[AccessWrite]) -> None:
+        if self._access.put(writes):
+            self.flush_access()
 
-    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
-        by_id = {u.record_id: u for u in updates}
-        with self._touch_lock, _unavailable():
-            found = self._collection.get(ids=sorted(by_id), include=["metadatas"])
-            ids, metadatas = [], []
-            for record_id, md in zip(found["ids"], found["metadatas"] or [], strict=True):
-                if md is None or md.get("user_id") != user_id:
-                    continue
-                if md.get("status") != Status.ACTIVE.value or float(md["expires_at"]) <= now:
-                    continue  # an access never resurrects
-                update = by_id[record_id]
-                ids.append(record_id)
-                metadatas.append(
-                    {
-                        "last_accessed_at": now,
-                        "access_count": int(md["access_count"]) + 1,
-                        "expires_at": NO_EXPIRY
-                        if update.expires_at is None
-                        else float(update.expires_at),
-                        "importance": float(update.importance),
-                    }
+    def flush_access(self) -> int:
+        return self._access.flush(self._store_access)
+
+    def _store_access(self, writes: list[AccessWrite]) -> None:
+        # update, never upsert: a record deleted by another process stays deleted (Chroma
+        # skips ids it does not have).
+        with _unavailable():
+            for start in range(0, len(writes), self._batch):
+                batch = writes[start : start + self._batch]
+                self._collection.update(
+                    ids=[w.record_id for w in batch],
+                    metadatas=[
+                        {
+                            "last_accessed_at": float(w.last_accessed_at),
+                            "access_count": int(w.access_count),
+                            "expires_at": NO_EXPIRY
+                            if w.expires_at is None
+                            else float(w.expires_at),
+                            "importance": float(w.importance),
+                        }
+                        for w in batch
+                    ],
                 )
-            if ids:
-                # update, never upsert: a record deleted meanwhile must stay deleted.
-                self._collection.update(ids=ids, metadatas=metadatas)
-        return len(ids)
 
     def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
         # Chroma cannot order a `get` or filter ids by range, so the page is cut from the
         # sorted id list of the namespace: O(namespace) per page, fine for a short-lived
         # layer, and correct while records come and go between pages.
-        with _unavailable():
-            ids = sorted(self._collection.get(include=[])["ids"])
-            start = 0 if after is None else bisect.bisect_right(ids, after)
-            page = ids[start : start + limit]
-            if not page:
-                return []
-            found = self._collection.get(ids=page, include=["metadatas", "documents"])
-        records = [
-            _to_record(record_id, doc, md)
-            for record_id, doc, md in zip(
-                found["ids"], found["documents"] or [], found["metadatas"] or [], strict=True
-            )
-        ]
+        def page() -> list[MemoryRecord]:
+            with _unavailable():
+                ids = sorted(self._collection.get(include=[])["ids"])
+                start = 0 if after is None else bisect.bisect_right(ids, after)
+                return self._fetch_records(ids[start : start + limit])
+
+        records = self._access.overlaid(page, lay_records)
         return sorted(records, key=lambda r: r.record_id)
 
     def _scan_due(self, now: float, after: str | None, limit: int) -> list[MemoryRecord]:
@@ -246,24 +239,23 @@ class ChromaShortTermStore(ShortTermStore):
         # never expires holds NO_EXPIRY). Chroma cannot order or range ids, so the page is
         # cut from the sorted due ids (O(due) ids per page, not O(namespace)), and only
         # its records are read in full; ids removed in between are made up from the next.
+        # Records with buffered accesses are candidates too: their stored expiry may be
+        # stale (`scan_due` keeps the due ones after the overlay).
         where = {"$or": [{"expires_at": {"$lte": now}}, {"status": {"$ne": Status.ACTIVE.value}}]}
-        with _unavailable():
-            ids = sorted(self._collection.get(where=where, include=[])["ids"])
+
+        def page() -> list[MemoryRecord]:
+            with _unavailable():
+                stored = self._collection.get(where=where, include=[])["ids"]
+            ids = sorted({*stored, *self._access.ids()})
             position = 0 if after is None else bisect.bisect_right(ids, after)
-            records: list[MemoryRecord] = []
-            while len(records) < limit and position < len(ids):
-                wanted = ids[position : position + limit - len(records)]
+            found: list[MemoryRecord] = []
+            while len(found) < limit and position < len(ids):
+                wanted = ids[position : position + limit - len(found)]
                 position += len(wanted)
-                found = self._collection.get(ids=wanted, include=["metadatas", "documents"])
-                records += [
-                    _to_record(record_id, doc, md)
-                    for record_id, doc, md in zip(
-                        found["ids"],
-                        found["documents"] or [],
-                        found["metadatas"] or [],
-                        strict=True,
-                    )
-                ]
+                found += self._fetch_records(wanted)
+            return found
+
+        records = self._access.overlaid(page, lay_records)
         return sorted(records, key=lambda r: r.record_id)
 
     def _purge(self, record_ids: list[str]) -> int:
@@ -273,20 +265,23 @@ class ChromaShortTermStore(ShortTermStore):
         return len(found)
 
     def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
-        where = _where(flt, now, live=not flt.include_dead)
-        if where is None:
-            return []
-        with _unavailable():
-            result = self._collection.get(
-                ids=_ids(flt), where=where, include=["metadatas", "documents"]
-            )
-        records = [
-            _to_record(record_id, doc, md)
-            for record_id, doc, md in zip(
-                result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True
-            )
-        ]
-        return sorted(records, key=lambda r: (r.created_at, r.record_id))
+        # Liveness is decided in Python when an access of this user waits behind the
+        # request (it may have moved an expiry the stored row does not show yet).
+        def matching() -> list[MemoryRecord]:
+            live = not flt.include_dead and not self._access.has_user(flt.user_id)
+            where = _where(flt, now, live=live)
+            if where is None:
+                return []
+            with _unavailable():
+                result = self._collection.get(
+                    ids=_ids(flt), where=where, include=["metadatas", "documents"]
+                )
+            return _records_of(result)
+
+        records = self._access.overlaid(matching, lay_records)
+        return sorted(
+            (r for r in records if flt.matches(r, now)), key=lambda r: (r.created_at, r.record_id)
+        )
 
     def _delete(self, flt: StmFilter, now: float) -> int:
         ids = self._matching_ids(flt, now)
@@ -296,11 +291,28 @@ class ChromaShortTermStore(ShortTermStore):
     def _count(self, flt: StmFilter | None, now: float) -> int:
         if flt is not None:
             return len(self._matching_ids(flt, now))
-        with _unavailable():
-            found = self._collection.get(where=_and(_live_clauses(now)), include=[])
-        return len(found["ids"])
+
+        # The stored count of live records, corrected by the buffered accesses: each
+        # record whose liveness they change counts as they have it.
+        def stored() -> tuple[int, list[MemoryRecord]]:
+            with _unavailable():
+                found = self._collection.get(where=_and(_live_clauses(now)), include=[])
+            return len(found["ids"]), self._fetch_records(self._access.ids())
+
+        def corrected(
+            counted: tuple[int, list[MemoryRecord]], pending: Mapping[str, AccessWrite]
+        ) -> tuple[int, list[MemoryRecord]]:
+            live, records = counted
+            for record in records:
+                if record.record_id in pending:
+                    now_live = pending[record.record_id].apply(record).is_live(now)
+                    live += int(now_live) - int(record.is_live(now))
+            return live, records
+
+        return self._access.overlaid(stored, corrected)[0]
 
     def _sweep(self, now: float, batch_size: int) -> int:
+        self.flush_access()  # an access may have moved an expiry: the stored ones must be right
         with _unavailable():
             found = self._collection.get(
                 where={"expires_at": {"$lte": now}}, limit=batch_size, include=[]
@@ -309,16 +321,23 @@ class ChromaShortTermStore(ShortTermStore):
         return len(found["ids"])
 
     def drop(self) -> None:
+        self._access.discard(self._access.ids())  # nothing left to write them to
         with contextlib.suppress(Exception):  # chromadb raises NotFoundError or ValueError
             self.client.delete_collection(self.namespace.stm_collection)
         self.dispose()
 
     def dispose(self) -> None:
-        """Drop the reference to the collection; the shared client stays open."""
-        self._collection = None
+        """Write the buffered access statistics, then drop the reference to the
+        collection; the shared client stays open."""
+        try:
+            self.flush_access()
+        finally:
+            self._collection = None
 
     # ------------------------------------------------------------------ helpers
     def _matching_ids(self, flt: StmFilter, now: float) -> list[str]:
+        if not flt.include_dead and self._access.has_user(flt.user_id):
+            return [r.record_id for r in self._records(flt, now)]  # liveness after the overlay
         where = _where(flt, now, live=not flt.include_dead)
         if where is None:
             return []
@@ -330,6 +349,16 @@ class ChromaShortTermStore(ShortTermStore):
         with _unavailable():
             for start in range(0, len(ids), self._batch):
                 self._collection.delete(ids=list(ids[start : start + self._batch]))
+        self._access.discard(ids)  # deleted: nothing to write
+
+    def _fetch_records(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        """These records as stored (those that exist), in no particular order."""
+        if not ids:
+            return []
+        with _unavailable():
+            return _records_of(
+                self._collection.get(ids=list(ids), include=["metadatas", "documents"])
+            )
 
 
 # --------------------------------------------------------------------------- translation
@@ -413,6 +442,24 @@ def _and(clauses: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 Row = tuple[MemoryRecord, str, np.ndarray]
+
+
+def _records_of(result: Any) -> list[MemoryRecord]:
+    """The records of a get result with metadatas and documents."""
+    return [
+        _to_record(record_id, doc, md)
+        for record_id, doc, md in zip(
+            result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True
+        )
+    ]
+
+
+def _lay_rows(rows: list[Row], pending: Mapping[str, AccessWrite]) -> list[Row]:
+    """Rows with the buffered access statistics of their records."""
+    return [
+        (pending[rid].apply(record), rid, vector) if rid in pending else (record, rid, vector)
+        for record, rid, vector in rows
+    ]
 
 
 def _rows(result: Any, *, nested: bool = False) -> list[Row]:

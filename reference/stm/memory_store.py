@@ -18,7 +18,6 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -28,7 +27,8 @@ from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
 from reference.footprint import Usage, record_bytes
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord, RetentionUpdate, Status
+from reference.models import Hit, MemoryRecord, Status
+from reference.stm.access import AccessWrite
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.text import Embedder, IntentFilter, PiiMasker
 
@@ -192,14 +192,13 @@ class InMemoryShortTermStore(ShortTermStore):
             scored.append((score, record.record_id, record))
         return [Hit(record=record, score=score) for score, _, record in top_k(scored, k)]
 
-    def _touch(self, record_ids: list[str], now: float) -> None:
+    def _write_access(self, writes: list[AccessWrite]) -> None:
         with self._lock:
-            for record_id in record_ids:
-                record = self._by_id.get(record_id)
+            for write in writes:
+                record = self._by_id.get(write.record_id)
                 if record is not None:
-                    self._by_id[record_id] = replace(
-                        record, last_accessed_at=now, access_count=record.access_count + 1
-                    )
+                    self._by_id[write.record_id] = write.apply(record)
+                    self._due.set(write.record_id, _due_at(self._by_id[write.record_id]))
 
     def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         with self._lock:
@@ -232,24 +231,6 @@ class InMemoryShortTermStore(ShortTermStore):
                     if removed >= batch_size:
                         break
         return removed
-
-    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
-        changed = 0
-        with self._lock:
-            for update in updates:
-                record = self._by_id.get(update.record_id)
-                if record is None or record.user_id != user_id or not record.is_live(now):
-                    continue
-                self._by_id[record.record_id] = replace(
-                    record,
-                    last_accessed_at=now,
-                    access_count=record.access_count + 1,
-                    expires_at=update.expires_at,
-                    importance=update.importance,
-                )
-                self._due.set(record.record_id, _due_at(self._by_id[record.record_id]))
-                changed += 1
-        return changed
 
     def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
         with self._lock:
