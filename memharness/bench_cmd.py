@@ -77,6 +77,70 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     help="Save this run's pytest-benchmark JSON into bench/baseline.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's output as it runs.")
+@click.option(
+    "--ab",
+    "ab_ref",
+    is_flag=False,
+    flag_value="auto",
+    default=None,
+    metavar="[REF|PATH]",
+    help="A/B regression gate instead of the SLA suites: this checkout (uncommitted changes "
+    "included) against commit REF, interleaved. Without a value: the merge base with main, "
+    "or HEAD~1 on main. A PATH (with a '/' or starting with '.') is a directory tree.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["real", "null"]),
+    default="real",
+    show_default=True,
+    help="A/B: embedded servers, or the null backend (bench/null_backend.py; seconds).",
+)
+@click.option(
+    "--ab-rounds", type=click.IntRange(min=2), default=20, show_default=True, help="A/B rounds."
+)
+@click.option(
+    "--ab-extra-rounds",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="A/B: rounds added once when an operation is inconclusive (then WARN).",
+)
+@click.option(
+    "--ab-calls",
+    type=click.IntRange(min=2),
+    default=12,
+    show_default=True,
+    help="A/B: calls per operation per block (x3 for the sub-millisecond ones).",
+)
+@click.option(
+    "--restart-every",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="A/B: restart the worker processes every N rounds.",
+)
+@click.option(
+    "--t50", type=click.FloatRange(min=0), default=0.10, show_default=True,
+    help="A/B: tolerated slowdown at p50 (FAIL when the ratio's CI is all above 1+T).",
+)  # fmt: skip
+@click.option(
+    "--t95", type=click.FloatRange(min=0), default=0.15, show_default=True,
+    help="A/B: tolerated slowdown at p95.",
+)  # fmt: skip
+@click.option(
+    "--inject",
+    metavar="OP=FRACTION",
+    default=None,
+    help="A/B: slow the candidate's OP by FRACTION x its median (busy wait): proves power.",
+)
+@click.option(
+    "--null-delay-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="A/B with --backend null: busy-wait per backend primitive.",
+)
+@click.option("--seed", type=int, default=1, show_default=True, help="A/B: round order seed.")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def bench(
     size: str,
@@ -89,14 +153,47 @@ def bench(
     compare: str | None,
     save_baseline: str | None,
     verbose: bool,
+    ab_ref: str | None,
+    backend: str,
+    ab_rounds: int,
+    ab_extra_rounds: int,
+    ab_calls: int,
+    restart_every: int,
+    t50: float,
+    t95: float,
+    inject: str | None,
+    null_delay_ms: float,
+    seed: int,
     pytest_args: tuple[str, ...],
 ) -> None:
     """Run the SLA benchmarks in bench/ and print p50/p95/p99, SLA and headroom per operation.
 
     Extra PYTEST_ARGS (after --) go to pytest, e.g. `memharness bench -- -k session`.
+    With --ab, run the A/B regression gate instead (bench/README.md, "The A/B gate").
     """
     if not (BENCH_DIR / "conftest.py").is_file():
         raise click.UsageError(f"no bench suites at {BENCH_DIR}: run from a source checkout")
+    if ab_ref is not None:
+        from memharness.ab.command import parse_inject, run_ab_command
+        from memharness.ab.runner import AbSettings
+
+        threads = torch_threads or _env_threads()
+        settings = AbSettings(
+            backend=backend,
+            embedder=embedder,
+            threads=threads,
+            rounds=ab_rounds,
+            extra_rounds=ab_extra_rounds,
+            calls=ab_calls,
+            restart_every=restart_every,
+            seed=seed,
+            t50=t50,
+            t95=t95,
+            null_delay_ms=null_delay_ms,
+            inject=parse_inject(inject),
+        )
+        run_ab_command(ROOT, ab_ref, settings, run_id=run_id, report_dir=report_dir)
+        return
     # A run id names a report directory after the real date: the wall clock is right here.
     stamp = datetime.now(UTC)  # wall-clock ok
     run_id = run_id or f"bench-{stamp:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
@@ -138,12 +235,31 @@ def bench(
     for line in format_report(document):
         click.echo(line)
     click.echo(f"wall time {wall:.0f} s; report: {report_path}")
+    history = _append_sla_history(report_dir, document)
+    click.echo(f"history: {history}")
     outcome, problems = _pytest_outcome(log_path)
     click.echo(f"pytest: {outcome} (exit code {returncode})")
     for line in problems:
         click.echo(f"  {line}", err=True)
     if returncode != 0:
         sys.exit(returncode)
+
+
+def _env_threads() -> int:
+    """MiniLM's torch threads for the A/B gate: MEMH_EMBEDDER_THREADS, else 1 (2 shared
+    cores: more threads stall single embeddings under load)."""
+    value = os.environ.get("MEMH_EMBEDDER_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
+def _append_sla_history(report_dir: Path, document: dict[str, Any]) -> Path:
+    """One line per SLA gate run in `<report-dir>/history.jsonl` (beside the A/B gate's)."""
+    from memharness.ab.arms import candidate_tree
+    from memharness.ab.report import append_history, sla_history_line
+
+    tree = candidate_tree(ROOT)
+    line = sla_history_line(document, commit=tree.sha, dirty=tree.dirty)
+    return append_history(report_dir / "history.jsonl", line)
 
 
 def _run(command: list[str], env: dict[str, str], log_path: Path, *, verbose: bool) -> int:

@@ -1,0 +1,256 @@
+"""The A/B gate's outputs: the terminal table, `reports/<run-id>/ab.json`, and one line per
+gate run in `reports/history.jsonl` (also written by the absolute SLA gate).
+
+History lines are flat JSON objects (scalars only: `ops.<op>.<figure>` keys), so
+`pandas.read_json("reports/history.jsonl", lines=True)` gives one row per gate run and one
+column per figure, ready to plot a trend over commits. `gate` says which gate wrote the
+line ("ab" or "sla").
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memharness.ab.runner import AbResult, OpResult
+from memharness.ab.stats import Comparison, Verdict
+
+
+def _r(value: float, digits: int = 4) -> float | None:
+    return None if math.isnan(value) or math.isinf(value) else round(value, digits)
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def table(result: AbResult) -> list[str]:
+    """Per operation: both arms' p50/p95 (n), the ratios with their intervals, the verdict."""
+    conf = result.ops[0].comparisons[0].confidence if result.ops else 0.0
+    head = (
+        f"{'operation':26}{'n b/c':>10}{'base p50':>10}{'cand p50':>10}  {'p50 ratio [CI]':22}"
+        f"{'base p95':>10}{'cand p95':>10}  {'p95 ratio [CI]':22}{'swap':>6}  verdict"
+    )
+    lines = [head, "-" * len(head)]
+    for op in result.ops:
+        p50, p95 = op.comparisons
+        n = f"{len(_flat(result, 'baseline', op.op))}/{len(_flat(result, 'candidate', op.op))}"
+        swap = max(op.swap_alarms.values())
+        lines.append(
+            f"{op.op:26}{n:>10}{p50.base_ms:>10.3f}{p50.cand_ms:>10.3f}  {_ci(p50):22}"
+            f"{p95.base_ms:>10.3f}{p95.cand_ms:>10.3f}  {_ci(p95):22}{swap:>6.1%}  {op.verdict}"
+        )
+    lines.append(
+        f"(milliseconds; Harrell–Davis quantiles; ratio = candidate/baseline with its "
+        f"{conf:.2%} paired-bootstrap interval, Bonferroni over {2 * len(result.ops)}; "
+        f"swap = share of label swaps the rule would fail)"
+    )
+    return lines
+
+
+def _ci(c: Comparison) -> str:
+    return f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]"
+
+
+def _flat(result: AbResult, arm: str, op: str) -> list[float]:
+    return [x for block in result.samples[arm][op] for x in block]
+
+
+def explain(op: OpResult) -> str:
+    """One sentence per operation that is not a PASS: which quantile, by how much, how sure."""
+    parts = []
+    for c in op.comparisons:
+        if c.verdict is Verdict.PASS:
+            continue
+        limit = 1 + c.threshold
+        if c.verdict is Verdict.FAIL:
+            parts.append(
+                f"{c.label} {_pct(c.ratio)} slower ({c.base_ms:.3f} -> {c.cand_ms:.3f} ms; "
+                f"{c.confidence:.2%} CI of the ratio {c.low:.3f}-{c.high:.3f}, all above "
+                f"{limit:.2f})"
+            )
+        else:
+            parts.append(
+                f"{c.label} {_pct(c.ratio)} ({c.confidence:.2%} CI {c.low:.3f}-{c.high:.3f} "
+                f"straddles {limit:.2f})"
+            )
+    return f"{op.verdict} {op.op}: " + "; ".join(parts)
+
+
+def summary(result: AbResult) -> list[str]:
+    verdict = result.verdict
+    ops = result.ops
+    failing = [op for op in ops if op.verdict is not Verdict.PASS]
+    extra = f", {result.settings.extra_rounds} more rounds run" if result.extended else ""
+    head = (
+        f"A/B gate {verdict}: {sum(op.verdict is Verdict.PASS for op in ops)} of {len(ops)} "
+        f"operations PASS ({result.rounds} rounds{extra})"
+    )
+    return [head, *(f"  {explain(op)}" for op in failing)]
+
+
+def document(
+    result: AbResult, *, run_id: str, started_at: str, loadavg: dict[str, Any]
+) -> dict[str, Any]:
+    """The ab.json document: the run, the rule, per operation the figures, raw samples."""
+    s = result.settings
+    return {
+        "run_id": run_id,
+        "gate": "ab",
+        "started_at": started_at,
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "verdict": result.verdict.value,
+        "wall_s": round(result.wall_s, 1),
+        "arms": {name: arm.as_dict() for name, arm in result.arms.items()},
+        "workers": result.workers,
+        "python": sys.executable,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "loadavg": loadavg,
+        "settings": {
+            "backend": s.backend,
+            "embedder": s.embedder,
+            "torch_threads": s.threads,
+            "rounds": s.rounds,
+            "extra_rounds": s.extra_rounds,
+            "calls_per_block": s.calls,
+            "restart_every": s.restart_every,
+            "seed": s.seed,
+            "null_delay_ms": s.null_delay_ms if s.backend == "null" else None,
+            "sizes": s.sizes if s.backend == "real" else None,
+            "inject": None if s.inject is None else {"op": s.inject[0], "fraction": s.inject[1]},
+        },
+        "rule": {
+            "estimator": "Harrell-Davis quantiles (scipy.stats.mstats.hdquantiles), pooled",
+            "interval": "paired bootstrap over rounds (same round indices for both arms)",
+            "thresholds": {"p50": s.t50, "p95": s.t95},
+            "family_alpha": s.family_alpha,
+            "correction": "Bonferroni over operations x quantiles (one-sided bounds)",
+            "resamples": s.resamples,
+            "fail": "CI lower bound of the ratio > 1 + T",
+            "pass": "CI upper bound < 1 + T",
+            "otherwise": "extra rounds once, then WARN (does not fail)",
+        },
+        "extended": result.extended,
+        "rounds_run": result.rounds,
+        "first_pass": result.first_pass,
+        "inject_ms": result.inject_ms,
+        "seeding_s": result.seeding_s,
+        "rounds": result.round_info,
+        "ops": [_op_dict(result, op) for op in result.ops],
+        "samples_ms": {
+            arm: {
+                op: [[round(x, 4) for x in block] for block in blocks] for op, blocks in ops.items()
+            }
+            for arm, ops in result.samples.items()
+        },
+    }
+
+
+def _op_dict(result: AbResult, op: OpResult) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "op": op.op,
+        "verdict": op.verdict.value,
+        "n_baseline": len(_flat(result, "baseline", op.op)),
+        "n_candidate": len(_flat(result, "candidate", op.op)),
+        "message": explain(op) if op.verdict is not Verdict.PASS else None,
+    }
+    for c in op.comparisons:
+        row[c.label] = {
+            "baseline_ms": _r(c.base_ms),
+            "candidate_ms": _r(c.cand_ms),
+            "ratio": _r(c.ratio),
+            "ci": [_r(c.low), _r(c.high)],
+            "confidence": _r(c.confidence, 6),
+            "threshold": c.threshold,
+            "verdict": c.verdict.value,
+            "label_swap_fail_share": _r(op.swap_alarms[c.label]),
+            "label_swap_ratio_p95": _r(op.swap_spread[c.label]),
+        }
+    return row
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return path
+
+
+def ab_history_line(result: AbResult, doc: dict[str, Any]) -> dict[str, Any]:
+    cand, base = result.arms["candidate"], result.arms["baseline"]
+    line: dict[str, Any] = {
+        "gate": "ab",
+        "run_id": doc["run_id"],
+        "date": doc["finished_at"],
+        "commit": cand.sha,
+        "dirty": cand.dirty,
+        "baseline_commit": base.sha,
+        "baseline_ref": base.ref or str(base.tree),
+        "backend": result.settings.backend,
+        "embedder": result.settings.embedder,
+        "verdict": result.verdict.value,
+        "rounds": result.rounds,
+        "loadavg_1m": doc["loadavg"].get("end", [None])[0],
+        "inject": None
+        if result.settings.inject is None
+        else "=".join(map(str, result.settings.inject)),
+    }
+    for op in result.ops:
+        p50, p95 = op.comparisons
+        line.update(
+            {
+                f"ops.{op.op}.p50_ms": _r(p50.cand_ms),
+                f"ops.{op.op}.p95_ms": _r(p95.cand_ms),
+                f"ops.{op.op}.baseline_p50_ms": _r(p50.base_ms),
+                f"ops.{op.op}.baseline_p95_ms": _r(p95.base_ms),
+                f"ops.{op.op}.ratio_p50": _r(p50.ratio),
+                f"ops.{op.op}.ratio_p95": _r(p95.ratio),
+                f"ops.{op.op}.verdict": op.verdict.value,
+            }
+        )
+    return line
+
+
+def sla_history_line(
+    doc: dict[str, Any], *, commit: str | None, dirty: bool | None
+) -> dict[str, Any]:
+    """The absolute SLA gate's history line, from its bench.json (real backends only)."""
+    line: dict[str, Any] = {
+        "gate": "sla",
+        "run_id": doc.get("run_id"),
+        "date": doc.get("finished_at"),
+        "commit": commit,
+        "dirty": dirty,
+        "backend": "real",
+        "embedder": doc.get("embedder"),
+        "verdict": "PASS" if doc.get("gate", {}).get("passed") else "FAIL",
+        "size": doc.get("size"),
+        "loadavg_1m": (doc.get("loadavg_end") or [None])[0],
+    }
+    for op in doc.get("ops", []):
+        if op.get("backend") == "null":
+            continue
+        line[f"ops.{op['op']}.p50_ms"] = op.get("p50_ms")
+        line[f"ops.{op['op']}.p95_ms"] = op.get("p95_ms")
+        line[f"ops.{op['op']}.verdict"] = op.get("verdict")
+    return line
+
+
+def append_history(path: Path, line: dict[str, Any]) -> Path:
+    """Append one JSON line (locked: concurrent gate runs do not interleave lines)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(line, allow_nan=False) + "\n"
+    with path.open("a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.write(text)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return path

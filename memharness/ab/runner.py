@@ -1,0 +1,419 @@
+"""Running the A/B gate: shared servers, one worker process per arm, interleaved rounds.
+
+Lifecycle: the parent starts one embedded Redis and one embedded PostgreSQL (or uses
+MEMH_REDIS_URL / MEMH_PG_URL) and hands their URLs to both arms' workers; each arm has
+its own prefix and its own embedded Chroma directory, seeded once (by the arm's first
+worker, with the arm's own bench/seed.py, same seed and sizes for both). Workers are
+restarted every `restart_every` rounds (both started together while nothing is timed);
+after each start every arm runs one warm-up block, discarded. A round runs one block of
+each arm, the arms in a fresh random order, never both at once. Round r of both arms
+uses the same operation order and the same inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from memharness.ab.arms import AbError, ArmTree
+from memharness.ab.stats import (
+    FAMILY_ALPHA,
+    RESAMPLES,
+    SEED,
+    Comparison,
+    Verdict,
+    compare,
+    label_swap_false_alarms,
+    op_verdict,
+)
+
+WORKER = Path(__file__).with_name("worker.py")
+ARMS = ("baseline", "candidate")
+#: Seeded sizes: bench small's (bench/config.py).
+SIZES = {
+    "sessions": 1_000,
+    "stm_session": 1_000,
+    "stm_collection": 5_000,
+    "ltm_rows": 10_000,
+    "ltm_facts_per_user": 100,
+}
+#: Worker environment variables that would move an arm off its own data or servers.
+_PLACEMENT = ("MEMH_BACKEND", "MEMH_DATA_DIR", "MEMH_PREFIX", "MEMH_CHROMA_URL", "MEMH_EMBEDDER")
+
+
+@dataclass(slots=True)
+class AbSettings:
+    """The gate's options (see `memharness bench --help` and bench/README.md)."""
+
+    backend: str = "real"  # "real": embedded servers; "null": bench/null_backend.py
+    embedder: str = "minilm"
+    threads: int | None = 1  # MiniLM's torch threads
+    rounds: int = 20
+    extra_rounds: int = 10  # once, when an operation is inconclusive
+    calls: int = 12  # calls per operation per block (x the op's factor)
+    restart_every: int = 4  # rounds per worker lifetime
+    seed: int = 1
+    t50: float = 0.10
+    t95: float = 0.15
+    null_delay_ms: float = 1.0
+    inject: tuple[str, float] | None = None  # (op, fraction of its median), candidate only
+    sizes: dict[str, int] = field(default_factory=lambda: dict(SIZES))
+    resamples: int = RESAMPLES
+    family_alpha: float = FAMILY_ALPHA
+
+    @property
+    def thresholds(self) -> dict[float, float]:
+        return {0.5: self.t50, 0.95: self.t95}
+
+
+@dataclass(slots=True)
+class OpResult:
+    op: str
+    comparisons: list[Comparison]
+    verdict: Verdict
+    swap_alarms: dict[str, float]  # per quantile label: share of label swaps that FAIL
+    swap_spread: dict[str, float]  # per quantile label: 95th pct of swapped ratios
+
+
+@dataclass(slots=True)
+class AbResult:
+    settings: AbSettings
+    arms: dict[str, ArmTree]
+    ops: list[OpResult]
+    rounds: int
+    extended: bool
+    samples: dict[str, dict[str, list[list[float]]]]  # arm -> op -> per-round samples
+    round_info: list[dict[str, Any]]
+    workers: list[dict[str, Any]]  # per start: arm, pid, reference file, round
+    seeding_s: dict[str, dict[str, float]]
+    inject_ms: float | None
+    wall_s: float
+    first_pass: dict[str, str]  # op -> verdict before the extra rounds
+
+    @property
+    def verdict(self) -> Verdict:
+        verdicts = {op.verdict for op in self.ops}
+        for worst in (Verdict.FAIL, Verdict.WARN, Verdict.INCONCLUSIVE):
+            if worst in verdicts:
+                return worst
+        return Verdict.PASS
+
+
+class Worker:
+    """One arm's worker process and its reply queue."""
+
+    def __init__(self, arm: ArmTree, config: dict[str, Any], env: dict[str, str], log: IO[str]):
+        self.arm = arm
+        self.log = log
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER), json.dumps(config)],
+            cwd=arm.tree,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            bufsize=1,
+        )
+        self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.replies.put(json.loads(line))
+        self.replies.put(None)
+
+    def reply(self, timeout: float) -> dict[str, Any]:
+        try:
+            found = self.replies.get(timeout=timeout)
+        except queue.Empty:
+            raise AbError(f"{self.arm.name} worker: no reply in {timeout:.0f} s") from None
+        if found is None:
+            code = self.process.wait()
+            raise AbError(f"{self.arm.name} worker exited ({code}); see {self.log.name}")
+        if "error" in found:
+            if "missing" in found:
+                raise AbError(
+                    f"the {self.arm.describe()} lacks {found['missing']}, which the A/B "
+                    "worker needs (from the candidate tree); pick a newer baseline"
+                )
+            raise AbError(f"{self.arm.name} worker: {found['error']}; see {self.log.name}")
+        return found
+
+    def request(self, payload: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(payload) + "\n")
+        self.process.stdin.flush()
+        return self.reply(timeout)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(AbError, OSError, ValueError):
+                self.request({"cmd": "exit"}, timeout=60)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def worker_env(arm: ArmTree, urls: dict[str, str]) -> dict[str, str]:
+    """The parent's environment, minus anything that moves an arm off its own data; the
+    arm's tree first (and alone) on PYTHONPATH; the shared servers' URLs."""
+    env = {k: v for k, v in os.environ.items() if k not in _PLACEMENT and k != "PYTHONPATH"}
+    env.pop("MEMH_REDIS_URL", None)
+    env.pop("MEMH_PG_URL", None)
+    env.update(urls)
+    env.update(PYTHONPATH=str(arm.tree), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
+
+
+def start_servers(
+    settings: AbSettings, workdir: Path, stack: contextlib.ExitStack
+) -> dict[str, str]:
+    """The shared servers' URLs (embedded ones are stopped by `stack`); none for null."""
+    if settings.backend == "null":
+        return {}
+    redis_url = os.environ.get("MEMH_REDIS_URL")
+    if redis_url is None:
+        from reference.session.embedded_redis import start_embedded_redis
+
+        server = start_embedded_redis(workdir / "redis")
+        stack.callback(server.close)
+        redis_url = server.url
+    pg_url = os.environ.get("MEMH_PG_URL")
+    if pg_url is None:
+        from reference.ltm.embedded_pg import start_embedded_postgres
+
+        handle = start_embedded_postgres(workdir / "pg")
+        stack.callback(handle.close)
+        pg_url = handle.url
+    return {"MEMH_REDIS_URL": redis_url, "MEMH_PG_URL": pg_url}
+
+
+class Gate:
+    """One run of the gate: workers of both arms, the rounds, the samples."""
+
+    def __init__(
+        self,
+        settings: AbSettings,
+        arms: dict[str, ArmTree],
+        *,
+        workdir: Path,
+        log_dir: Path,
+        urls: dict[str, str],
+        echo: Callable[[str], None],
+    ) -> None:
+        self.settings = settings
+        self.arms = arms
+        self.workdir = workdir
+        self.log_dir = log_dir
+        self.urls = urls
+        self.echo = echo
+        self.rng = random.Random(settings.seed)
+        self.tag = f"ab{self.rng.getrandbits(32):08x}"
+        self.workers: dict[str, Worker] = {}
+        self.logs: dict[str, IO[str]] = {}
+        self.started: list[dict[str, Any]] = []
+        self.sessions: list[list[str]] | None = None
+        self.seeding_s: dict[str, dict[str, float]] = {}
+        self.inject_ms: float | None = None
+        self.ops: dict[str, int] = {}
+        self.samples: dict[str, dict[str, list[list[float]]]] = {arm: {} for arm in ARMS}
+        self.round_info: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ workers
+    def _config(self, arm: str) -> dict[str, Any]:
+        s = self.settings
+        first = not self.started
+        return {
+            "arm": arm,
+            "backend": s.backend,
+            "embedder": s.embedder,
+            "threads": s.threads,
+            "prefix": f"{self.tag}_{arm[0]}",
+            "data_dir": str(self.workdir / arm),
+            "sizes": s.sizes,
+            "null_delay_ms": s.null_delay_ms,
+            "seed_data": first,
+            "sessions": self.sessions,
+            "inject": None
+            if s.inject is None or arm != "candidate"
+            else {"op": s.inject[0], "fraction": s.inject[1]},
+            "inject_ms": self.inject_ms if arm == "candidate" else None,
+        }
+
+    def start(self, round_index: int) -> None:
+        """Start both workers together (nothing is being timed), then warm each up."""
+        self.stop()
+        for arm in ARMS:
+            if arm not in self.logs:
+                self.logs[arm] = (self.log_dir / f"worker-{arm}.log").open("a", encoding="utf-8")
+            config = self._config(arm)
+            env = worker_env(self.arms[arm], self.urls)
+            self.workers[arm] = Worker(self.arms[arm], config, env, self.logs[arm])
+        for arm in ARMS:
+            hello = self.workers[arm].reply(timeout=900)
+            self._check(arm, hello)
+            self.started.append(
+                {
+                    "arm": arm,
+                    "round": round_index,
+                    "pid": hello["pid"],
+                    "reference_file": hello["reference_file"],
+                }
+            )
+            if hello.get("sessions") is not None:
+                self.sessions = self.sessions or hello["sessions"]
+                self.seeding_s[arm] = hello["seeding_s"]
+            self.ops = self.ops or dict(hello["ops"])
+        if self.settings.inject is not None and self.settings.inject[0] not in self.ops:
+            raise AbError(f"--inject: unknown operation {self.settings.inject[0]!r}")
+        for arm in self.rng.sample(ARMS, 2):
+            reply = self.workers[arm].request(self._block(warmup=True))
+            if arm == "candidate" and reply.get("inject_ms") is not None:
+                self.inject_ms = reply["inject_ms"]
+
+    def _check(self, arm: str, hello: dict[str, Any]) -> None:
+        tree = self.arms[arm].tree.resolve()
+        where = Path(hello["reference_file"]).resolve()
+        if not where.is_relative_to(tree):
+            raise AbError(f"{arm} worker imported reference from {where}, not from {tree}")
+
+    def stop(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+        self.workers.clear()
+
+    def close(self, *, drop: bool) -> None:
+        """Stop the workers (dropping the arms' namespaces first when `drop`)."""
+        if drop:
+            for worker in self.workers.values():
+                with contextlib.suppress(AbError, OSError):
+                    worker.request({"cmd": "drop"}, timeout=300)
+        self.stop()
+        for log in self.logs.values():
+            log.close()
+
+    # ------------------------------------------------------------------ rounds
+    def _block(
+        self, *, warmup: bool, order: list[str] | None = None, seed: int | None = None
+    ) -> Any:
+        ops = list(self.ops)
+        if order is None:
+            order = self.rng.sample(ops, len(ops))
+        return {
+            "cmd": "block",
+            "order": order,
+            "calls": {op: self.settings.calls * factor for op, factor in self.ops.items()},
+            "seed": self.rng.getrandbits(48) if seed is None else seed,
+            "warmup": warmup,
+        }
+
+    def run_rounds(self, count: int) -> None:
+        """`count` more rounds, restarting the workers every `restart_every` rounds."""
+        for _ in range(count):
+            index = len(self.round_info)
+            if index % self.settings.restart_every == 0 or not self.workers:
+                self.start(index)
+            ops = list(self.ops)
+            request = self._block(warmup=False, order=self.rng.sample(ops, len(ops)))
+            arms = self.rng.sample(ARMS, 2)
+            seconds = {}
+            for arm in arms:
+                started = time.perf_counter()
+                reply = self.workers[arm].request(request)
+                seconds[arm] = round(time.perf_counter() - started, 3)
+                for op, values in reply["samples"].items():
+                    self.samples[arm].setdefault(op, []).append(values)
+            load = round(os.getloadavg()[0], 2)
+            self.round_info.append({"first": arms[0], "seconds": seconds, "loadavg_1m": load})
+            self.echo(
+                f"  round {index + 1}: {arms[0]} first, baseline {seconds['baseline']:.1f} s, "
+                f"candidate {seconds['candidate']:.1f} s, load {load}"
+            )
+
+    def evaluate(self, *, final: bool) -> list[OpResult]:
+        s = self.settings
+        thresholds = s.thresholds
+        m = len(self.ops) * len(thresholds)
+        results = []
+        for index, op in enumerate(self.ops):
+            base = [np.asarray(r) for r in self.samples["baseline"][op]]
+            cand = [np.asarray(r) for r in self.samples["candidate"][op]]
+            comparisons = compare(
+                op,
+                base,
+                cand,
+                thresholds,
+                comparisons=m,
+                family_alpha=s.family_alpha,
+                resamples=s.resamples,
+                seed=SEED + index,
+            )
+            alarms, spread = {}, {}
+            for c in comparisons:
+                alarms[c.label], spread[c.label] = label_swap_false_alarms(
+                    base, cand, c, seed=SEED + index
+                )
+            results.append(
+                OpResult(op, comparisons, op_verdict(comparisons, final=final), alarms, spread)
+            )
+        return results
+
+
+def run_ab(
+    settings: AbSettings,
+    arms: dict[str, ArmTree],
+    *,
+    workdir: Path,
+    log_dir: Path,
+    echo: Callable[[str], None],
+) -> AbResult:
+    """Run the gate: rounds, a verdict, and once more rounds if an operation is unclear."""
+    started = time.perf_counter()
+    external = bool(os.environ.get("MEMH_REDIS_URL") or os.environ.get("MEMH_PG_URL"))
+    with contextlib.ExitStack() as stack:
+        urls = start_servers(settings, workdir, stack)
+        gate = Gate(settings, arms, workdir=workdir, log_dir=log_dir, urls=urls, echo=echo)
+        try:
+            echo(f"{settings.rounds} rounds, restarts every {settings.restart_every}:")
+            gate.run_rounds(settings.rounds)
+            results = gate.evaluate(final=settings.extra_rounds == 0)
+            first_pass = {r.op: r.verdict.value for r in results}
+            unclear = [r.op for r in results if r.verdict is Verdict.INCONCLUSIVE]
+            extended = bool(unclear)
+            if unclear:
+                echo(f"inconclusive: {', '.join(unclear)}; {settings.extra_rounds} more rounds:")
+                gate.run_rounds(settings.extra_rounds)
+                results = gate.evaluate(final=True)
+        finally:
+            gate.close(drop=external and settings.backend != "null")
+    return AbResult(
+        settings=settings,
+        arms=arms,
+        ops=results,
+        rounds=len(gate.round_info),
+        extended=extended,
+        samples=gate.samples,
+        round_info=gate.round_info,
+        workers=gate.started,
+        seeding_s=gate.seeding_s,
+        inject_ms=gate.inject_ms,
+        wall_s=time.perf_counter() - started,
+        first_pass=first_pass,
+    )

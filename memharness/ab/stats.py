@@ -1,0 +1,214 @@
+"""The A/B gate's statistics: Harrell–Davis quantiles, a paired bootstrap over rounds, the
+decision rule, and a label-swap false-alarm estimate. Pure functions of the samples.
+
+Samples come as one array per round per arm (`rounds[r]` = the timings of one operation
+in round r's block of that arm, milliseconds). Round r of the baseline and round r of the
+candidate ran back to back on the same machine, so they share that moment's load: the
+bootstrap resamples *round indices* and applies the same indices to both arms, which
+keeps that pairing (a busy minute slows both arms of its rounds, and the ratio cancels
+most of it).
+
+Harrell–Davis: the quantile is a Beta-weighted mean of all order statistics
+(`scipy.stats.mstats.hdquantiles`), smoother and less variable than one order statistic.
+The weights depend only on n and p, so `hd_weights` computes them once and a bootstrap
+of equal-sized resamples is one sort and one matrix product (`hd_quantiles`, proven equal
+to scipy's in the tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+
+import numpy as np
+from scipy.stats import beta  # type: ignore[import-untyped]
+
+RESAMPLES = 5000
+FAMILY_ALPHA = 0.05
+SEED = 20_260_212
+SWAPS = 1000
+
+
+class Verdict(StrEnum):
+    PASS = "PASS"  # the interval's upper bound is under 1 + T: not slower by T
+    FAIL = "FAIL"  # the interval's lower bound is over 1 + T: slower by more than T
+    INCONCLUSIVE = "INCONCLUSIVE"  # the interval straddles 1 + T (measure more)
+    WARN = "WARN"  # still inconclusive after the extra rounds: reported, not failed
+
+
+@lru_cache(maxsize=256)
+def hd_weights(n: int, p: float) -> np.ndarray:
+    """The Harrell–Davis weights of the n order statistics for quantile p (0 < p < 1)."""
+    if n < 1:
+        raise ValueError(f"need at least one sample, got n={n}")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    cdf = beta.cdf(np.arange(n + 1) / n, (n + 1) * p, (n + 1) * (1 - p))
+    weights = np.diff(cdf)
+    weights.flags.writeable = False
+    return weights
+
+
+def hd_quantiles(samples: np.ndarray, probs: Sequence[float]) -> np.ndarray:
+    """Harrell–Davis quantiles along the last axis: shape `samples.shape[:-1] + (len(probs),)`."""
+    data = np.sort(np.asarray(samples, dtype=np.float64), axis=-1)
+    n = data.shape[-1]
+    weights = np.stack([hd_weights(n, float(p)) for p in probs], axis=1)  # (n, probs)
+    result: np.ndarray = data @ weights
+    return result
+
+
+def pooled(rounds: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
+
+
+def paired_bootstrap(
+    base: Sequence[np.ndarray],
+    cand: Sequence[np.ndarray],
+    probs: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> np.ndarray:
+    """log(candidate HD quantile / baseline HD quantile) for `resamples` resamples of the
+    rounds (the same round indices for both arms): shape (resamples, len(probs))."""
+    if len(base) != len(cand) or not base:
+        raise ValueError(f"need the same number of rounds per arm, got {len(base)}, {len(cand)}")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(base), size=(resamples, len(base)))
+    return np.log(_resampled(cand, picks, probs)) - np.log(_resampled(base, picks, probs))
+
+
+def _resampled(
+    rounds: Sequence[np.ndarray], picks: np.ndarray, probs: Sequence[float]
+) -> np.ndarray:
+    sizes = {len(r) for r in rounds}
+    if len(sizes) == 1:
+        # Every round the same size: one (rounds, k) matrix; a resample is a row gather.
+        matrix = np.stack([np.asarray(r, dtype=np.float64) for r in rounds])
+        drawn = matrix[picks].reshape(picks.shape[0], -1)
+        return hd_quantiles(drawn, probs)
+    return np.stack([hd_quantiles(pooled([rounds[i] for i in row]), probs) for row in picks])
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One operation at one quantile: both arms' HD estimates, the ratio, its interval."""
+
+    op: str
+    quantile: float  # 0.5, 0.95
+    base_ms: float
+    cand_ms: float
+    ratio: float  # cand / base
+    low: float  # the interval of the ratio
+    high: float
+    threshold: float  # T: FAIL when low > 1 + T
+    confidence: float  # of the two-sided interval
+    verdict: Verdict
+
+    @property
+    def label(self) -> str:
+        return f"p{round(self.quantile * 100)}"
+
+
+def decide(low: float, high: float, threshold: float) -> Verdict:
+    """FAIL when the whole interval is over 1 + T, PASS when it is under, else inconclusive."""
+    limit = 1.0 + threshold
+    if low > limit:
+        return Verdict.FAIL
+    if high < limit:
+        return Verdict.PASS
+    return Verdict.INCONCLUSIVE
+
+
+def compare(
+    op: str,
+    base: Sequence[np.ndarray],
+    cand: Sequence[np.ndarray],
+    thresholds: dict[float, float],
+    *,
+    comparisons: int,
+    family_alpha: float = FAMILY_ALPHA,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> list[Comparison]:
+    """Compare one operation at each quantile of `thresholds` ({p: T}).
+
+    Bonferroni over `comparisons` (operations x quantiles in the run): each one-sided
+    bound is the `family_alpha / comparisons` quantile of the bootstrap distribution, so
+    the chance that any operation FAILs while truly within its threshold is at most
+    `family_alpha`. The two bounds make a (1 - 2 alpha/m) two-sided interval.
+    """
+    probs = sorted(thresholds)
+    alpha = family_alpha / comparisons
+    boot = paired_bootstrap(base, cand, probs, resamples=resamples, seed=seed)
+    lows = np.exp(np.quantile(boot, alpha, axis=0))
+    highs = np.exp(np.quantile(boot, 1.0 - alpha, axis=0))
+    base_q = hd_quantiles(pooled(base), probs)
+    cand_q = hd_quantiles(pooled(cand), probs)
+    out = []
+    for i, p in enumerate(probs):
+        ratio = float(cand_q[i] / base_q[i])
+        out.append(
+            Comparison(
+                op=op,
+                quantile=p,
+                base_ms=float(base_q[i]),
+                cand_ms=float(cand_q[i]),
+                ratio=ratio,
+                low=float(lows[i]),
+                high=float(highs[i]),
+                threshold=thresholds[p],
+                confidence=1.0 - 2.0 * alpha,
+                verdict=decide(float(lows[i]), float(highs[i]), thresholds[p]),
+            )
+        )
+    return out
+
+
+def op_verdict(comparisons: Sequence[Comparison], *, final: bool) -> Verdict:
+    """An operation's verdict: FAIL if any quantile fails; inconclusive (WARN when `final`)
+    if any is; else PASS."""
+    verdicts = {c.verdict for c in comparisons}
+    if Verdict.FAIL in verdicts:
+        return Verdict.FAIL
+    if Verdict.INCONCLUSIVE in verdicts or Verdict.WARN in verdicts:
+        return Verdict.WARN if final else Verdict.INCONCLUSIVE
+    return Verdict.PASS
+
+
+def label_swap_false_alarms(
+    base: Sequence[np.ndarray],
+    cand: Sequence[np.ndarray],
+    comparison: Comparison,
+    *,
+    swaps: int = SWAPS,
+    seed: int = SEED,
+) -> tuple[float, float]:
+    """A free estimate of the rule's false-alarm rate on this run's own noise.
+
+    Swapping the arm labels inside a random subset of rounds gives data with no
+    difference between the "arms" but this run's noise. For each swap the ratio is
+    recomputed and judged with the observed interval's lower half-width (in log space;
+    a swap has the same noise, so about the same width): returns the share of swaps that
+    would FAIL, and the 95th percentile of the swapped ratios' distance from 1 (max of
+    r and 1/r) — how far apart two halves of the same noise can look.
+    """
+    rng = np.random.default_rng(seed)
+    p = comparison.quantile
+    flips = rng.random(size=(swaps, len(base))) < 0.5
+    half = math.log(comparison.ratio) - math.log(comparison.low)
+    limit = math.log(1.0 + comparison.threshold)
+    logs = np.empty(swaps)
+    for s, flip in enumerate(flips):
+        left = [c if f else b for b, c, f in zip(base, cand, flip, strict=True)]
+        right = [b if f else c for b, c, f in zip(base, cand, flip, strict=True)]
+        (ql,) = hd_quantiles(pooled(left), (p,))
+        (qr,) = hd_quantiles(pooled(right), (p,))
+        logs[s] = math.log(qr / ql)
+    alarms = float(np.mean(logs - half > limit))
+    spread = float(np.exp(np.quantile(np.abs(logs), 0.95)))
+    return alarms, spread

@@ -1,0 +1,362 @@
+"""One arm of the A/B gate: a long-lived process that times blocks of operations.
+
+Run as a script (`python worker.py CONFIG_JSON`) by `memharness.ab.runner`, with the
+arm's tree as cwd and first on PYTHONPATH: `reference` (the system under test) and the
+arm's `bench.seed` / `bench.null_backend` (seeding that matches the arm's own storage
+layout) are imported from there, by name. This file is the harness — which operations,
+with which inputs, timed how — and always comes from the candidate's tree, so a baseline
+that predates the gate works. It imports nothing of `memharness`: that would be the
+arm's copy, or none.
+
+Protocol: one JSON object per line; requests on stdin, replies on the original stdout
+(fd 1 is pointed at stderr, the arm's log, so library output cannot corrupt replies).
+The first reply is `hello` (or an `error`); then per request:
+
+- `{"cmd": "block", "order": [op...], "calls": {op: k}, "seed": s, "warmup": bool}` ->
+  `{"samples": {op: [ms...]}, "inject_ms": x}`: each op of `order` in turn, k timed
+  calls each, inputs drawn from `seed` (the same seed gives both arms the same inputs);
+- `{"cmd": "drop"}` removes the arm's namespace (external servers); `{"cmd": "exit"}`.
+
+Injected slowdown (`inject` in the config, candidate only): after the first warm-up
+block, `fraction` x that op's warm-up median is busy-waited inside every timed call of
+the op (or `inject_ms` from the config, pinned by an earlier worker of the arm).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import random
+import statistics
+import string
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+#: The operations of a block, and how many calls each gets per `calls` (cheap ones more).
+OPS: dict[str, int] = {
+    "session.get": 3,
+    "session.append_message": 3,
+    "stm.add": 1,
+    "stm.query[uncached]": 1,
+    "stm.query[cached]": 1,
+    "stm.query+touch[cached]": 1,
+    "ltm.upsert": 1,
+    "ltm.query[cached]": 3,
+    "turn[uncached]": 1,
+}
+STM_CACHED_QUERY = "Please remember the aisle seat on the morning flight"
+LTM_CACHED_QUERY = "which hotel room do I prefer"
+_VOCABULARY = (
+    "ship deliver express parcel seat aisle window hotel room flight coffee tea address "
+    "office meeting invoice refund order ticket repair heater printer budget report "
+    "vegetarian spicy morning evening weekend airport taxi train museum doctor dentist "
+    "garden bicycle laptop password account balance salary visa passport holiday"
+)
+_WORDS = tuple(_VOCABULARY.split())
+
+
+class Missing(Exception):
+    """The arm's tree lacks a module or name the worker needs."""
+
+
+def need(module: str, name: str | None = None) -> Any:
+    """`module` (or `module.name`) imported from the arm's tree, or `Missing`."""
+    try:
+        found = importlib.import_module(module)
+    except ImportError as exc:
+        raise Missing(module if name is None else f"{module}.{name}") from exc
+    if name is None:
+        return found
+    if not hasattr(found, name):
+        raise Missing(f"{module}.{name}")
+    return getattr(found, name)
+
+
+def busy_wait(delay_s: float) -> None:
+    """Spin for `delay_s` (busy, not sleep: exact, independent of timer slack)."""
+    end = time.perf_counter() + delay_s
+    while time.perf_counter() < end:
+        pass
+
+
+class Inputs:
+    """Per-block inputs from a seed: both arms get the same texts, users and keys."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+
+    def sentence(self, low: int = 5, high: int = 12) -> str:
+        return " ".join(self.rng.choice(_WORDS) for _ in range(self.rng.randint(low, high)))
+
+    def nonce(self) -> str:
+        # Letters only: digits could look like phone numbers to the PII masker.
+        return "".join(self.rng.choice(string.ascii_lowercase) for _ in range(10))
+
+    def fresh(self, lead: str) -> str:
+        """A sentence no one has embedded yet (a cache miss)."""
+        return f"{lead} {self.sentence()} ref {self.nonce()}"
+
+    def utterance(self) -> str:
+        """A turn's utterance: instructions, preferences, facts and chit-chat, fresh."""
+        kind = self.rng.randrange(4)
+        tail = f"{self.sentence(3, 8)} ref {self.nonce()}"
+        lead = ("Please book the", "I always prefer the", "My", "haha ok thanks")[kind]
+        if kind == 1:
+            return f"{lead} {self.rng.choice(_WORDS)} option, {tail}"
+        if kind == 2:
+            return f"{lead} {self.rng.choice(_WORDS)} is {tail}"
+        return f"{lead} {tail}"
+
+
+Call = Callable[[], object]
+Setup = Callable[[Inputs, int], Call]
+
+
+class Arm:
+    """The system under test of one arm, its seeded data, and the operations on it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        reference = need("reference")
+        self.reference_file = str(reference.__file__)
+        self.null = config["backend"] == "null"
+        self.sizes: dict[str, int] = config["sizes"]
+        if self.null:
+            build_null_system = need("bench.null_backend", "build_null_system")
+            delay = float(config["null_delay_ms"])
+            self.system = build_null_system(
+                session_delay_ms=delay, stm_delay_ms=delay, ltm_delay_ms=delay
+            )
+        else:
+            self.system = self._build_real()
+        self.ltm_user = need("bench.seed", "ltm_user")
+        self.ltm_key = need("bench.seed", "ltm_key")
+        self.category = need("reference.models", "Category")
+        self.stm_user, self.stm_session = str(self.ltm_user(0)), "stm-s0"
+        self.sessions = [(str(u), str(s)) for u, s in config.get("sessions") or []]
+        self.seeding_s: dict[str, float] = {}
+        if config.get("seed_data"):
+            self._seed()
+        if not self.sessions:
+            count = self.sizes["sessions"]
+            self.sessions = [(f"su{i % 100}", f"ss{i}") for i in range(count)]
+
+    def _build_real(self) -> Any:
+        settings_cls = need("reference.settings", "Settings")
+        build = need("reference.factory", "build_memory_system")
+        namespace_cls = need("reference.keys", "Namespace")
+        embedding = need("reference.embedding")
+        config = self.config
+        settings = settings_cls(
+            backend="embedded",
+            data_dir=config["data_dir"],
+            prefix=config["prefix"],
+            embedder=config["embedder"],
+        )
+        if settings.redis_url is None or settings.pg_url is None:
+            raise RuntimeError("MEMH_REDIS_URL and MEMH_PG_URL must name the shared servers")
+        self.settings = settings
+        threads = config.get("threads")
+        inner = (
+            need("reference.embedding", "MiniLMEmbedder")(threads=threads)
+            if config["embedder"] == "minilm"
+            else need("reference.embedding", "HashingEmbedder")()
+        )
+        embedder = embedding.CachedEmbedder(inner, maxsize=10_000)
+        return build(settings, embedder=embedder, namespace=namespace_cls(config["prefix"]))
+
+    def _seed(self) -> None:
+        """The arm's own seed functions, at the configured sizes (once per arm)."""
+        if self.null:
+            return
+        seed_sessions = need("bench.seed", "seed_sessions")
+        seed_stm = need("bench.seed", "seed_stm")
+        seed_ltm = need("bench.seed", "seed_ltm")
+        sizes, system = self.sizes, self.system
+        started = time.perf_counter()
+        opened = seed_sessions(system.session, count=sizes["sessions"])
+        self.sessions = [(str(u), str(s)) for u, s in opened]
+        mark = time.perf_counter()
+        self.seeding_s["sessions"] = mark - started
+        seed_stm(
+            system.stm,
+            user_id=self.stm_user,
+            session_id=self.stm_session,
+            in_session=sizes["stm_session"],
+            total=sizes["stm_collection"],
+            now=system.clock.now(),
+        )
+        self.seeding_s["stm"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        url = self.settings.pg_url.get_secret_value()
+        seed_ltm(
+            url,
+            system.session.namespace,
+            rows=sizes["ltm_rows"],
+            per_user=sizes["ltm_facts_per_user"],
+            now=system.clock.now(),
+        )
+        self.seeding_s["ltm"] = time.perf_counter() - mark
+
+    # ------------------------------------------------------------------ operations
+    def setups(self) -> dict[str, Setup]:
+        """Per op: from the block's inputs and the call's index, the untimed setup that
+        returns the timed call (bench/test_*_bench.py's definitions)."""
+        s, stm, ltm = self.system.session, self.system.stm, self.system.ltm
+        users = max(1, self.sizes["ltm_rows"] // self.sizes["ltm_facts_per_user"])
+        per_user = self.sizes["ltm_facts_per_user"]
+        stm_at = {"user_id": self.stm_user, "session_id": self.stm_session}
+
+        def session_get(inp: Inputs, i: int) -> Call:
+            user, sid = inp.rng.choice(self.sessions)
+            return lambda: s.get(user_id=user, session_id=sid)
+
+        def session_append(inp: Inputs, i: int) -> Call:
+            user, sid = inp.rng.choice(self.sessions)
+            mid = uuid.UUID(int=inp.rng.getrandbits(128)).hex
+            return lambda: s.append_message(user_id=user, session_id=sid, message_id=mid)
+
+        def stm_add(inp: Inputs, i: int) -> Call:
+            text = inp.fresh("Please remember")
+            return lambda: stm.add(**stm_at, text=text, force=True)
+
+        def stm_query(text: str | None, touch: bool) -> Setup:
+            def setup(inp: Inputs, i: int) -> Call:
+                query = text or inp.fresh("Where is")
+                return lambda: stm.query(**stm_at, text=query, k=5, touch=touch)
+
+            return setup
+
+        def ltm_upsert(inp: Inputs, i: int) -> Call:
+            user = self.ltm_user(inp.rng.randrange(users))
+            if inp.rng.random() < 0.5:
+                category, key = self.ltm_key(inp.rng.randrange(per_user))
+            else:
+                category, key = self.category("preference"), f"ab{inp.seed}n{i}"
+            text = inp.fresh("I prefer")
+            return lambda: ltm.upsert(
+                user_id=user, category=category, key=key, value={"value": text}, text=text
+            )
+
+        def ltm_query(inp: Inputs, i: int) -> Call:
+            user = self.ltm_user(inp.rng.randrange(users))
+            return lambda: ltm.query(user_id=user, text=LTM_CACHED_QUERY, k=5)
+
+        def turn(inp: Inputs, i: int) -> Call:
+            text = inp.utterance()
+            return lambda: self.system.turn(**stm_at, text=text)
+
+        return {
+            "session.get": session_get,
+            "session.append_message": session_append,
+            "stm.add": stm_add,
+            "stm.query[uncached]": stm_query(None, False),
+            "stm.query[cached]": stm_query(STM_CACHED_QUERY, False),
+            "stm.query+touch[cached]": stm_query(STM_CACHED_QUERY, True),
+            "ltm.upsert": ltm_upsert,
+            "ltm.query[cached]": ltm_query,
+            "turn[uncached]": turn,
+        }
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.arm = Arm(config)
+        self.setups = self.arm.setups()
+        inject = config.get("inject")
+        self.inject_op: str | None = inject["op"] if inject else None
+        self.inject_fraction = float(inject["fraction"]) if inject else 0.0
+        self.inject_ms: float | None = config.get("inject_ms")
+
+    def hello(self) -> dict[str, Any]:
+        return {
+            "hello": True,
+            "pid": os.getpid(),
+            "reference_file": self.arm.reference_file,
+            "python": sys.executable,
+            "ops": OPS,
+            "sessions": self.arm.sessions if self.arm.config.get("seed_data") else None,
+            "seeding_s": self.arm.seeding_s,
+        }
+
+    def block(self, order: list[str], calls: dict[str, int], seed: int, warmup: bool) -> Any:
+        inputs = Inputs(seed)
+        samples: dict[str, list[float]] = {}
+        gc.collect()  # both arms start a block with the same (empty) garbage
+        for op in order:
+            setup = self.setups[op]
+            delay = (self.inject_ms or 0.0) / 1000.0 if op == self.inject_op else 0.0
+            timings = []
+            for index in range(int(calls[op])):
+                call = setup(inputs, index)
+                start = time.perf_counter()
+                call()
+                if delay:
+                    busy_wait(delay)
+                timings.append((time.perf_counter() - start) * 1000.0)
+            samples[op] = timings
+        if warmup and self.inject_op is not None and self.inject_ms is None:
+            median = statistics.median(samples[self.inject_op])
+            self.inject_ms = self.inject_fraction * median
+        return {"samples": samples, "inject_ms": self.inject_ms}
+
+    def drop(self) -> None:
+        drop = getattr(self.arm.system, "drop", None)
+        if drop is not None:
+            drop()
+
+    def close(self) -> None:
+        dispose = getattr(self.arm.system, "dispose", None)
+        if dispose is not None:
+            dispose()
+
+
+def main() -> None:
+    replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # stray prints go to the log, never into the replies
+    sys.stdout = sys.stderr
+
+    def send(payload: dict[str, Any]) -> None:
+        replies.write(json.dumps(payload) + "\n")
+
+    try:
+        worker = Worker(json.loads(sys.argv[1]))
+    except Missing as exc:
+        send({"error": f"missing {exc}", "missing": str(exc)})
+        return
+    except Exception as exc:
+        send({"error": f"{type(exc).__name__}: {exc}"})
+        raise
+    send(worker.hello())
+    for line in sys.stdin:
+        request = json.loads(line)
+        command = request["cmd"]
+        try:
+            if command == "block":
+                send(
+                    worker.block(
+                        request["order"], request["calls"], request["seed"], request["warmup"]
+                    )
+                )
+            elif command == "drop":
+                worker.drop()
+                send({"dropped": True})
+            elif command == "exit":
+                worker.close()
+                send({"bye": True})
+                return
+            else:
+                send({"error": f"unknown command {command!r}"})
+        except Exception as exc:
+            send({"error": f"{command}: {type(exc).__name__}: {exc}"})
+            raise
+
+
+if __name__ == "__main__":
+    main()
