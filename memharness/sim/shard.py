@@ -323,11 +323,12 @@ class _Run:
         spent = time.perf_counter() - mark
         self.result.inside_s += spent
         self._record("sweep", spent * 1000.0)
-        if stats.expired or stats.archived or stats.anonymised or stats.deleted:
-            self.pii_dirty.update(item.user_id for item in self.pii)
+        for layer in stats.by_layer.values():
+            self.pii_dirty.update(d.user_id for d in layer.decisions)
         if self.pii_dirty and self.pii:
-            # Only users whose memories changed since the last check (a sweep that did
-            # something, or a step of theirs) can have had raw PII leave the layers.
+            # Only users whose memories changed since the last check (a sweep decision on
+            # one of their records, or a step of theirs) can have had raw PII leave the
+            # layers: a record past its deadline is a decision of the sweep at that tick.
             self.pii = [
                 item
                 for item in self.pii
