@@ -14,6 +14,12 @@ broken SLA. See loadtests/README.md.
     locust -f loadtests/locustfile.py --headless -u 20 -r 20 -t 60s
     locust -f loadtests/locustfile.py --headless -u 20 -r 20 -t 60s --open-loop --rate 50
     MEMH_LOAD_STEPS=10x30s,50x30s locust -f loadtests/locustfile.py --headless
+    MEMH_LOAD_RATES=auto MEMH_LOAD_STEP_S=20 locust -f loadtests/locustfile.py --headless \
+        -u 16 -r 16 --open-loop --rate 1
+
+With MEMH_LOAD_RATES (rate steps, `loadtests/steps.py`), arrivals are open loop at each
+offered rate in turn, and the run also writes reports/<run-id>/steps.json: per step the
+offered and achieved rate, per-operation HDR histograms and each process's CPU and RSS.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:  # Locust puts only this file's directory on sys.path
     sys.path.insert(0, str(_REPO))
 
+import gevent  # noqa: E402
 from gevent.lock import BoundedSemaphore  # noqa: E402
 from locust import LoadTestShape, User, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
@@ -43,9 +50,18 @@ from loadtests.conversations import Conversation, load_conversations, render  # 
 from loadtests.hdr import OpHistograms  # noqa: E402
 from loadtests.options import LoadOptions, add_arguments  # noqa: E402
 from loadtests.pacing import ArrivalSchedule, run_paced  # noqa: E402
+from loadtests.procstats import discover_processes, sample_processes  # noqa: E402
 from loadtests.report import build_report, format_table, ordered_ops, write_report  # noqa: E402
 from loadtests.shape import STEPS_ENV, step_at, steps_from_env, steps_requested  # noqa: E402
 from loadtests.sla import QUEUE, TURN_INTENDED, TURN_QUEUED, check_slas, failed  # noqa: E402
+from loadtests.steps import (  # noqa: E402
+    RATES_ENV,
+    STEP_S_ENV,
+    SteppedSchedule,
+    StepRecorder,
+    auto_rates,
+    parse_rates,
+)
 from reference.clock import SystemClock  # noqa: E402
 from reference.factory import build_memory_system, describe_backends  # noqa: E402
 from reference.settings import Settings  # noqa: E402
@@ -54,6 +70,14 @@ from reference.system import TIMING_KEYS, MemorySystem  # noqa: E402
 log = logging.getLogger("memharness.load")
 SLA_EXIT_CODE = 3
 _EVENT_TYPES = frozenset({"layer", "turn", "wait"})
+#: Rate steps: how long the backlog of the last step may take to drain before the stop.
+DRAIN_S = 30.0
+CALIBRATION_TURNS = 12
+
+
+def rates_requested() -> bool:
+    """True when `MEMH_LOAD_RATES` asks for rate steps (open loop, per-step records)."""
+    return bool(os.environ.get(RATES_ENV, "").strip())
 
 
 class StepShape(LoadTestShape):
@@ -68,6 +92,27 @@ class StepShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         step = step_at(self.steps, self.get_run_time())
         return None if step is None else (step.users, step.spawn_rate)
+
+
+class RateStepShape(LoadTestShape):
+    """Rate steps from MEMH_LOAD_RATES: a constant pool of users serving a stepped arrival
+    timeline; stops once the timeline is over and its backlog served (or DRAIN_S later)."""
+
+    abstract = not rates_requested()
+    users = 16
+
+    def tick(self) -> tuple[int, float] | None:
+        parsed = getattr(self.runner.environment, "parsed_options", None) if self.runner else None
+        users = int(getattr(parsed, "num_users", None) or self.users)
+        run = run_for(self.runner.environment) if self.runner else None
+        recorder = run.recorder if run else None
+        if recorder is not None:
+            schedule, now = recorder.schedule, time.perf_counter()
+            if schedule.over(now):
+                end = schedule.boundary(len(schedule.rates))
+                if recorder.in_flight == 0 or now > end + DRAIN_S:
+                    return None
+        return users, float(users)
 
 
 @dataclass
@@ -92,6 +137,12 @@ class LoadRun:
     #: Embedding cache (hits, misses): at test start here; per worker on the master.
     cache_base: tuple[int, int] = (0, 0)
     worker_cache: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Rate steps: the recorder of this test, the processes sampled, the calibration.
+    recorder: StepRecorder | None = None
+    rates: tuple[float, ...] | None = None
+    roles: dict[str, int] = field(default_factory=dict)
+    process_notes: dict[str, str] = field(default_factory=dict)
+    calibration: dict[str, object] = field(default_factory=dict)
 
     def cache_counts(self) -> tuple[int, int]:
         """Embedding cache hits and misses since the test started, in this process."""
@@ -162,6 +213,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
     for text in render(run.conversations[0], random.Random(0)):
         run.system.turn(user_id=warm_user, session_id=f"{warm_user}-c0", text=text)
     run.system.delete_user_data(user_id=warm_user)
+    if rates_requested():
+        _prepare_rate_steps(run, settings)
     log.info(
         "memory ready in %.1f s: %s",
         time.perf_counter() - started,
@@ -169,10 +222,54 @@ def _on_init(environment: Environment, **_: Any) -> None:
     )
 
 
+def _prepare_rate_steps(run: LoadRun, settings: Settings) -> None:
+    """Rate steps: find the processes to sample and, for `auto`, calibrate the rates."""
+    assert run.system is not None
+    run.roles, run.process_notes = discover_processes(settings)
+    rates = parse_rates(os.environ[RATES_ENV])
+    if rates is None:  # auto: time turns one at a time, capacity ~ 1 / median turn
+        user = f"load-{run.token}-calibration"
+        rng = random.Random(1)
+        times = []
+        while len(times) < CALIBRATION_TURNS:
+            for text in render(rng.choice(run.conversations), rng):
+                started = time.perf_counter()
+                run.system.turn(user_id=user, session_id=f"{user}-c{len(times)}", text=text)
+                times.append(time.perf_counter() - started)
+        run.system.delete_user_data(user_id=user)
+        median = sorted(times)[len(times) // 2]
+        rates = auto_rates(median)
+        run.calibration = {"turns": len(times), "median_turn_ms": round(median * 1000, 3)}
+    run.rates = rates
+    log.info("rate steps (turns/s): %s", ", ".join(f"{r:g}" for r in rates))
+
+
+def _sample_steps(run: LoadRun, recorder: StepRecorder) -> None:
+    """Greenlet: sample every process at the timeline's start and at each step boundary."""
+    schedule = recorder.schedule
+    while schedule.start is None and not run.stopped:
+        gevent.sleep(0.01)
+    for k in range(len(schedule.rates) + 1):
+        if schedule.start is None:
+            return
+        ahead = schedule.boundary(k) - time.perf_counter()
+        if ahead > 0:
+            gevent.sleep(ahead)
+        recorder.sample(time.perf_counter(), sample_processes(run.roles), run.cache_counts())
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
     run.restart(LoadOptions.from_parsed(environment.parsed_options))
+    run.recorder = None
+    if run.rates is not None and _runs_users(environment):
+        if isinstance(environment.runner, WorkerRunner):
+            log.error("rate steps run on a local runner only; this worker offers nothing")
+        else:
+            step_s = float(os.environ.get(STEP_S_ENV, "20"))
+            run.recorder = StepRecorder(SteppedSchedule(run.rates, step_s))
+            gevent.spawn(_sample_steps, run, run.recorder)
     if run.options.open_loop and _runs_users(environment):
         index = getattr(environment.runner, "worker_index", 0)
         run.schedule = ArrivalSchedule(
@@ -198,7 +295,11 @@ def _on_request(
 ) -> None:
     env = context.get("memh_env") if isinstance(context, dict) else None
     if request_type in _EVENT_TYPES and env is not None:
-        run_for(env).hists.record_ms(name, response_time)
+        run = run_for(env)
+        run.hists.record_ms(name, response_time)
+        step = context.get("memh_step")
+        if run.recorder is not None and step is not None:
+            run.recorder.record_ms(step, name, response_time)
 
 
 @events.test_stop.add_listener
@@ -288,12 +389,44 @@ def _report(environment: Environment, run: LoadRun) -> None:
     if hits + misses:
         print(f"  embedding cache: {hits} hits, {misses} misses", flush=True)
     print(f"HDR report: {path}", flush=True)
+    if run.recorder is not None:
+        _report_steps(run, run.recorder, meta)
     if missing:
         log.warning("no final HDR report from workers %s: their last seconds are missing", missing)
     if broken:
         for verdict in broken:
             log.error("SLA failed: %s", verdict.message)
         environment.process_exit_code = SLA_EXIT_CODE
+
+
+def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object]) -> None:
+    """Rate steps: steps.json and a table of offered vs achieved rate and turn latency."""
+    extra = {
+        "processes": run.roles,
+        "process_notes": run.process_notes,
+        "calibration": run.calibration or None,
+    }
+    document = recorder.document({**meta, **extra})
+    path = recorder.write(Path(run.options.out_dir) / run.options.run_id, document)
+    print("\nRate steps (turns/s; turn@intended ms; CPU s per turn):", flush=True)
+    print(f"{'step':>4}{'offered':>9}{'achieved':>10}{'p50':>9}{'p95':>9}{'p99':>9}  cpu/turn")
+    for entry in document["steps"]:
+        op = entry["ops"].get(TURN_INTENDED) or {}
+        done = max(entry["completed_in_window"], 1)
+        cpu = ", ".join(
+            f"{role} {figures['cpu_s'] / done * 1000:.1f}ms"
+            for role, figures in (entry.get("processes") or {}).items()
+        )
+        print(
+            f"{entry['step']:>4}{entry['offered_rate']:>9.2f}{entry['achieved_rate']:>10.2f}"
+            f"{_ms(op.get('p50_ms'))}{_ms(op.get('p95_ms'))}{_ms(op.get('p99_ms'))}  {cpu}",
+            flush=True,
+        )
+    print(f"steps report: {path}", flush=True)
+
+
+def _ms(value: object) -> str:
+    return f"{value:>9.1f}" if isinstance(value, int | float) else f"{'-':>9}"
 
 
 # --------------------------------------------------------------------------- the user
@@ -313,6 +446,7 @@ class ConversationUser(User):
         self.session_id = ""
         self.conversations_played = 0
         self.task_started = time.perf_counter()
+        self.step: int | None = None
 
     def wait_time(self) -> float:
         options = self.load.options
@@ -332,6 +466,9 @@ class ConversationUser(User):
             self.pending = render(conversation, self.rng)
             self.session_id = f"{self.user_id}-c{self.conversations_played}"
             self.conversations_played += 1
+        if self.load.recorder is not None:
+            self._stepped_turn(self.load.recorder)
+            return
         text = self.pending.pop(0)
         if self.load.schedule is None:
             self._turn(text)
@@ -339,6 +476,26 @@ class ConversationUser(User):
         ok, paced = run_paced(self.load.schedule, lambda: self._turn(text))
         if ok:
             self._fire("turn", TURN_INTENDED, paced.response_ms)
+
+    def _stepped_turn(self, recorder: StepRecorder) -> None:
+        """Rate steps: claim the next intended start (None: the timeline is over, idle)."""
+        claim = recorder.schedule.claim(time.perf_counter())
+        if claim is None:
+            gevent.sleep(0.1)
+            return
+        intended, self.step = claim
+        recorder.in_flight += 1
+        try:
+            ahead = intended - time.perf_counter()
+            if ahead > 0:
+                gevent.sleep(ahead)
+            ok = self._turn(self.pending.pop(0))
+            finished = time.perf_counter()
+            if ok:
+                self._fire("turn", TURN_INTENDED, (finished - intended) * 1000.0)
+            recorder.finished(finished, ok=ok, step=self.step)
+        finally:
+            recorder.in_flight -= 1
 
     def _turn(self, text: str) -> bool:
         """One turn; fires its events. False when it failed (fired as a failure)."""
@@ -369,5 +526,5 @@ class ConversationUser(User):
             response_time=ms,
             response_length=0,
             exception=exception,
-            context={"memh_env": self.environment},
+            context={"memh_env": self.environment, "memh_step": self.step},
         )

@@ -21,6 +21,11 @@ __all__ = ["build_locust_command", "default_locustfile", "load"]
 
 _DURATION_RE = re.compile(r"\d+|(?:\d+h)?(?:\d+m)?(?:\d+s)?")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_RATES_RE = re.compile(r"auto|\d+(?:\.\d+)?(?:,\d+(?:\.\d+)?)*")
+_STEP_S_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[smh]?)")
+#: Read by loadtests/locustfile.py and loadtests/steps.py (not imported: loadtests is not
+#: part of the installed package).
+RATES_ENV, STEP_S_ENV = "MEMH_LOAD_RATES", "MEMH_LOAD_STEP_S"
 
 
 def default_locustfile() -> Path:
@@ -43,10 +48,14 @@ def build_locust_command(
     steps: str | None,
     sla: str | None,
     extra: tuple[str, ...] = (),
+    rate_steps: bool = False,
 ) -> list[str]:
-    """The Locust command line for these options (a shape replaces -u, -r and -t)."""
+    """The Locust command line for these options (a shape replaces -u, -r and -t; rate
+    steps keep -u and -r for the pool of users and end by themselves)."""
     command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless"]
-    if steps is None:
+    if rate_steps:
+        command += ["-u", str(users), "-r", f"{spawn_rate:g}"]
+    elif steps is None:
         command += ["-u", str(users), "-r", f"{spawn_rate:g}", "-t", duration]
     command += [
         "--only-summary",
@@ -71,7 +80,13 @@ def build_locust_command(
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.option("--users", "-u", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option(
+    "--users",
+    "-u",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Simulated users [default: 10; with --rates: 16, the concurrency serving the rates].",
+)
 @click.option(
     "--rate",
     type=click.FloatRange(min=0, min_open=True),
@@ -98,6 +113,20 @@ def build_locust_command(
 )
 @click.option("--serial", is_flag=True, help="One turn at a time; the wait is 'queue'.")
 @click.option("--steps", default=None, help="Step-load shape, e.g. 10x30s,50x30s (replaces -u/-d).")
+@click.option(
+    "--rates",
+    default=None,
+    help="Rate steps for capacity planning: open-loop arrivals at R1,R2,... turns/s, each for "
+    "--step-duration, per-step HDR histograms and per-process CPU/RSS in steps.json. 'auto': "
+    "7 steps from 10%% to 170%% of the capacity measured by timing a few turns first "
+    "(~2.5 min in all with the default 20 s steps, model loading included).",
+)
+@click.option(
+    "--step-duration",
+    default="20s",
+    show_default=True,
+    help="With --rates: how long each rate is offered.",
+)
 @click.option("--sla", default=None, help="SLAs as op=ms[@pNN],... [default: DESIGN.md's].")
 @click.option(
     "--out",
@@ -117,7 +146,7 @@ def build_locust_command(
 )
 @click.argument("locust_args", nargs=-1, type=click.UNPROCESSED)
 def load(
-    users: int,
+    users: int | None,
     rate: float | None,
     duration: str,
     spawn_rate: float | None,
@@ -125,6 +154,8 @@ def load(
     arrivals: str,
     serial: bool,
     steps: str | None,
+    rates: str | None,
+    step_duration: str,
     sla: str | None,
     out: Path,
     run_id: str | None,
@@ -138,6 +169,22 @@ def load(
     Extra arguments after `--` go to Locust unchanged. Exits with Locust's exit code
     (3: an SLA is broken).
     """
+    step_s: float | None = None
+    if rates is not None:
+        if steps is not None or open_loop or rate is not None:
+            raise click.UsageError("--rates replaces --steps, --open-loop and --rate")
+        rates = rates.replace(" ", "")
+        if not _RATES_RE.fullmatch(rates) or "0" in (
+            r.lstrip("0.") or "0" for r in rates.split(",")
+        ):
+            raise click.UsageError(f"--rates {rates!r}: expected 'auto' or R1,R2,... turns/s > 0")
+        match = _STEP_S_RE.fullmatch(step_duration.strip())
+        if match is None or float(match["n"]) <= 0:
+            raise click.UsageError(f"--step-duration {step_duration!r}: expected e.g. 20s, 1m")
+        step_s = float(match["n"]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match["unit"]]
+        numbers = [float(r) for r in rates.split(",")] if rates != "auto" else [1.0]
+        open_loop, rate = True, max(numbers)
+    users = users or (16 if rates is not None else 10)
     if open_loop and rate is None:
         raise click.UsageError("--open-loop needs --rate (turns per second)")
     if not _DURATION_RE.fullmatch(duration) or not duration:
@@ -164,8 +211,12 @@ def load(
         steps=steps,
         sla=sla,
         extra=locust_args,
+        rate_steps=rates is not None,
     )
     env = _environment(locustfile, backend=backend, embedder=embedder, steps=steps)
+    env.pop(RATES_ENV, None)
+    if rates is not None:
+        env[RATES_ENV], env[STEP_S_ENV] = rates, f"{step_s:g}"
     click.echo(f"memharness load: {run_dir}/ ({' '.join(command[2:])})", err=True)
     code = subprocess.run(command, env=env, check=False).returncode
     click.echo(f"memharness load: exit code {code}; reports in {run_dir}/", err=True)

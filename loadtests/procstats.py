@@ -1,0 +1,216 @@
+"""CPU seconds and RSS of the processes a load run loads: psutil when installed, else /proc.
+
+A step-load run charges each step with the CPU every process spent during it, so the
+capacity plan can turn "CPU seconds per turn" into cores (operational laws: U = X·D).
+The processes are found through the servers themselves, not by name, so a machine
+running other Redis or PostgreSQL servers (other tests, other engineers) is no trouble:
+
+- `load`: this process (the turn logic, Chroma's embedded client, the embedder in-process);
+- `redis`: the pid `INFO server` reports, when that pid is on this machine;
+- `postgres`: the postmaster whose backend serves `SELECT pg_backend_pid()`, with all its
+  children (backends, checkpointer, WAL writer, autovacuum);
+- `chroma`: the process listening on the port of `MEMH_CHROMA_URL`, when it is local.
+
+A process tree's CPU includes its reaped children (`children_user`/`children_system`),
+so a backend that exits mid-step is still counted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+__all__ = ["ProcessSample", "discover_processes", "sample_processes"]
+
+try:  # psutil comes with Locust; the /proc fallback keeps this module usable without it
+    import psutil
+except ImportError:  # pragma: no cover - exercised only where psutil is missing
+    psutil = None
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """One role's processes at one moment: CPU seconds so far and resident memory."""
+
+    role: str
+    pids: tuple[int, ...]
+    cpu_s: float
+    rss_bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pids": list(self.pids),
+            "cpu_s": round(self.cpu_s, 4),
+            "rss_mb": round(self.rss_bytes / 2**20, 2),
+        }
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants."""
+    if psutil is not None:
+        try:
+            proc = psutil.Process(pid)
+            return [pid, *(child.pid for child in proc.children(recursive=True))]
+        except psutil.Error:
+            return []
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _proc_stat(int(entry))
+            if stat is not None:
+                children.setdefault(int(stat[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state is [0], ppid [1])."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _cpu_rss(pid: int) -> tuple[float, int] | None:
+    """CPU seconds (own and reaped children's) and RSS bytes of one process."""
+    if psutil is not None:
+        try:
+            proc = psutil.Process(pid)
+            times = proc.cpu_times()
+            rss = proc.memory_info().rss
+        except psutil.Error:
+            return None
+        return times.user + times.system + times.children_user + times.children_system, rss
+    stat = _proc_stat(pid)
+    if stat is None:
+        return None
+    # utime, stime, cutime, cstime are fields 14-17 of stat (11-14 after the name)
+    ticks = sum(int(stat[i]) for i in (11, 12, 13, 14))
+    return ticks / _TICKS, int(stat[21]) * _PAGE
+
+
+def sample_processes(roles: Mapping[str, int]) -> dict[str, ProcessSample]:
+    """Each role's process tree (root pid) now: summed CPU seconds and RSS."""
+    samples = {}
+    for role, root in roles.items():
+        pids, cpu, rss = [], 0.0, 0
+        for pid in _tree(root):
+            figures = _cpu_rss(pid)
+            if figures is not None:
+                pids.append(pid)
+                cpu += figures[0]
+                rss += figures[1]
+        samples[role] = ProcessSample(role, tuple(pids), cpu, rss)
+    return samples
+
+
+def _local(pid: int | None) -> int | None:
+    return pid if pid and os.path.exists(f"/proc/{pid}") else None
+
+
+def _redis_pid(url: str) -> int | None:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2)
+    try:
+        return _local(int(client.info("server")["process_id"]))
+    finally:
+        client.close()
+
+
+def _postgres_pid(url: str) -> int | None:
+    import psycopg
+
+    with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    backend = _local(int(row[0])) if row else None
+    if backend is None:
+        return None
+    stat = _proc_stat(backend)
+    return _local(int(stat[1])) if stat else None  # the postmaster: the backend's parent
+
+
+def _listening_pid(url: str) -> int | None:
+    parsed = urlparse(url)
+    if psutil is None or parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == "LISTEN" and conn.laddr and conn.laddr.port == port:
+                return _local(conn.pid)
+    except psutil.Error:
+        return None
+    return None
+
+
+def discover_processes(settings: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """The root pid of each role this run's memory runs in, and notes on the others.
+
+    `settings` is a `reference.settings.Settings`. Embedded servers are looked up through
+    the handles this process already holds (started by the memory system), so nothing new
+    starts here. A role whose server is remote or cannot be asked gets a note instead.
+    """
+    roles = {"load": os.getpid()}
+    notes: dict[str, str] = {
+        "embedder": "in the load process (its CPU is part of 'load'; the turn's 'embed' "
+        "timing splits it out)"
+    }
+    if settings.backend == "memory":
+        notes.update({layer: "in-memory, in the load process" for layer in ("redis", "postgres")})
+        return roles, notes
+    finders: Iterable[tuple[str, Any]] = (
+        ("redis", lambda: _redis_pid(_redis_url(settings))),
+        ("postgres", lambda: _postgres_pid(_pg_url(settings))),
+    )
+    for role, find in finders:
+        try:
+            pid = find()
+        except Exception as exc:  # a server we cannot ask is a note, not a failed run
+            notes[role] = f"not measured: {type(exc).__name__}: {exc}"
+            continue
+        if pid is None:
+            notes[role] = "not measured: the server is not on this machine"
+        else:
+            roles[role] = pid
+    if settings.chroma_url:
+        pid = _listening_pid(settings.chroma_url)
+        if pid is None:
+            notes["chroma"] = "not measured: the server is not on this machine"
+        else:
+            roles["chroma"] = pid
+    else:
+        notes["chroma"] = "embedded client, in the load process"
+    return roles, notes
+
+
+def _redis_url(settings: Any) -> str:
+    if settings.redis_url:
+        return str(settings.redis_url)
+    from reference.session.embedded_redis import start_embedded_redis
+
+    return start_embedded_redis(settings.data_dir / "redis").url
+
+
+def _pg_url(settings: Any) -> str:
+    if settings.pg_url:
+        return str(
+            settings.pg_url.get_secret_value()
+            if hasattr(settings.pg_url, "get_secret_value")
+            else settings.pg_url
+        )
+    from reference.ltm.embedded_pg import start_embedded_postgres
+
+    return str(start_embedded_postgres(settings.data_dir / "pg").url)

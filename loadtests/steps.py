@@ -1,0 +1,233 @@
+"""Rate steps: open-loop arrivals at R1, R2, ... turns/s, each for a fixed time, recorded per step.
+
+The capacity plan needs the system at several offered rates, from light load to past
+saturation (CAPACITY.md: at least 6 points for a Universal Scalability Law fit). One run
+holds a timeline of steps: `SteppedSchedule` hands out intended starts at step k's rate
+while the timeline is in step k, and none after the last step. Each turn belongs to the
+step of its *intended* start (the latency a caller arriving then sees, queueing
+included); throughput is counted by *finish* time within each step's window; the CPU of
+every process is sampled at each boundary (`loadtests.procstats`). `StepRecorder`
+writes it all to `steps.json`.
+
+`auto` rates: the locust process times a few turns after its warm-up (one at a time),
+takes capacity ≈ 1 / median turn time, and offers `AUTO_FRACTIONS` of it, so the default
+reaches past saturation on a fast or a slow machine alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadtests.hdr import OpHistograms
+from loadtests.procstats import ProcessSample
+
+__all__ = [
+    "AUTO_FRACTIONS",
+    "RATES_ENV",
+    "STEP_S_ENV",
+    "StepRecorder",
+    "SteppedSchedule",
+    "auto_rates",
+    "parse_rates",
+]
+
+RATES_ENV = "MEMH_LOAD_RATES"
+STEP_S_ENV = "MEMH_LOAD_STEP_S"
+#: Offered load of each auto step, as a share of the calibrated capacity (1/median turn).
+#: Seven steps: four light ones for the fit's slope, three at and past the knee.
+AUTO_FRACTIONS = (0.1, 0.25, 0.45, 0.65, 0.9, 1.25, 1.7)
+
+
+def parse_rates(text: str) -> tuple[float, ...] | None:
+    """Rates from "2,4,8.5"; None for "auto". Raises ValueError naming the bad part."""
+    text = text.strip()
+    if text == "auto":
+        return None
+    rates = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            rate = float(part)
+        except ValueError:
+            raise ValueError(f"rate {part!r}: expected turns per second, e.g. 2,4,8") from None
+        if not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"rate {part!r}: must be > 0")
+        rates.append(rate)
+    if not rates:
+        raise ValueError("rates: at least one rate, or 'auto'")
+    return tuple(rates)
+
+
+def auto_rates(
+    median_turn_s: float, fractions: Sequence[float] = AUTO_FRACTIONS
+) -> tuple[float, ...]:
+    """Rates for `auto`: `fractions` of 1/median turn time, rounded to 0.01/s."""
+    capacity = 1.0 / max(median_turn_s, 1e-4)
+    return tuple(max(0.05, round(capacity * f, 2)) for f in fractions)
+
+
+class SteppedSchedule:
+    """Intended starts at `rates[k]` per second during step k, each `step_s` long.
+
+    The timeline starts at the first claim; `claim` returns None once it is past the last
+    step. Arrivals are evenly spaced within a step (a step boundary restarts the spacing).
+    """
+
+    def __init__(self, rates: Sequence[float], step_s: float) -> None:
+        if not rates or step_s <= 0:
+            raise ValueError("a stepped schedule needs rates and a step duration > 0")
+        self.rates = tuple(rates)
+        self.step_s = step_s
+        self.start: float | None = None
+        self._next: float | None = None
+        self._step = 0
+        self.claimed = [0] * len(self.rates)
+
+    @property
+    def total_s(self) -> float:
+        return self.step_s * len(self.rates)
+
+    def boundary(self, k: int) -> float:
+        """Clock time at which step k starts (k = len(rates): the end)."""
+        assert self.start is not None
+        return self.start + k * self.step_s
+
+    def claim(self, now: float) -> tuple[float, int] | None:
+        """The next intended start and its step, or None when the timeline is over."""
+        if self.start is None:
+            self.start = self._next = now
+        assert self._next is not None
+        n = len(self.rates)
+        while self._step < n and self._next >= self.boundary(self._step + 1):
+            self._step += 1  # a new step: its spacing starts at its boundary
+            if self._step < n:
+                self._next = self.boundary(self._step)
+        if self._step >= len(self.rates):
+            return None
+        intended, step = self._next, self._step
+        self._next += 1.0 / self.rates[step]
+        self.claimed[step] += 1
+        return intended, step
+
+    def over(self, now: float) -> bool:
+        return self.start is not None and now >= self.boundary(len(self.rates))
+
+
+@dataclass
+class StepRecorder:
+    """Per-step histograms, completions and process samples of one stepped run."""
+
+    schedule: SteppedSchedule
+    hists: list[OpHistograms] = field(default_factory=list)
+    completed: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    late_completions: int = 0
+    samples: list[dict[str, ProcessSample]] = field(default_factory=list)
+    sample_times: list[float] = field(default_factory=list)
+    cache: list[tuple[int, int]] = field(default_factory=list)
+    in_flight: int = 0
+
+    def __post_init__(self) -> None:
+        n = len(self.schedule.rates)
+        self.hists = [OpHistograms() for _ in range(n)]
+        self.completed = [0] * n
+        self.failed = [0] * n
+
+    def record_ms(self, step: int, op: str, ms: float) -> None:
+        self.hists[step].record_ms(op, ms)
+
+    def finished(self, at: float, *, ok: bool, step: int) -> None:
+        """A turn ended at clock time `at`: counted in the step whose window holds `at`."""
+        if not ok:
+            self.failed[step] += 1
+        start = self.schedule.start
+        if start is None:
+            return
+        index = int((at - start) // self.schedule.step_s)
+        if 0 <= index < len(self.completed):
+            self.completed[index] += ok
+        else:
+            self.late_completions += ok
+
+    def sample(
+        self, at: float, processes: Mapping[str, ProcessSample], cache: tuple[int, int]
+    ) -> None:
+        self.sample_times.append(at)
+        self.samples.append(dict(processes))
+        self.cache.append(cache)
+
+    def document(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """What `steps.json` holds: the run's meta, then one entry per step."""
+        schedule = self.schedule
+        steps = []
+        for k, rate in enumerate(schedule.rates):
+            hists = self.hists[k]
+            turn = hists.summary("turn") if "turn" in hists else None
+            entry: dict[str, Any] = {
+                "step": k,
+                "offered_rate": rate,
+                "duration_s": schedule.step_s,
+                "intended": schedule.claimed[k],
+                "completed_in_window": self.completed[k],
+                "failed": self.failed[k],
+                "achieved_rate": round(self.completed[k] / schedule.step_s, 4),
+                "ops": {op: _clean(hists.summary(op).as_dict()) for op in hists.ops},
+                "histograms": hists.encode(),
+            }
+            if turn is not None and turn.count:
+                # Little's law: turns in progress = throughput x time in the turn.
+                entry["concurrency"] = round(entry["achieved_rate"] * turn.mean_ms / 1000.0, 4)
+            if k + 1 < len(self.samples):
+                entry["processes"] = _process_delta(self.samples[k], self.samples[k + 1])
+                hits = self.cache[k + 1][0] - self.cache[k][0]
+                misses = self.cache[k + 1][1] - self.cache[k][1]
+                entry["embedding_cache"] = {"hits": hits, "misses": misses}
+                entry["window_s"] = round(self.sample_times[k + 1] - self.sample_times[k], 3)
+            steps.append(entry)
+        return {
+            **meta,
+            "kind": "step-load",
+            "rates": list(schedule.rates),
+            "step_s": schedule.step_s,
+            "late_completions": self.late_completions,
+            "steps": steps,
+        }
+
+    def write(self, run_dir: Path, document: Mapping[str, Any]) -> Path:
+        """Write `document` (from `document()`) to RUN_DIR/steps.json."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / "steps.json"
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        return path
+
+
+def _process_delta(
+    before: Mapping[str, ProcessSample], after: Mapping[str, ProcessSample]
+) -> dict[str, dict[str, Any]]:
+    """CPU seconds each role spent between two samples, and its RSS at the second."""
+    out = {}
+    for role, end in after.items():
+        start = before.get(role)
+        out[role] = {
+            "cpu_s": round(end.cpu_s - (start.cpu_s if start else 0.0), 4),
+            "rss_mb": round(end.rss_bytes / 2**20, 2),
+            "pids": len(end.pids),
+        }
+    return out
+
+
+def _clean(data: dict[str, object]) -> dict[str, object]:
+    return {
+        key: None if isinstance(value, float) and math.isnan(value) else value
+        for key, value in data.items()
+    }
+
+
+def now() -> float:
+    """The clock every stepped timestamp is on."""
+    return time.perf_counter()
