@@ -7,6 +7,7 @@ import sys
 import click
 
 from memharness.bench_cmd import bench
+from memharness.capacity_cmd import capacity, compare
 from memharness.cli_settings import settings_from_options
 from memharness.load_cmd import load
 from memharness.run_cmd import run
@@ -80,6 +81,8 @@ main.add_command(strategies)
 main.add_command(load)
 main.add_command(bench)
 main.add_command(scenarios)
+main.add_command(capacity)
+main.add_command(compare)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,161 @@
+"""The report's plots, as base64 PNG (inline in one HTML file: no network, no files)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from memharness.capacity.inputs import LoadRun, SimRun
+from memharness.capacity.plan import Measured
+from memharness.capacity.queueing import response_quantile, usl_throughput
+from memharness.capacity.target import Target
+
+__all__ = ["demand_plot", "footprint_plot", "latency_plot", "scaling_plot", "usl_plot"]
+
+
+def _figure(width: float = 6.4, height: float = 4.0) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: reports run in CI and on servers
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height), dpi=90)
+    return fig, ax
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def usl_plot(load: LoadRun, measured: Measured, holdout: dict[str, Any]) -> str:
+    """Throughput against concurrency: the steps, the USL fit, the held-out point."""
+    fig, ax = _figure()
+    steps = load.steps
+    held = holdout["held_out_step"]
+    fit_rows = steps[steps["step"] != held]
+    held_rows = steps[steps["step"] == held]
+    ax.scatter(fit_rows["concurrency"], fit_rows["achieved"], label="steps (fitted)", zorder=3)
+    ax.scatter(held_rows["concurrency"], held_rows["achieved"], marker="*", s=160, color="red",
+               label="held-out step", zorder=4)  # fmt: skip
+    n = np.linspace(
+        max(steps["concurrency"].min() * 0.5, 1e-3), steps["concurrency"].max() * 1.3, 200
+    )
+    fit = measured.usl
+    ax.plot(n, usl_throughput(n, fit.lam, fit.sigma, fit.kappa), label="USL, all steps")
+    u = holdout["usl"]
+    ax.plot(n, usl_throughput(n, u["lam"], u["sigma"], u["kappa"]), "--",
+            label="USL without the held-out step")  # fmt: skip
+    if math.isfinite(fit.x_max):
+        ax.axhline(fit.x_max, color="grey", lw=0.8, ls=":", label=f"X_max {fit.x_max:.1f}/s")
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel("concurrency N (turns in progress, Little's law)")
+    ax.set_ylabel("throughput X (turns/s)")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def latency_plot(load: LoadRun, measured: Measured, slo_ms: float, percentile: float) -> str:
+    """p50/p95/p99 of the response time against throughput, the model's p95, the SLO."""
+    fig, ax = _figure()
+    steps = load.steps
+    op = "turn@intended"
+    for stat, marker in (("p50", "o"), ("p95", "s"), ("p99", "^")):
+        col = f"{op}.{stat}_ms"
+        if col in steps:
+            ax.plot(
+                steps["achieved"],
+                steps[col],
+                marker=marker,
+                ls="-",
+                lw=0.8,
+                label=f"measured {stat}",
+            )
+    x_max = measured.usl.x_max if math.isfinite(measured.usl.x_max) else steps["achieved"].max()
+    lams = np.linspace(0.05 * x_max, 0.97 * x_max, 40)
+    q = percentile / 100.0
+    model = [
+        response_quantile(
+            q, c=1, lam=lam, occupancy_s=1.0 / x_max, latency_s=measured.samples["turn"]
+        )
+        * 1000.0
+        for lam in lams
+    ]
+    ax.plot(lams, model, "k--", label=f"model p{percentile:g} (one process)")
+    ax.axhline(slo_ms, color="red", lw=1, label=f"SLO p{percentile:g} {slo_ms:g} ms")
+    ax.set_yscale("log")
+    ax.set_xlabel("throughput (turns/s)")
+    ax.set_ylabel("turn response time, from intended start (ms)")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def demand_plot(measured: Measured) -> str:
+    """Service demand per layer (core-ms per turn), the bench's mean beside."""
+    fig, ax = _figure()
+    layers = list(measured.demand_s)
+    x = np.arange(len(layers))
+    ax.bar(
+        x - 0.2,
+        [measured.demand_s[k] * 1000 for k in layers],
+        0.4,
+        label="service demand (load run)",
+    )
+    bench = [measured.bench_ms.get(k, {}).get("mean_ms", np.nan) for k in layers]
+    ax.bar(x + 0.2, bench, 0.4, label="bench mean latency, concurrency 1")
+    ax.set_xticks(x, layers)
+    ax.set_ylabel("ms per turn")
+    bottleneck = max(measured.demand_s, key=lambda k: measured.demand_s[k])
+    ax.set_title(f"bottleneck (largest D): {bottleneck}", fontsize=10)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def footprint_plot(sim: SimRun, target: Target) -> str:
+    """Bytes per layer over virtual time per strategy, scaled to the target's turn rate."""
+    import matplotlib.pyplot as plt
+
+    layers = ("session", "stm", "ltm")
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), dpi=90)
+    turns = sim.layers.groupby("strategy")["turns"].first()
+    span = sim.layers.groupby("strategy")["span_s"].first()
+    for ax, layer in zip(axes, layers, strict=True):
+        lam = target.mean_turns_per_s if layer == "ltm" else target.peak_turns_per_s
+        for strategy, group in sim.series[sim.series["layer"] == layer].groupby("strategy"):
+            rate = turns[strategy] / span[strategy] if span[strategy] else 1.0
+            scale = lam / rate / 1e9
+            bold = strategy == target.strategy
+            ax.plot(group["day"], group["bytes"] * scale, lw=2.2 if bold else 0.8,
+                    label=str(strategy), zorder=3 if bold else 2)  # fmt: skip
+        ax.set_title(f"{layer} (GB at the target's rate)", fontsize=10)
+        ax.set_xlabel("virtual day")
+        ax.set_yscale("symlog", linthresh=1e-3)
+    axes[0].legend(fontsize=7)
+    return _png(fig)
+
+
+def scaling_plot(curve: pd.DataFrame) -> str:
+    """Instances per layer from 0.5× to 10× the target's users; bottleneck moves marked."""
+    fig, ax = _figure(7.0, 4.2)
+    for layer, group in curve.groupby("layer"):
+        ax.plot(group["users"], group["instances"], marker=".", label=str(layer))
+    for _, row in curve[curve["moved"]].iterrows():
+        ax.axvline(row["users"], color="grey", lw=0.6, ls=":")
+        ax.annotate(f"{row['layer']}: {row['bound_by']}", (row["users"], row["instances"]),
+                    fontsize=7, rotation=30)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("users")
+    ax.set_ylabel("instances")
+    ax.legend(fontsize=8)
+    return _png(fig)
