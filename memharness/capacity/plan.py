@@ -76,8 +76,8 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
         unsat = df
     load_cpu = _ratio(unsat, "cpu.load") or 0.0
     # Service-time samples at light load: the unsaturated steps with the load process under
-    # half busy (CAPACITY.md: never read service time from a loaded run).
-    light = unsat[unsat["achieved"] * load_cpu < 0.5]
+    # 30% busy (CAPACITY.md: never read service time from a loaded run).
+    light = unsat[unsat["achieved"] * load_cpu < 0.3]
     light_steps = [int(s) for s in (light if len(light) else unsat.head(1))["step"]]
     samples = {layer: service_samples(load, op, light_steps) for layer, op in LAYER_OP.items()}
     for layer, values in samples.items():

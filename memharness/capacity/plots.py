@@ -58,7 +58,7 @@ def usl_plot(load: LoadRun, measured: Measured, holdout: dict[str, Any]) -> str:
             label="USL without the held-out step")  # fmt: skip
     if math.isfinite(fit.x_max):
         ax.axhline(fit.x_max, color="grey", lw=0.8, ls=":", label=f"X_max {fit.x_max:.1f}/s")
-    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xscale("log")
     ax.set_xlabel("concurrency N (turns in progress, Little's law)")
     ax.set_ylabel("throughput X (turns/s)")
     ax.legend(fontsize=8)

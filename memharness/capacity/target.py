@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reference.yamldoc import YamlDocError, compose_mapping, read_yaml_file, validation_problems
 
@@ -63,14 +63,15 @@ class Target(_Strict):
     #: A node shape per layer (session, stm, ltm, embedder, turn) or `default`.
     nodes: dict[str, NodeShape] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _known_layers(self) -> Target:
-        unknown = sorted(set(self.nodes) - {*LAYERS, "default"})
+    @field_validator("nodes")
+    @classmethod
+    def _known_layers(cls, nodes: dict[str, NodeShape]) -> dict[str, NodeShape]:
+        unknown = sorted(set(nodes) - {*LAYERS, "default"})
         if unknown:
             raise ValueError(
                 f"unknown node layer(s) {', '.join(unknown)}: use {', '.join(LAYERS)} or default"
             )
-        return self
+        return nodes
 
     def node(self, layer: str) -> tuple[NodeShape, bool]:
         """The node shape of `layer` and whether the target gave it (else assumed)."""

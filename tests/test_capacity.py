@@ -1,0 +1,338 @@
+"""Capacity planning: the formulas against known values, the target loader's errors, and
+`memharness capacity` / `memharness compare` end to end on tiny synthetic run files."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from loadtests.hdr import OpHistograms
+from loadtests.steps import SteppedSchedule, StepRecorder, auto_rates, parse_rates
+from memharness.capacity import (
+    allen_cunneen_wait,
+    erlang_c,
+    fit_usl,
+    parse_target,
+    response_quantile,
+    sqrt_staffing,
+    usl_throughput,
+)
+from memharness.capacity.queueing import SQRT_STAFFING_Q
+from memharness.capacity.target import TargetError
+from memharness.cli import main
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "capacity" / "example-target.yaml"
+
+
+# ----------------------------------------------------------------------------- USL
+def test_usl_fit_recovers_known_coefficients() -> None:
+    lam, sigma, kappa = 100.0, 0.05, 0.002
+    n = np.array([1, 2, 4, 8, 16, 24, 32, 48, 64], dtype=float)
+    noise = 1 + np.random.default_rng(3).normal(0, 0.01, len(n))
+    fit = fit_usl(n, usl_throughput(n, lam, sigma, kappa) * noise, bootstrap=100)
+    assert fit.lam == pytest.approx(lam, rel=0.05)
+    assert fit.sigma == pytest.approx(sigma, abs=0.015)
+    assert fit.kappa == pytest.approx(kappa, rel=0.25)
+    assert fit.sigma_ci[0] <= sigma <= fit.sigma_ci[1]
+    assert fit.kappa_ci[0] <= kappa <= fit.kappa_ci[1]
+    # Gunther: N* = floor(sqrt((1 - σ)/κ)), X_max = X(N*), ceiling λ/σ.
+    assert fit.n_star == math.floor(math.sqrt((1 - fit.sigma) / fit.kappa))
+    assert fit.x_max == pytest.approx(usl_throughput(fit.n_star, fit.lam, fit.sigma, fit.kappa))
+    assert fit.ceiling == pytest.approx(fit.lam / fit.sigma)
+
+
+def test_usl_fit_keeps_coefficients_non_negative() -> None:
+    # Superlinear points: an unconstrained fit would want σ < 0.
+    n = np.array([1, 2, 4, 8, 16, 32], dtype=float)
+    x = 10 * n**1.1
+    fit = fit_usl(n, x, bootstrap=20)
+    assert fit.sigma >= 0 and fit.kappa >= 0
+    assert min(fit.sigma_ci) >= 0 and min(fit.kappa_ci) >= 0
+
+
+def test_usl_fit_needs_three_points() -> None:
+    with pytest.raises(ValueError, match="at least 3"):
+        fit_usl([1, 2], [1, 2])
+
+
+# ----------------------------------------------------------------------------- queues
+def test_erlang_c_known_values() -> None:
+    assert erlang_c(1, 0.7) == pytest.approx(0.7)  # M/M/1: P(wait) = ρ
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)  # (a²/2·2/(2−a)) / (1 + a + that)
+    # The textbook call-centre case: 10 agents, 8 Erlangs -> 40.9 % of calls wait.
+    assert erlang_c(10, 8.0) == pytest.approx(0.4092, abs=5e-4)
+    assert erlang_c(5, 6.0) == 1.0  # unstable: everyone waits
+    assert erlang_c(500, 450.0) < 1.0  # no overflow at large c
+
+
+def test_allen_cunneen_reduces_to_exact_single_server_results() -> None:
+    # M/M/1 (c_s² = 1): Wq = ρ/(μ − λ) = 1 at λ = 0.5, S = 1.
+    assert allen_cunneen_wait(1, 0.5, 1.0, 1.0, 1.0) == pytest.approx(1.0)
+    # M/D/1 (c_s² = 0): Pollaczek–Khinchine gives ρ/(2μ(1 − ρ)) = 0.5.
+    assert allen_cunneen_wait(1, 0.5, 1.0, 1.0, 0.0) == pytest.approx(0.5)
+    assert allen_cunneen_wait(2, 3.0, 1.0, 1.0, 1.0) == math.inf
+
+
+def test_response_quantile_matches_mm1() -> None:
+    # M/M/1 response time is exponential with rate μ − λ: p95 = ln 20 / (μ − λ).
+    service = np.random.default_rng(1).exponential(1.0, 200_000)
+    p95 = response_quantile(
+        0.95, c=1, lam=0.5, occupancy_s=float(service.mean()), latency_s=service, draws=100_000
+    )
+    assert p95 == pytest.approx(math.log(20) / 0.5, rel=0.05)
+    assert response_quantile(0.95, c=1, lam=2.0, occupancy_s=1.0, latency_s=service) == math.inf
+
+
+def test_square_root_staffing() -> None:
+    assert sqrt_staffing(100) == pytest.approx(100 + SQRT_STAFFING_Q * 10)
+    # Halfin–Whitt: staffing a + 1.761·√a leaves about a 5 % chance of waiting.
+    for a in (50.0, 200.0, 800.0):
+        assert 0.03 < erlang_c(math.ceil(sqrt_staffing(a)), a) < 0.065
+
+
+# ----------------------------------------------------------------------------- target
+def test_example_target_loads() -> None:
+    target = parse_target(EXAMPLE.read_text(), source=str(EXAMPLE))
+    assert target.peak_turns_per_s == pytest.approx(
+        target.users * target.turns_per_user_per_day * target.peak_factor / 86_400
+    )
+    node, given = target.node("stm")
+    assert given and node == target.nodes["default"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ("users: 10\nturns_per_user_per_day: 5\npeak_factor: 0.5\n", 3, "peak_factor"),
+        ("users: 10\nturns_per_user_per_day: 5\nslo_ms:\n  turn: -1\n", 4, "slo_ms.turn"),
+        ("users: 10\nturns_per_user_per_day: 5\nslo_ms:\n  trun: 3\n", 4, "slo_ms.trun"),
+        ("users: 10\n", 1, "turns_per_user_per_day"),
+        (
+            "users: 10\nturns_per_user_per_day: 5\nnodes:\n  gpu: {cores: 1, ram_gb: 1, "
+            "disk_gb: 1}\n",
+            3,
+            "nodes",
+        ),
+        ("users: 10\nusers: 11\nturns_per_user_per_day: 5\n", 2, "users"),
+        ("users: [10\n", 2, "(yaml)"),
+    ],
+)
+def test_bad_targets_name_file_line_and_field(text: str, line: int, field: str) -> None:
+    with pytest.raises(TargetError) as info:
+        parse_target(text, source="t.yaml")
+    problem = info.value.problems[0]
+    assert (problem.file, problem.line, problem.field) == ("t.yaml", line, field)
+    assert str(problem).startswith(f"t.yaml:{line}: {field}")
+
+
+# ----------------------------------------------------------------------------- steps
+def test_parse_rates() -> None:
+    assert parse_rates("2, 4,8.5") == (2.0, 4.0, 8.5)
+    assert parse_rates("auto") is None
+    for bad in ("", "2,x", "0,1", "-1"):
+        with pytest.raises(ValueError):
+            parse_rates(bad)
+    rates = auto_rates(0.05)
+    assert len(rates) >= 6 and rates == tuple(sorted(rates))
+    assert rates[0] < 20 < rates[-1]  # from light load to past 1/turn time
+
+
+def test_stepped_schedule_and_recorder_attribute_turns_to_steps() -> None:
+    schedule = SteppedSchedule((2.0, 4.0), step_s=1.0)
+    claims = []
+    while (claim := schedule.claim(100.0)) is not None:
+        claims.append(claim)
+    assert [step for _, step in claims] == [0, 0, 1, 1, 1, 1]
+    assert [t for t, _ in claims] == [100.0, 100.5, 101.0, 101.25, 101.5, 101.75]
+    assert schedule.over(102.0) and not schedule.over(101.9)
+    recorder = StepRecorder(schedule)
+    for intended, step in claims:
+        recorder.record_ms(step, "turn", 10.0)
+        recorder.finished(intended + 0.6, ok=True, step=step)  # counted where it ends
+    document = recorder.document({"run_id": "x"})
+    assert [s["intended"] for s in document["steps"]] == [2, 4]
+    assert [s["completed_in_window"] for s in document["steps"]] == [1, 3]
+    assert document["late_completions"] == 2
+    assert document["steps"][1]["ops"]["turn"]["count"] == 4
+
+
+# ----------------------------------------------------------------------------- end to end
+def _hist(rng: np.random.Generator, mean_ms: float, n: int) -> str:
+    hists = OpHistograms()
+    for value in rng.exponential(mean_ms, n) + 0.2 * mean_ms:
+        hists.record_ms("x", float(value))
+    return hists.encode()["x"]
+
+
+def _write_load(run_dir: Path, x_max: float = 20.0, turn_ms: float = 30.0) -> None:
+    """A step-load run of an M/M/1-like service: latency grows as load nears x_max."""
+    rng = np.random.default_rng(0)
+    rates = [0.1 * x_max, 0.25 * x_max, 0.45 * x_max, 0.65 * x_max, 0.85 * x_max, 1.2 * x_max]
+    steps = []
+    for k, rate in enumerate(rates):
+        achieved = min(rate, x_max * (1 - 0.02 * k))
+        rho = min(achieved / x_max, 0.95)
+        response = turn_ms / (1 - rho)
+        n = max(int(achieved * 10), 20)
+        layer_ms = {"session": 1.0, "embed": 8.0, "stm": 15.0, "ltm": 2.0, "turn": turn_ms}
+        hist = {op: _hist(rng, ms, n) for op, ms in layer_ms.items()}
+        hist["turn@intended"] = _hist(rng, response, n)
+        ops = {op: {"count": n, "mean_ms": ms, "p50_ms": ms, "p95_ms": 3 * ms, "p99_ms": 4 * ms}
+               for op, ms in layer_ms.items()}  # fmt: skip
+        ops["turn@intended"] = {"count": n, "mean_ms": response, "p50_ms": response,
+                                "p95_ms": 3 * response, "p99_ms": 4.6 * response}  # fmt: skip
+        done = int(achieved * 10)
+        steps.append({
+            "step": k, "offered_rate": rate, "duration_s": 10.0, "intended": int(rate * 10),
+            "completed_in_window": done, "failed": 0, "achieved_rate": achieved,
+            "concurrency": achieved * response / 1000, "ops": ops, "histograms": hist,
+            "processes": {"load": {"cpu_s": done * 0.04, "rss_mb": 600.0, "pids": 1},
+                          "redis": {"cpu_s": done * 0.0003, "rss_mb": 5.0, "pids": 1},
+                          "postgres": {"cpu_s": done * 0.001, "rss_mb": 80.0, "pids": 6}},
+            "embedding_cache": {"hits": done // 2, "misses": done - done // 2},
+        })  # fmt: skip
+    run_dir.mkdir(parents=True)
+    document = {"run_id": run_dir.name, "kind": "step-load", "rates": rates, "steps": steps}
+    (run_dir / "steps.json").write_text(json.dumps(document))
+
+
+def _write_sim(run_dir: Path, users: int) -> None:
+    """A simulator run: footprint proportional to the users, two strategies."""
+    days = 30
+    strategies = []
+    for label, keep in (("hybrid", 0.5), ("keep_all", 1.0)):
+        series = [
+            {"at": 1e9 + d * 86_400, "session": [users // 10, users * 20],
+             "stm": [users * d // 3, int(users * d * 1600 * keep)],
+             "ltm": [users * d // 5, int(users * d * 1500 * keep)]}
+            for d in range(days)
+        ]  # fmt: skip
+        strategies.append({
+            "label": label, "status": "ok", "metrics": {"recall_at_k": keep},
+            "footprint": {"series": series, "peak": {}}, "latency_ms": {},
+        })  # fmt: skip
+    run_dir.mkdir(parents=True)
+    scenario = {
+        "name": f"gen-{users}",
+        "users": users,
+        "turns": users * 5,
+        "strategies": strategies,
+    }
+    document = {"run_id": run_dir.name, "status": "complete", "scenarios": [scenario]}
+    (run_dir / "results.json").write_text(json.dumps(document))
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    _write_load(tmp_path / "load-a")
+    _write_sim(tmp_path / "sim-small", 100)
+    _write_sim(tmp_path / "sim-large", 1000)
+    return tmp_path
+
+
+def _capacity(reports: Path, *args: str) -> Any:
+    return CliRunner().invoke(
+        main, ["capacity", "--target", str(EXAMPLE), "--reports", str(reports), *args]
+    )
+
+
+def test_capacity_end_to_end(reports: Path) -> None:
+    out = reports / "plan"
+    result = _capacity(reports, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"using load: {reports / 'load-a'} (newest under" in result.output
+    assert "sim-small" in result.output and "sim-large" in result.output
+    plan = json.loads((out / "capacity.json").read_text())
+    layers = {row["layer"]: row for row in plan["sizing"]}
+    assert set(layers) == {"session", "stm", "ltm", "embedder", "turn"}
+    for row in layers.values():
+        by = {k: row[f"instances_by_{k}"] for k in ("cpu", "memory", "disk")}
+        assert row["instances"] == max(1, *by.values())
+        assert by[row["bound_by"]] == max(by.values())
+        assert row["monthly_cost"] == pytest.approx(row["instances"] * _price(row["layer"]) * 730)
+    # The bottleneck is the layer with the largest service demand (operational laws).
+    assert plan["bottleneck"]["layer"] == max(layers, key=lambda k: layers[k]["demand_ms"])
+    # Memory follows the sim's footprint: keep_all keeps twice what hybrid keeps.
+    assert layers["stm"]["ram_gb"] > 0 and layers["ltm"]["disk_gb"] > 0
+    holdout = plan["validation"]["holdout"]
+    assert holdout["held_out_step"] == 5 and holdout["fitted_on_steps"] == [0, 1, 2, 3, 4]
+    # Footprint proportional to users: extrapolation 100 -> 1000 users is exact.
+    assert all(abs(row["mean_error"]) < 1e-9 for row in plan["validation"]["footprint"])
+    kinds = {row["kind"] for row in plan["inputs"]}
+    assert kinds == {"measured", "assumed"}
+    page = (out / "capacity.html").read_text()
+    images = re.findall(r"<img [^>]*src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert len(images) == 5 and all(len(i) > 1000 for i in images)
+    assert 'id="sizing"' in page and "http" not in page.replace("http-equiv", "")
+    markdown = (out / "capacity.md").read_text()
+    assert markdown.startswith("# Capacity plan") and "## Sizing" in markdown
+    big_error = any(
+        abs(holdout[k]["error"] or 0) > 0.2
+        for k in holdout
+        if isinstance(holdout[k], dict) and "error" in holdout[k]
+    )
+    assert ("WARNING" in markdown.split("## Sizing")[0]) == big_error
+
+
+def _price(layer: str) -> float:
+    target = parse_target(EXAMPLE.read_text())
+    price = target.node(layer)[0].price_per_hour
+    assert price is not None
+    return price
+
+
+def test_capacity_warns_at_the_top_when_held_out_error_is_large(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-a")
+    data = json.loads((tmp_path / "load-a" / "steps.json").read_text())
+    data["steps"][-1]["achieved_rate"] *= 3  # the held-out step did 3x what the fit allows
+    (tmp_path / "load-a" / "steps.json").write_text(json.dumps(data))
+    result = _capacity(tmp_path, "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 0, result.output
+    markdown = (tmp_path / "plan" / "capacity.md").read_text()
+    head = markdown.split("## Sizing")[0]
+    assert "WARNING: held-out throughput error" in head
+    assert "not validated: one simulator run only" not in head  # no sim: no memory plan
+
+
+def test_capacity_refuses_a_bad_target_naming_file_and_line(reports: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("users: 10\nturns_per_user_per_day: 5\nutilisation_ceiling: 2\n")
+    result = CliRunner().invoke(main, ["capacity", "--target", str(bad), "--reports", str(reports)])
+    assert result.exit_code != 0
+    assert f"{bad}:3: utilisation_ceiling" in result.output
+
+
+def test_capacity_without_a_load_run_says_how_to_make_one(tmp_path: Path) -> None:
+    result = _capacity(tmp_path)
+    assert result.exit_code != 0 and "memharness load --rates" in result.output
+
+
+def test_compare_two_runs(reports: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["compare", str(reports / "sim-small"), str(reports / "sim-large")]
+    )
+    assert result.exit_code == 0, result.output
+    written = reports / "sim-large" / "compare-sim-small.md"
+    assert written.is_file() and written.with_suffix(".csv").is_file()
+    assert "recall_at_k" in written.read_text()
+    plans = []
+    for name, users in (("a", 50_000), ("b", 100_000)):
+        target = tmp_path / f"{name}.yaml"
+        target.write_text(EXAMPLE.read_text().replace("users: 50000", f"users: {users}"))
+        out = tmp_path / f"plan-{name}"
+        args = ["--target", str(target), "--reports", str(reports), "--out", str(out)]
+        run = CliRunner().invoke(main, ["capacity", *args])
+        assert run.exit_code == 0, run.output
+        plans.append(out)
+    result = CliRunner().invoke(main, ["compare", str(plans[0]), str(plans[1])])
+    assert result.exit_code == 0, result.output
+    assert "| layer | figure | A | B | delta | change |" in result.output
+    mixed = CliRunner().invoke(main, ["compare", str(plans[0]), str(reports / "sim-large")])
+    assert mixed.exit_code != 0 and "different kinds" in mixed.output
