@@ -115,7 +115,9 @@ def test_chroma_writes_accesses_in_a_batch_behind_the_request(
         chroma_store.query(user_id=ALICE, session_id="s1", text=record.text, k=1)
     assert [_stored(chroma_store, i)["access_count"] for i in ids] == [0, 0, 0]  # buffered
     chroma_store.query(user_id=ALICE, session_id="s1", text=records[2].text, k=1)
-    # the third access put the buffer over its limit of 2: one batch wrote all three
+    # the third access put the buffer over its limit of 2: a background thread wrote all
+    # three in one batch
+    chroma_store.wait_for_flush()
     assert [_stored(chroma_store, i)["access_count"] for i in ids] == [1, 1, 1]
     assert [_stored(chroma_store, i)["last_accessed_at"] for i in ids] == [T0 + 5] * 3
 
@@ -153,6 +155,42 @@ def test_chroma_keeps_accesses_whose_write_failed(
     monkeypatch.undo()
     assert chroma_store.flush_access() == 1
     assert _stored(chroma_store, flight.record_id)["access_count"] == 1
+
+
+def test_reads_and_accesses_do_not_wait_for_a_flush_in_flight() -> None:
+    buffer = AccessBuffer(limit=10)
+    first = AccessWrite("r1", ALICE, 5.0, 1, None, 5.0)
+    buffer.put([first])
+    seen: list[Mapping[str, AccessWrite]] = []
+
+    def slow_write(batch: list[AccessWrite]) -> None:
+        # While the batch is being written (here: from this very call, which holds the
+        # flush), a read lays it and a new access goes into the buffer: neither waits.
+        buffer.overlaid(lambda: 0, lambda rows, pending: seen.append(dict(pending)) or rows)
+        buffer.put([AccessWrite("r1", ALICE, 9.0, 2, None, 5.0)])
+
+    assert buffer.flush(slow_write) == 1
+    assert seen == [{"r1": first}]
+    assert buffer.ids() == ["r1"] and buffer.has_user(ALICE)  # the newer access waits
+    assert buffer.flush(lambda batch: None) == 1
+    assert len(buffer) == 0 and not buffer.has_user(ALICE)
+
+
+def test_a_failed_flush_puts_its_batch_back_under_newer_accesses() -> None:
+    buffer = AccessBuffer(limit=10)
+    buffer.put([AccessWrite("r1", ALICE, 5.0, 1, None, 5.0)])
+    buffer.put([AccessWrite("r2", ALICE, 5.0, 1, None, 5.0)])
+    newer = AccessWrite("r1", ALICE, 9.0, 2, None, 5.0)
+
+    def failing(batch: list[AccessWrite]) -> None:
+        buffer.put([newer])
+        raise BackendUnavailable("chroma: down")
+
+    with pytest.raises(BackendUnavailable):
+        buffer.flush(failing)
+    written: list[AccessWrite] = []
+    assert buffer.flush(written.extend) == 2
+    assert sorted(written, key=lambda w: w.record_id)[0] == newer
 
 
 def test_a_flush_landing_during_a_read_makes_it_read_again() -> None:

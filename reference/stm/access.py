@@ -5,15 +5,14 @@ A turn's retrieval counts an access to what it returns: `last_accessed_at`,
 `access_count`, and under a sliding-window or importance strategy a new `expires_at` and
 `importance`. On Chroma that is a metadata update of 7-16 ms, more than the query itself,
 so the store does not wait for it: `AccessBuffer` keeps each accessed record's statistics
-after its latest access, and the store writes them in one batch later (`flush`: when the
-buffer is full, before a sweep, on `dispose`).
+after its latest access, and the store writes them in one batch later (`flush`: on a
+background thread when the buffer is full; before a sweep and on `dispose`, waited for).
 
 No reader can tell. Every read of the store lays the buffered statistics over the rows it
 fetched (`overlaid`) before it decides liveness, ranks, counts or pages, so a record
 whose window an access extended is live to every read before the write lands, and a
 sweep sees every access. The buffer holds absolute values (the count after the access,
-not "+1"), so laying them over a row is right whether or not the row already has them;
-a flush that lands while a read is fetching makes that read fetch again.
+not "+1"), so laying them over a row is right whether or not the row already has them.
 
 What the buffer does not give: durability and cross-process visibility before a flush. A
 process that dies loses the access statistics since its last flush (at most `limit`
@@ -73,24 +72,34 @@ class AccessWrite:
 
 
 class AccessBuffer:
-    """The access statistics not yet written, by record id. Thread-safe."""
+    """The access statistics not yet written, by record id. Thread-safe.
+
+    A flush takes the pending writes as one in-flight batch and writes it without holding
+    the buffer's lock, so reads and new accesses never wait for it; readers lay the
+    in-flight batch too (its values are absolute: right whether or not it has landed). A
+    read that overlaps the moment a batch lands and leaves the buffer cannot tell whether
+    its rows have it, so it reads again (at most once per flush).
+    """
 
     def __init__(self, *, limit: int) -> None:
         """`limit`: how many records the buffer holds before `put` asks for a flush
-        (0: every put asks, i.e. write-through)."""
+        (0: every put asks)."""
         self.limit = limit
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time
         self._pending: dict[str, AccessWrite] = {}
-        self._by_user: dict[str, set[str]] = {}
-        # Bumped by every flush: a read that saw it change fetches again.
+        self._in_flight: dict[str, AccessWrite] = {}
+        self._by_user: dict[str, set[str]] = {}  # over both
+        # Bumped when a batch leaves the buffer: a read that saw it change reads again.
         self._generation = 0
 
     def __len__(self) -> int:
-        return len(self._pending)
+        with self._lock:
+            return len(self._in_flight.keys() | self._pending.keys())
 
     def put(self, writes: Iterable[AccessWrite]) -> bool:
         """Buffer these (a later write of a record replaces an earlier one); whether the
-        buffer is now over its limit and should be flushed."""
+        pending writes are now over the limit and should be flushed."""
         with self._lock:
             for write in writes:
                 self._pending[write.record_id] = write
@@ -104,44 +113,64 @@ class AccessBuffer:
     def ids(self) -> list[str]:
         """The buffered record ids."""
         with self._lock:
-            return list(self._pending)
+            return list(self._in_flight.keys() | self._pending.keys())
 
-    def discard(self, record_ids: Collection[str]) -> None:
-        """Forget the writes of these records (deleted or replaced: nothing to write)."""
+    def discard(self, record_ids: Collection[str]) -> bool:
+        """Forget the writes of these records (deleted or replaced: nothing to write);
+        whether one of them was in a batch being written (which may still land)."""
+        in_flight = False
         with self._lock:
             for record_id in record_ids:
-                write = self._pending.pop(record_id, None)
-                if write is not None:
-                    owned = self._by_user[write.user_id]
-                    owned.discard(record_id)
-                    if not owned:
-                        del self._by_user[write.user_id]
+                in_flight |= self._in_flight.pop(record_id, None) is not None
+                self._pending.pop(record_id, None)
+            self._index()
+        return in_flight
 
     def overlaid(
         self, read: Callable[[], T], lay: Callable[[T, Mapping[str, AccessWrite]], T]
     ) -> T:
-        """`read()`'s result with the buffered writes laid over it by `lay`. If a flush
-        lands while `read` runs, its rows may be from before or after it: read again."""
+        """`read()`'s result with the buffered writes laid over it by `lay`."""
         while True:
             generation = self._generation
             result = read()
             with self._lock:
                 if self._generation == generation:
-                    return lay(result, self._pending) if self._pending else result
+                    if not self._pending and not self._in_flight:
+                        return result
+                    return lay(result, {**self._in_flight, **self._pending})
 
     def flush(self, write: Callable[[list[AccessWrite]], None]) -> int:
-        """Store every buffered write with `write` (one batch); how many. If `write`
-        raises, the buffer keeps them for the next flush. Reads wait while it runs."""
-        with self._lock:
-            batch = list(self._pending.values())
+        """Store the pending writes with `write` (one batch), after any flush in flight;
+        how many. If `write` raises, the buffer keeps them for the next flush."""
+        with self._flushing:
+            with self._lock:
+                batch, self._pending = self._pending, {}
+                self._in_flight = batch
             if not batch:
                 return 0
-            self._generation += 1  # before the write: a read overlapping it reads again
-            write(batch)
-            self._pending.clear()
-            self._by_user.clear()
-            self._generation += 1
+            try:
+                write(list(batch.values()))
+            except BaseException:
+                with self._lock:  # back, under any newer write of the same record
+                    self._pending = {**self._in_flight, **self._pending}
+                    self._in_flight = {}
+                raise
+            with self._lock:
+                self._in_flight = {}
+                self._generation += 1
+                self._index()
             return len(batch)
+
+    def wait(self) -> None:
+        """Return once no flush is in flight."""
+        with self._flushing:
+            pass
+
+    def _index(self) -> None:
+        """Rebuild the by-user index (under the lock) after writes left the buffer."""
+        self._by_user = {}
+        for write in (*self._in_flight.values(), *self._pending.values()):
+            self._by_user.setdefault(write.user_id, set()).add(write.record_id)
 
 
 def lay_records(

@@ -44,6 +44,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -70,6 +72,7 @@ USER_KEY_PREFIX = "m_"
 _SCORE_SLACK = 1e-5
 
 _ROW = ["metadatas", "documents", "embeddings"]
+_log = logging.getLogger(__name__)
 #: Every status but active, as an `$in` (Chroma answers `$ne` with a scan: 1.4 ms against
 #: 0.35 ms at 3,000 records).
 _NOT_ACTIVE = sorted(s.value for s in Status if s is not Status.ACTIVE)
@@ -110,6 +113,8 @@ class ChromaShortTermStore(ShortTermStore):
         )
         self.scan_limit = scan_limit
         self._access = AccessBuffer(limit=access_buffer)
+        self._flusher: threading.Thread | None = None
+        self._flusher_lock = threading.Lock()
         self.client = client
         with _unavailable():
             self._collection = client.get_or_create_collection(
@@ -130,7 +135,8 @@ class ChromaShortTermStore(ShortTermStore):
         storable_record(record)
         vector = storable_vector("embedding", embedding)
         metadata = _to_metadata(record)
-        self._access.discard([record.record_id])  # replaced: its old statistics go too
+        if self._access.discard([record.record_id]):  # replaced: its old statistics go too
+            self._access.wait()  # and a batch in flight must not land on the new record
         with _unavailable():
             old = self._collection.get(ids=[record.record_id], include=["metadatas"])
             # upsert merges metadata; None removes the caller keys the new record lacks.
@@ -199,10 +205,33 @@ class ChromaShortTermStore(ShortTermStore):
 
     def _write_access(self, writes: list[AccessWrite]) -> None:
         if self._access.put(writes):
-            self.flush_access()
+            self._flush_behind()
 
     def flush_access(self) -> int:
         return self._access.flush(self._store_access)
+
+    def _flush_behind(self) -> None:
+        """Flush on a background thread (one at a time), so no request waits for it."""
+        with self._flusher_lock:
+            if self._flusher is not None and self._flusher.is_alive():
+                return
+            self._flusher = threading.Thread(
+                target=self._flush_quietly, name="stm-access-flush", daemon=True
+            )
+            self._flusher.start()
+
+    def _flush_quietly(self) -> None:
+        try:
+            self.flush_access()
+        except BackendUnavailable as exc:  # kept: the next flush (a sweep's) raises it
+            _log.warning("short-term access statistics not written yet: %s", exc)
+
+    def wait_for_flush(self) -> None:
+        """Return once no background flush of access statistics is running."""
+        with self._flusher_lock:
+            flusher = self._flusher
+        if flusher is not None:
+            flusher.join()
 
     def _store_access(self, writes: list[AccessWrite]) -> None:
         # update, never upsert: a record deleted by another process stays deleted (Chroma
@@ -330,6 +359,7 @@ class ChromaShortTermStore(ShortTermStore):
 
     def drop(self) -> None:
         self._access.discard(self._access.ids())  # nothing left to write them to
+        self.wait_for_flush()
         with contextlib.suppress(Exception):  # chromadb raises NotFoundError or ValueError
             self.client.delete_collection(self.namespace.stm_collection)
         self.dispose()
@@ -338,6 +368,7 @@ class ChromaShortTermStore(ShortTermStore):
         """Write the buffered access statistics, then drop the reference to the
         collection; the shared client stays open."""
         try:
+            self.wait_for_flush()
             self.flush_access()
         finally:
             self._collection = None
