@@ -20,10 +20,17 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from reference.forgetting.commands import parse_forget_command
+from reference.lexicon import safety_kind
 from reference.models import MemoryType
 from reference.text import IntentDecision, IntentFilter
 
-__all__ = ["RuleIntentFilter", "is_forget_command", "is_stable_preference"]
+__all__ = [
+    "RuleIntentFilter",
+    "explicit_request",
+    "is_forget_command",
+    "is_stable_preference",
+]
 
 T = TypeVar("T")
 
@@ -77,39 +84,6 @@ _HAS_LATIN = re.compile("[a-z]")
 
 # --- kept utterances -------------------------------------------------------------
 
-# The forget check runs on every whole utterance, so a cheap substring gate goes first;
-# every forget pattern contains one of these words.
-_FORGET_NEEDLES = (
-    "forget delete erase remove wipe clear purge reset start remember storing saving "
-    "keeping 忘 删 清 抹 记 重置 重新开始"
-)
-# "别忘了我的生日" and "don't forget my birthday" ask to remember, so a negation right
-# before "忘记"/"forget" rules the command out; "删除我的订单" is an order action, so
-# deleting needs an object that is personal data or memory.
-_FORGET = _Rule(
-    en=[
-        r"(?<!n't )(?<!dont )(?<!not )(?<!never )\bforget\b",
-        r"\b(?:delete|erase|remove|wipe|clear|purge)\s+(?:all\s+)?(?:my\s+(?:personal\s+)?"
-        r"(?:data|info|information|details|address|phone|number|email|history|records?|memory"
-        r"|memories|profile|preferences?)|everything(?:\s+about\s+me)?|all\s+(?:my\s+)?"
-        r"(?:data|memories|history))\b",
-        r"\breset\s+(?:the\s+|this\s+|our\s+|my\s+)?(?:conversation|chat|session|memory)\b",
-        r"\bstart\s+(?:over|afresh)\b",
-        r"\b(?:don'?t|do not|stop)\s+(?:remember(?:ing)?|storing|saving|keeping)"
-        r"\s+(?:this|that|it|my)\b",
-    ],
-    zh=[
-        "(?<!别)(?<!不要)(?<!不能)(?<!不会)(?<!别再)(?<!千万别)忘(?:记|掉)"
-        "(?:我的|关于我|我|所有|全部|一切|这个|那个|这条|刚才|之前|上面)",
-        "(?:删除|删掉|清除|清空|抹掉|抹去)(?:关于我的?|我的(?:个人)?"
-        "(?:信息|资料|数据|记录|地址|住址|电话|手机号?|邮箱|偏好|记忆|隐私|身份证|护照)"
-        "|(?:所有|全部)(?:关于我的?)?(?:信息|资料|数据|记录|记忆)|(?:这条|那条|刚才的?)(?:信息|记录)?)",
-        "不要再?记(?:住|录|下)",
-        "(?:重置|清空|重新开始)(?:对话|会话|聊天|记忆)",
-    ],
-    needles=_FORGET_NEEDLES.split(),
-)
-
 _STABLE_EN = [
     # "always"/"never" about what the assistant should do, not "it always crashes" or
     # "the parcel never arrived", which are complaints (facts).
@@ -160,10 +134,13 @@ _PREFERENCE = _Rule(
 
 _PROFILE = _Rule(
     en=[
-        r"\bmy (?:home |work |office |shipping |delivery |billing |mailing )?address\b",
+        # "my new address is", "my current phone number is": a restated profile value.
+        r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:home |work |office "
+        r"|shipping |delivery |billing |mailing )?address\b",
         r"\bmy (?:full |first |last )?name is\b",
-        r"\bmy (?:phone|mobile|cell|number|e-?mail|birthday|date of birth|job|title|role"
-        r"|company|employer|wife|husband|son|daughter|hometown|city)\b",
+        r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:phone|mobile|cell|number"
+        r"|e-?mail|birthday|date of birth|job|title|role|company|employer|wife|husband|son"
+        r"|daughter|hometown|city)\b",
         r"\bi live (?:in|at|on|near)\b",
         r"\bi(?:'ve| have)? (?:moved|relocated) to\b",
         r"\bi work (?:at|for|in|as)\b",
@@ -171,7 +148,9 @@ _PROFILE = _Rule(
         r"\bi was born\b",
     ],
     zh=[
-        "我(?:的)?(?:家庭|收货|公司|办公|送货|常用|邮寄)?(?:地址|住址)",
+        "我(?:的)?(?:新的?|现在的?|目前的?|最新的?|当前的?)?(?:家庭|收货|公司|办公|送货|常用|邮寄)?"
+        "(?:地址|住址)",
+        "我(?:的)?(?:新的?|现在的?|目前的?|最新的?|当前的?)(?:电话|手机号?|邮箱|公司|单位|工作)",
         "我住(?:在|的)|我家(?:在|住)|我(?:搬|搬家)(?:到|去)|我(?:叫|姓)",
         "我的(?:名字|姓名|电话|手机|邮箱|生日|身份证|护照|工作|职位|公司|单位|老家|籍贯)",
         "我(?:在|于).{1,12}(?:工作|上班|上学|读书)",
@@ -386,9 +365,7 @@ def is_stable_preference(text: str, *, remember: bool = True) -> bool:
 def _stable_preference(text: str) -> bool:
     lower = text.lower()
     latin, cjk = _scripts(lower)
-    return _STABLE.search(lower, latin=latin, cjk=cjk) and not _FORGET.search(
-        lower, latin=latin, cjk=cjk
-    )
+    return _STABLE.search(lower, latin=latin, cjk=cjk) and parse_forget_command(text) is None
 
 
 _is_stable_preference = memoised(_stable_preference)
@@ -397,13 +374,9 @@ _is_stable_preference = memoised(_stable_preference)
 def is_forget_command(text: str) -> bool:
     """Whether the utterance asks to forget something or to reset the conversation.
 
-    The parser in `reference.forgetting.commands` decides, so this answer and the command
-    the forgetting engine acts on never disagree. `classify` keeps its own cheaper pattern
-    (`_FORGET`) for filing forget-like utterances as instructions.
+    The parser in `reference.forgetting.commands` decides, here and in `classify`, so
+    the filter and the command the forgetting engine acts on never disagree.
     """
-    # Imported here: the forgetting layer builds on this module (through promotion).
-    from reference.forgetting.commands import parse_forget_command
-
     return parse_forget_command(text) is not None
 
 
@@ -456,9 +429,7 @@ def _classify(text: str) -> IntentDecision:
     stripped = text.strip()
     if not _CONTENT.search(stripped):
         return IntentDecision(False, None, "chit-chat: punctuation or emoji only")
-    lower = stripped.lower()
-    latin, cjk = _scripts(lower)
-    if _FORGET.search(lower, latin=latin, cjk=cjk):
+    if parse_forget_command(stripped) is not None:
         return IntentDecision(True, MemoryType.INSTRUCTION, "forget command")
     clauses = [c for c in (p.strip() for p in _CLAUSE_SPLIT.split(stripped)) if c]
     reasons = [_chitchat_reason(c) for c in clauses]
@@ -474,6 +445,14 @@ def _classify(text: str) -> IntentDecision:
                     # "What is my address?" asks for a fact; it does not state one.
                     return IntentDecision(True, MemoryType.INSTRUCTION, "question")
                 return IntentDecision(True, kind, label)
+    if content:
+        # Said to be remembered, or about health and safety: kept whatever its wording.
+        if explicit_request(stripped) is not None:
+            return IntentDecision(True, MemoryType.FACT, "explicit request to remember")
+        if safety_kind(lower) is not None:
+            if is_question(stripped):
+                return IntentDecision(True, MemoryType.INSTRUCTION, "question")
+            return IntentDecision(True, MemoryType.FACT, "health or safety fact")
     named = [r for r in reasons if r and r != "no content"]
     if named:
         return IntentDecision(False, None, f"chit-chat: {named[0]}")
@@ -492,3 +471,73 @@ _QUESTION = re.compile(
 def is_question(text: str) -> bool:
     """Whether the utterance asks something (English or Chinese) rather than states it."""
     return bool(_QUESTION.search(text.strip()))
+
+
+# --- explicit requests to remember ----------------------------------------------
+
+# "Remember that ...", "please note ...", "记住...", "请记下...": the user asks for the
+# statement that follows to be kept. Anchored at the start (after courtesy), so "I
+# remember that day" and "我记得小时候" are no requests; a question ("do you remember
+# ...?", "你还记得...吗") neither.
+_EXPLICIT_EN = re.compile(
+    r"^(?:(?:ok|okay|so|and|also|oh|hey|hi|btw|by the way|one more thing|just|important"
+    r"|fyi)[\s,:!.-]+)*(?:(?:please|pls|kindly)\s+)?(?:(?:can|could|would|will) you\s+"
+    r"(?:please\s+)?|i (?:want|need) you to\s+|i'd like you to\s+|make sure (?:you|to)\s+"
+    r"|be sure to\s+)?(?:please\s+)?(?:always\s+)?(?:remember|note(?: down)?|make a note(?: of)?"
+    r"|take (?:a )?note(?: of)?|keep in mind|bear in mind|don'?t forget|do not forget"
+    r"|never forget|write down|jot down|memori[sz]e|for future reference"
+    r"|for (?:your|the) records?)(?:\s+(?:this|that|it)(?=\s*[:,-]))?"
+    r"(?:\s+(?:for me|for later|for the future))?"
+    r"(?:\s*[:,-]\s*(?:that\s+)?|\s+that\s+|\s+)(?P<body>.+)$"
+)
+# What follows is no fact of the user: an errand ("remember to call"), a shared memory
+# ("remember that time we ..."), advice to the listener ("remember, you're not alone").
+_EXPLICIT_EN_NOT = re.compile(
+    r"(?:to|when|how|what|where|who|why|whether|if|me|us|them|him|her|those|these|the days"
+    r"|(?:that|the|this) (?:time|day|night|trip|summer|weekend|year|moment|place|song|movie"
+    r"|one|guy|girl)|you(?:'re| are| can| should| have| will|'ll| were)?)\b"
+)
+_EXPLICIT_ZH = re.compile(
+    r"^(?:(?:好的|好|嗯|对了|另外|还有|哦|那|麻烦你?|请你?|帮我|你|您|一定要?|务必|要|千万)[，,\s]*)*"
+    r"(?P<verb>记住|记下来?|记一下|记好|记着|记得|备注一下|备注|备忘|别忘了|不要忘了|千万别忘了"
+    r"|别忘记|不要忘记)(?:了|一下|下来|下)?(?:这个|这件事|这点|这一点)?[:：，,\s]*"
+    r"(?P<body>.+)$"
+)
+_ZH_ERRAND_VERBS = frozenset(
+    ("记得", "别忘了", "不要忘了", "千万别忘了", "别忘记", "不要忘记", "记着")
+)
+_ZH_REMINISCE = re.compile("小时候|那时|那天|那次|当时|以前|上次|去年")
+_QUESTION_END = re.compile(r"(?:[?？]|[吗么呢嘛][?？!！。.]?)\s*$")
+
+
+def explicit_request(text: str) -> str | None:
+    """The statement an explicit request to remember asks to keep, or None.
+
+    "Remember that I'm allergic to penicillin" -> "I'm allergic to penicillin";
+    "请记住我的门禁密码是1234" -> "我的门禁密码是1234". An errand ("remember to call
+    mum", "记得带伞") or a question is no such request.
+    """
+    stripped = text.strip()
+    if not stripped or _QUESTION_END.search(stripped):
+        return None
+    lower = stripped.lower().replace("’", "'")
+    if lower.startswith("do you remember") or lower.startswith("you remember"):
+        return None
+    match = _EXPLICIT_EN.match(lower)
+    if match:
+        body = match.group("body").strip()
+        if body and not _EXPLICIT_EN_NOT.match(body):
+            # In its original case, when lowercasing kept the length ("İ" does not).
+            return stripped[-len(body) :] if len(lower) == len(stripped) else body
+        return None
+    match = _EXPLICIT_ZH.match(stripped)
+    if match:
+        body = match.group("body").strip()
+        verb = match.group("verb")
+        if not body or _ZH_REMINISCE.search(body[:6]):
+            return None
+        # "记得带伞" and "别忘了交电费" are errands: those verbs keep only facts of the user.
+        if verb in _ZH_ERRAND_VERBS and not body.startswith("我"):
+            return None
+        return body
+    return None

@@ -1,11 +1,30 @@
-"""Promotion: which short-term utterances become long-term facts, under which key.
+"""Promotion: which short-term utterances become long-term facts, under which key, and
+how important each is when first said.
 
-A simple rule, as the design asks for now: an utterance is promoted when it states a
-stable default ("always", "by default", "默认", ...), declares a profile fact ("my address
-is ...", "我的地址是..."), or repeats what the user said before in short-term memory.
-The key decides what a newer statement supersedes: "my X is Y" / "我的X是Y" key on X;
-preferences key on a topic from a small lexicon (so "I prefer window seats" and later
-"I prefer aisle seats" share the key `seat`).
+Promoted when first said: a stable default ("always", "by default", "默认", ...); a
+declared profile fact ("my address is ...", "I moved to ...", "我的地址是...", "我住在...");
+an explicit request to remember ("remember that ...", "please note ...", "记住...",
+"请记下..."); a health or safety fact (allergies, medication, conditions and
+disabilities, emergency contacts, in both languages). Anything else once the user
+repeats it in short-term memory.
+
+The key decides what a newer statement supersedes:
+
+- "my X is Y" / "我的X是Y" key on X, and so do restated values: "my new address is",
+  "my address is now", "my address has changed to", "I moved to", "I live in", "我的新
+  地址是", "我现在的地址是", "我搬到了", "我住在" all key on `address`;
+- preferences key on the topic the lexicon (`reference.lexicon`) finds first, so "I
+  prefer window seats" and later "I prefer aisle seats" share `seat`;
+- health and safety facts key on their kind and object: `allergy:peanut`,
+  `medication:insulin`, `condition:diabet`, `emergency_contact`;
+- an explicit "remember that the X is Y" keys on X; anything else on a fingerprint of
+  the statement, which only the same statement shares;
+- with a speaker (a conversation between people, as LoCoMo's), every key is scoped by
+  the speaker (`address@caroline`): two speakers' facts never supersede each other.
+
+The initial importance follows seed 002 §4.1 (a score from keywords and intent):
+`IMPORTANCE_SAFETY` for health and safety, `IMPORTANCE_EXPLICIT` for an explicit request,
+the stores' default otherwise.
 """
 
 from __future__ import annotations
@@ -13,101 +32,186 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from reference.intent import MEMO_MAX_CHARS, MEMO_SIZE, is_stable_preference
+from reference.errors import InvalidInput
+from reference.intent import (
+    MEMO_MAX_CHARS,
+    MEMO_SIZE,
+    explicit_request,
+    is_question,
+    is_stable_preference,
+)
+from reference.lexicon import PROFILE_KEYS, TOPICS, first_topic, safety_word, scoped_key, slug
 from reference.models import Category, MemoryType
 
-# Topic lexicon for preference keys. Order matters: the first topic that matches wins.
-# TOPICS and PROFILE_KEYS are public: forget commands map a topic to keys with them.
-TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "shipping",
-        ("ship", "deliver", "courier", "express", "parcel", "快递", "发货", "顺丰", "配送", "物流"),
-    ),
-    ("seat", ("seat", "aisle", "window seat", "座位", "靠窗", "过道")),
-    (
-        "payment",
-        (
-            "pay ",
-            "payment",
-            "credit card",
-            "alipay",
-            "wechat pay",
-            "支付",
-            "付款",
-            "支付宝",
-            "微信支付",
-        ),
-    ),
-    ("language", ("language", "english", "chinese", "中文", "英文", "语言")),
-    ("diet", ("vegetarian", "vegan", "spicy", "allerg", "gluten", "素食", "辣", "过敏", "忌口")),
-    ("notification", ("notify", "notification", "remind", "text me", "通知", "提醒", "短信")),
-    ("hotel", ("hotel", "room", "酒店", "房间")),
-    ("airline", ("airline", "flight", "fly with", "航空", "航班")),
-    ("drink", ("coffee", "tea", "latte", "咖啡", "茶")),
-    ("schedule", ("morning", "afternoon", "evening", "weekend", "上午", "下午", "晚上", "周末")),
-    ("contact", ("call me", "email me", "联系", "电话")),
-)
+__all__ = [
+    "DEFAULT_IMPORTANCE",
+    "IMPORTANCE_EXPLICIT",
+    "IMPORTANCE_SAFETY",
+    "PROFILE_KEYS",
+    "TOPICS",
+    "FactCandidate",
+    "extract_fact",
+    "should_promote",
+]
 
-_MY_X_IS_EN = re.compile(r"\bmy ([a-z][a-z ]{1,30}?) (?:is|are|was|=) (.+)", re.IGNORECASE)
-_MY_X_IS_ZH = re.compile(r"我的([\u4e00-\u9fff]{1,8}?)(?:是|为|叫|改成|换成)(.+)")
-PROFILE_KEYS = {
-    "address": ("address", "home address", "地址", "住址", "家庭住址"),
-    "company": ("company", "employer", "公司", "单位"),
-    "name": ("name", "名字", "姓名"),
-    "phone": ("phone", "phone number", "mobile", "number", "电话", "手机", "手机号"),
-    "email": ("email", "e-mail", "邮箱"),
-    "birthday": ("birthday", "date of birth", "生日"),
-    "city": ("city", "hometown", "城市"),
-    "job": ("job", "occupation", "role", "title", "职位", "工作"),
-}
+#: The stores' default importance, which every other statement keeps.
+DEFAULT_IMPORTANCE = 5.0
+#: "Remember that ...": the user said it matters.
+IMPORTANCE_EXPLICIT = 9.0
+#: Allergies, medication, conditions, emergency contacts: losing them can do harm.
+IMPORTANCE_SAFETY = 10.0
 
 
 @dataclass(frozen=True, slots=True)
 class FactCandidate:
-    """A structured fact proposed for long-term memory."""
+    """A structured fact proposed for long-term memory, with its initial importance."""
 
     category: Category
     key: str
     value: str
+    importance: float = DEFAULT_IMPORTANCE
+
+    @property
+    def urgent(self) -> bool:
+        """Promoted when first said: an explicit request or a health and safety fact."""
+        return self.importance > DEFAULT_IMPORTANCE
 
 
 def extract_fact(
-    text: str, kind: MemoryType | None, *, remember: bool = True
+    text: str,
+    kind: MemoryType | None,
+    *,
+    remember: bool = True,
+    speaker: str | None = None,
 ) -> FactCandidate | None:
     """The fact an utterance states, with the key a newer statement would supersede.
 
-    Memoised as the intent rules are (`reference.intent.memoised`): a turn extracts from
-    the same text more than once, and candidates are frozen. `remember=False` for text
-    that may hold raw PII (the unmasked utterance), which no process-wide cache may keep.
+    `speaker`, when the conversation names who said it, scopes the key (see the module
+    docstring). Memoised as the intent rules are (`reference.intent.memoised`): a turn
+    extracts from the same text more than once, and candidates are frozen.
+    `remember=False` for text that may hold raw PII (the unmasked utterance), which no
+    process-wide cache may keep.
     """
+    if speaker is not None and (not isinstance(speaker, str) or not speaker.strip()):
+        raise InvalidInput("speaker", f"must be a non-empty string or None, got {speaker!r}")
     if remember and len(text) <= MEMO_MAX_CHARS:
-        return _extract_remembered(text, kind)
-    return _extract(text, kind, remember=remember)
+        return _extract_remembered(text, kind, speaker)
+    return _extract(text, kind, speaker, remember=remember)
 
 
-def _extract(text: str, kind: MemoryType | None, *, remember: bool = True) -> FactCandidate | None:
-    stripped = text.strip().rstrip("。.!！")
-    for pattern in (_MY_X_IS_EN, _MY_X_IS_ZH):
-        match = pattern.search(stripped)
-        if match:
-            subject, value = match.group(1).strip().lower(), match.group(2).strip()
-            return FactCandidate(Category.PROFILE, _profile_key(subject), value)
-    if kind is MemoryType.PREFERENCE or is_stable_preference(stripped, remember=remember):
-        return FactCandidate(Category.PREFERENCE, _topic(stripped), stripped)
-    if kind in (MemoryType.PROFILE, MemoryType.FACT):
-        return FactCandidate(Category.FACT, _fingerprint(stripped), stripped)
-    return None
+def _extract(
+    text: str, kind: MemoryType | None, speaker: str | None = None, *, remember: bool = True
+) -> FactCandidate | None:
+    candidate = _unscoped(text, kind, remember=remember)
+    if candidate is None or speaker is None:
+        return candidate
+    return replace(candidate, key=scoped_key(candidate.key, speaker))
 
 
-# typed: MemoryType.FACT == "fact", but only the member takes the `is` paths above.
+# typed: MemoryType.FACT == "fact", but only the member takes the `is` paths below.
 _extract_remembered = functools.lru_cache(maxsize=MEMO_SIZE, typed=True)(_extract)
 
 
-def should_promote(text: str, kind: MemoryType | None, *, said_before: bool) -> bool:
-    """Stable when repeated, stated as a default, or a declared profile fact ("my X is Y")."""
-    return said_before or kind is MemoryType.PROFILE or is_stable_preference(text)
+def should_promote(
+    text: str,
+    kind: MemoryType | None,
+    *,
+    said_before: bool,
+    candidate: FactCandidate | None = None,
+) -> bool:
+    """Stable when repeated, stated as a default, a declared profile fact ("my X is Y"),
+    or urgent (`candidate` is an explicit request or a health and safety fact)."""
+    return (
+        said_before
+        or kind is MemoryType.PROFILE
+        or (candidate is not None and candidate.urgent)
+        or is_stable_preference(text)
+    )
+
+
+def _unscoped(text: str, kind: MemoryType | None, *, remember: bool) -> FactCandidate | None:
+    stripped = _trim(text)
+    asked = is_question(text)
+    body = None if asked else explicit_request(stripped)
+    statement = stripped if body is None else _trim(body)
+    importance = DEFAULT_IMPORTANCE if body is None else IMPORTANCE_EXPLICIT
+    if not asked:
+        safety = _safety_key(statement)
+        if safety is not None:
+            return FactCandidate(Category.FACT, safety, statement, IMPORTANCE_SAFETY)
+    profile = _profile(statement, asked=asked)
+    if profile is not None:
+        return FactCandidate(Category.PROFILE, profile[0], profile[1], importance)
+    if kind is MemoryType.PREFERENCE or is_stable_preference(statement, remember=remember):
+        return FactCandidate(Category.PREFERENCE, _topic(statement), statement, importance)
+    if body is not None:
+        named = _THE_X_IS_EN.match(statement) or _THE_X_IS_ZH.match(statement)
+        key = slug(named.group(1)) if named else _fingerprint(statement)
+        return FactCandidate(Category.FACT, key or _fingerprint(statement), statement, importance)
+    if kind in (MemoryType.PROFILE, MemoryType.FACT):
+        return FactCandidate(Category.FACT, _fingerprint(statement), statement)
+    return None
+
+
+def _trim(text: str) -> str:
+    return text.strip().rstrip("。.!！")
+
+
+# --- profile ------------------------------------------------------------------------
+
+_MY_X_IS_EN = re.compile(r"\bmy ([a-z][a-z ]{1,30}?) (?:is|are|was|=) (.+)", re.IGNORECASE)
+_MY_X_CHANGED_EN = re.compile(
+    r"\bmy ([a-z][a-z ]{1,30}?) (?:has |have )?(?:changed|switched|moved) to (.+)", re.IGNORECASE
+)
+_MY_X_IS_ZH = re.compile(
+    r"我(?:的(?:新的?|现在的?|目前的?|最新的?|当前的?)?|(?:新|现在|目前|最新|当前)的)"
+    r"([\u4e00-\u9fff]{1,8}?)(?:是|为|叫|改成了?|换成了?|变成了?|改为|换为|变为)(.+)"
+)
+# Where the user lives now: a clause of its own, so "when I was ten I moved to Sweden"
+# is history, not an address.
+_RESIDENCE_EN = re.compile(
+    r"^(?:(?:so|and|well|actually|also|just|btw|yes|yeah|oh|hi|hey|recently|last \w+)\s+)*"
+    r"(?:i|we)(?:'ve| have)?(?: just| recently| finally| now| currently| also)?"
+    r" (?:moved (?:house |home )?to|relocated to|live (?:in|at|on)|am living in|'m living in"
+    r"|are living in|'re living in) (.+)$",
+    re.IGNORECASE,
+)
+_RESIDENCE_ZH = re.compile(
+    r"^(?:我们?|我家)(?:现在|目前|已经|刚|刚刚|最近)?(?:住在|搬到了?|搬家到了?|搬去了?|搬家去了?)(.+)$"
+)
+_CLAUSE = re.compile(r"[,，.;；!！?？。]+\s*")
+_SUBJECT_MODIFIER = re.compile(r"^(?:new|current|updated|latest|present|correct|actual)\s+")
+_ZH_SUBJECT_MODIFIER = re.compile("^(?:新的?|现在的?|目前的?|最新的?|当前的?)")
+_VALUE_LEAD = re.compile(r"^(?:now|actually|currently|still)\s+", re.IGNORECASE)
+
+
+def _profile(statement: str, *, asked: bool) -> tuple[str, str] | None:
+    """(key, value) of a profile statement, or None.
+
+    A question keeps today's reading of "my X is" (the STM record is tagged with the
+    key a probe asks about) but never a residence.
+    """
+    for pattern in (_MY_X_IS_EN, _MY_X_CHANGED_EN):
+        match = pattern.search(statement)
+        if match:
+            subject = _SUBJECT_MODIFIER.sub("", match.group(1).strip().lower())
+            return _profile_key(subject), _VALUE_LEAD.sub("", match.group(2).strip())
+    match = _MY_X_IS_ZH.search(statement)
+    if match:
+        subject = _ZH_SUBJECT_MODIFIER.sub("", match.group(1)) or match.group(1)
+        return _profile_key(subject), match.group(2).strip()
+    if asked:
+        return None
+    for clause in _CLAUSE.split(statement):
+        clause = clause.strip()
+        match = _RESIDENCE_EN.match(clause) or _RESIDENCE_ZH.match(clause)
+        if match:
+            value = match.group(1).strip().rstrip("了啦")
+            if value:
+                return "address", value
+    return None
 
 
 def _profile_key(subject: str) -> str:
@@ -117,12 +221,80 @@ def _profile_key(subject: str) -> str:
     return re.sub(r"\s+", "_", subject)
 
 
+# --- health and safety --------------------------------------------------------------
+
+_ALLERGEN_EN = re.compile(
+    r"allergic to (?:the |all |any |some )?([a-z][a-z -]{0,30}?)"
+    r"(?=$|[,.;:!?)]| and | but | so | which | because | too| as well| since)"
+)
+_ALLERGY_OF_EN = re.compile(r"\b([a-z][a-z-]{1,20}) allerg(?:y|ies)\b")
+_ALLERGEN_ZH = (
+    re.compile(r"对([\u4e00-\u9fffa-z]{1,10}?)(?:严重|有点|有些|非常|很|特别)?过敏"),
+    re.compile(r"我(?:有)?([\u4e00-\u9fff]{1,6}?)过敏"),
+)
+_NOT_AN_OBJECT = frozenset(
+    ("a", "an", "the", "my", "any", "no", "some", "severe", "bad", "mild", "serious", "food")
+)
+_DRUG_EN = re.compile(
+    r"\b(?:i|i'm|i am)\s+(?:on|taking|take|use|using|need)\s+(?:my\s+|a\s+|an\s+|daily\s+)?"
+    r"([a-z][a-z-]{2,30})"
+)
+_DRUG_ZH = re.compile(r"(?:服用|在吃|每天吃|要吃|用)([\u4e00-\u9fffa-z]{1,8}?(?:药|素|片|胶囊|针))")
+_GENERIC_DRUG = frozenset(
+    ("medication", "medications", "medicine", "medicines", "meds", "pills", "pill", "drugs")
+)
+
+
+def _safety_key(statement: str) -> str | None:
+    lower = statement.lower()
+    found = safety_word(lower)
+    if found is None:
+        return None
+    kind, word = found
+    if kind == "emergency_contact":
+        return kind
+    if kind == "allergy":
+        obj = _allergen(lower)
+        return f"allergy:{obj}" if obj else "allergy"
+    if kind == "medication":
+        match = _DRUG_EN.search(lower) or _DRUG_ZH.search(lower)
+        drug = match.group(1) if match else ""
+        if not drug or drug in _GENERIC_DRUG:
+            drug = word if word.isascii() and word not in _GENERIC_DRUG and " " not in word else ""
+        return f"medication:{_object(drug)}" if drug else f"medication:{_fingerprint(lower)}"
+    return f"{kind}:{slug(word)}"
+
+
+def _allergen(lower: str) -> str:
+    match = _ALLERGEN_EN.search(lower)
+    if match and match.group(1).strip() not in _NOT_AN_OBJECT:
+        return _object(match.group(1))
+    match = _ALLERGY_OF_EN.search(lower)
+    if match and match.group(1) not in _NOT_AN_OBJECT:
+        return _object(match.group(1))
+    for pattern in _ALLERGEN_ZH:
+        match = pattern.search(lower)
+        if match:
+            return _object(match.group(1))
+    return ""
+
+
+def _object(text: str) -> str:
+    """A key piece for an allergen or a drug: "Peanuts" -> "peanut"."""
+    words = slug(text)[:40]
+    if words.isascii() and len(words) > 3 and words.endswith("s") and not words.endswith("ss"):
+        words = words[:-1]
+    return words
+
+
+# --- keys ---------------------------------------------------------------------------
+
+_THE_X_IS_EN = re.compile(r"^(?:the|my|our) ([a-z][a-z ]{1,30}?) (?:is|are|=) ", re.IGNORECASE)
+_THE_X_IS_ZH = re.compile(r"^(?:我的|我们的|家里的?)?([\u4e00-\u9fff]{2,8}?)(?:是|为)")
+
+
 def _topic(text: str) -> str:
-    lowered = text.lower()
-    for topic, words in TOPICS:
-        if any(word in lowered for word in words):
-            return topic
-    return _fingerprint(text)
+    return first_topic(text.lower()) or _fingerprint(text)
 
 
 def _fingerprint(text: str) -> str:

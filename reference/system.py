@@ -33,7 +33,7 @@ from reference.forgetting.policy import OracleAdvice
 from reference.intent import memoised
 from reference.ltm.base import LongTermStore, LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
-from reference.promotion import FactCandidate, extract_fact, should_promote
+from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
 from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
 from reference.text import Embedder, IntentDecision, PiiMasker
@@ -172,7 +172,7 @@ class MemorySystem:
         mark = time.perf_counter()
         promoted = None
         if candidate is not None and should_promote(
-            masked, added.intent.kind, said_before=said_before
+            masked, added.intent.kind, said_before=said_before, candidate=candidate
         ):
             promoted = self._promote(user_id, text, masked, candidate, vector, metadata)
         timings["promotion"] = _ms_since(mark)
@@ -317,16 +317,23 @@ class MemorySystem:
         metadata: dict[str, MetadataValue] | None,
     ) -> tuple[AddResult, FactCandidate | None]:
         """Store the utterance in STM, tagged with the fact it states (its key is the
-        `topic` events and forget commands match), under the strategy's deadline."""
+        `topic` events and forget commands match), under the strategy's deadline and with
+        the fact's initial importance. A `speaker` in the metadata scopes the key."""
         decision = self.stm.intent_filter.classify(masked)
         if not decision.keep:
             return AddResult(False, decision.reason, None, decision), None
-        candidate = extract_fact(masked, decision.kind)
+        speaker = (metadata or {}).get("speaker")
+        speaker = speaker if isinstance(speaker, str) and speaker.strip() else None
+        candidate = extract_fact(masked, decision.kind, speaker=speaker)
         tags: dict[str, MetadataValue] = {**(metadata or {}), "message_id": message_id}
+        importance = DEFAULT_IMPORTANCE
         if candidate is not None:
             tags.update(topic=candidate.key, category=candidate.category.value)
+            importance = candidate.importance
         kind = decision.kind or MemoryType.CONVERSATION
-        expiry = self.engine.stm_expiry(kind) if self.engine is not None else {}
+        expiry = (
+            self.engine.stm_expiry(kind, importance=importance) if self.engine is not None else {}
+        )
         added = self.stm.add(
             user_id=user_id,
             session_id=session_id,
@@ -334,6 +341,7 @@ class MemorySystem:
             embedding=vector,
             metadata=tags,
             intent=decision,
+            importance=importance,
             **expiry,
         )
         if self.engine is not None and added.record is not None:
@@ -377,9 +385,12 @@ class MemorySystem:
             key=candidate.key,
             value=stored,
             text=masked,
+            importance=candidate.importance,
             actor="promotion",
             embedding=vector,
-            expires_at=None if engine is None else engine.ltm_expires_at(candidate.category),
+            expires_at=None
+            if engine is None
+            else engine.ltm_expires_at(candidate.category, importance=candidate.importance),
         )
         if engine is not None:
             engine.note_written(fact)

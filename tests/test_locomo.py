@@ -77,6 +77,7 @@ def test_turns_are_said_at_their_session_date() -> None:
     assert iso(first.at) == "2023-05-08T13:56:00Z"  # "1:56 pm on 8 May, 2023"
     assert second.at - first.at == TURN_SPACING_S
     assert first.say.startswith("Caroline: ")
+    assert first.metadata == {"speaker": "Caroline"}  # scopes the keys of its facts
     assert first.facts[0].id == "D1:1" and first.session == "session_1"
 
 

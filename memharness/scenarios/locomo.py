@@ -4,7 +4,8 @@ Mapping, decided here and documented in scenarios/README.md:
 
 - each conversation becomes one user, id = its `sample_id`; both speakers' turns are said
   by that user, the text prefixed with the speaker's name ("Caroline: ..."), because the
-  memory under test is the memory of the whole conversation;
+  memory under test is the memory of the whole conversation; the name is also the turn's
+  `speaker` metadata, which scopes the keys of the facts it states (`reference.promotion`);
 - session N is session `session_N`; its turns are said at the session's date
   ("1:56 pm on 8 May, 2023", read as UTC), `TURN_SPACING_S` apart; an image turn's
   caption is appended ("[shares a photo: ...]") since questions may rest on it;
@@ -171,6 +172,9 @@ def _turns(conv: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], set[
                     "session": f"session_{n}",
                     "say": f"{speaker}: {text}".strip(),
                     "facts": [{"id": dia_id, "type": "fact"}],
+                    # The memory scopes fact keys by speaker, so neither speaker's
+                    # "my X is ..." supersedes the other's.
+                    "metadata": {"speaker": speaker},
                 }
             )
     return steps, known, last

@@ -11,6 +11,15 @@ questions that use the same verbs: "I forgot my password", "I always forget my k
 forget my birthday" and "别忘了提醒我" are not commands either. Deleting needs personal
 data as its object ("delete my email", "删除我的地址"), or an explicit "from memory":
 "删除我的订单" is an order action.
+
+A command is said to the assistant, so only a sentence's first clause may be one, unless
+what comes before it in the sentence only addresses the assistant ("ok, thanks, forget
+my address", "谢谢，请忘记我的地址"), is a command itself ("reset the chat and forget my
+email"), or the clause is addressed by a marker of its own ("..., so please forget my
+old address"). A clause in the middle of a narrated sentence is not: "It's easy to get
+lost and forget that", "I can relax, forget my troubles, and get lost in another world".
+Objects that are no data are no command either: "forget to ..." (failing to do
+something), "forget it" (never mind), "forget my troubles", "忘掉我的烦恼", "forget him".
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from reference.errors import InvalidInput
-from reference.promotion import PROFILE_KEYS, TOPICS
+from reference.lexicon import PROFILE_KEYS, SAFETY, TOPICS, WordSet
 
 __all__ = ["ForgetCommand", "Scope", "parse_forget_command", "topic_keys"]
 
@@ -64,14 +73,34 @@ _NEEDLES = re.compile(
     "|begin|remember|stor|sav|keep|record|log|track|memori"
     "|忘|删|清|抹|去掉|移除|销毁|记|存|保留|重置|重新开始|重启|重开|刷新|新的?对话"
 )
-# A conjunction separates clauses only before another command ("reset the chat and forget
-# my email"), not inside a topic ("forget my address and phone number").
-_CLAUSES = re.compile(
-    r"[,，。!！?？;；~～\n]+|\.(?=\s|$)"
-    r"|\s+(?:and|then|and then|also|and also)\s+(?=(?:also |then |please |just )*(?:forget"
-    r"|delete|erase|remove|wipe|clear|reset|start over|don't|do not|stop)\b)"
-    r"|(?:然后|另外|并且|同时|还有|再)(?=(?:请|帮我|再|也)*(?:忘记|忘掉|删除|删掉|清空|清除|重置"
-    r"|重新开始|不要|别))"
+# Sentences end at a full stop, a question or exclamation mark, a semicolon or a newline;
+# a full stop only before a space or the end, so "No.12" and e-mail addresses stay whole.
+_SENTENCES = re.compile(r"[。!！?？;；~～\n]+|\.(?=\s|$)")
+# Within a sentence, clauses are cut at commas, and at a conjunction only before another
+# command ("reset the chat and forget my email"), not inside a topic ("forget my address
+# and phone number").
+_PARTS = re.compile(
+    r"[,，、]+"
+    r"|\s+(?:and|then|and then|also|and also|so|and so)\s+(?=(?:also |then |please |just "
+    r"|(?:can|could|would|will) you )*(?:forget|delete|erase|remove|wipe|clear|reset"
+    r"|start over|don't|do not|stop)\b)"
+    r"|(?:然后|另外|并且|同时|还有|再|所以)(?=(?:请|帮我|再|也|麻烦你?)*(?:忘记|忘掉|删除|删掉|清空"
+    r"|清除|重置|重新开始|不要|别))"
+)
+# Clauses that only address the assistant: what may come before a command in a sentence.
+_LEAD_IN = re.compile(
+    r"(?:(?:ok|okay|alright|all right|thanks|thank you|thx|hi|hey|hello|well|so|oh|yes|yeah"
+    r"|yep|sure|actually|also|and|one more thing|one last thing|by the way|btw|please|sorry"
+    r"|no|nope|never ?mind|right|great|good|fine|cool|wait|hmm+|um+|now|then|first|lastly"
+    r"|finally|assistant|bot|computer)\s*)+"
+    r"|(?:好的|好吧|好|嗯+|谢谢|多谢|对了|另外|还有|哦|噢|那|那么|行|喂|你好|您好|小助手|助手"
+    r"|麻烦你|麻烦|请|最后|首先|然后|算了|不好意思|抱歉)+"
+)
+# Clauses addressed to the assistant by a marker of their own.
+_ADDRESSED = re.compile(
+    r"^(?:(?:so|and|also|then|now|just)\s+)*(?:please|pls|kindly|(?:can|could|would|will) you"
+    r"|i (?:want|need|would like|'d like) you to|make sure you)\b"
+    r"|^(?:所以|然后|那|再|也)*(?:请|麻烦|帮我|劳驾|你|您)"
 )
 _SPACES = re.compile(r"\s+")
 
@@ -160,6 +189,19 @@ _EN_ABOUT_PREFIX = re.compile(
     r"|concerning)\s+"
 )
 _EN_DETERMINER = re.compile(r"^(?:my|the|your|our|all(?: of)?|any|that|this|those|these)\s+")
+# "Forget" with these is no erasing: failing to do something, or letting go of it.
+_EN_NOT_ERASING = re.compile(
+    r"(?:to|how to|how (?:it|that|this|things) (?:went|was|felt|goes)|what happened|whether"
+    r"|if)\b"
+)
+_NOT_DATA = re.compile(
+    r"(?:(?:all |about )?(?:my|your|our|the|his|her|their) )?(?:troubles?|worries|worry"
+    r"|problems?|pain|past|stress|fears?|sorrows?|regrets?|mistakes?|ex|him|her|them|he|she"
+    r"|they|you|yourself|myself|us|everyone|everybody|the world|time|it all|bad (?:times"
+    r"|days|memories)|rest|bad stuff|day|week)"
+    r"|(?:我的|我)?(?:烦恼|忧愁|痛苦|不愉快的?事?|不开心的?事?|过去|伤心事|伤心|难过的事|压力"
+    r"|悲伤|不快|他|她|他们|她们|你|自己|时间)"
+)
 _EN_PERSONAL = re.compile(
     r"\b(?:id|identity|passport|card|credit card|bank|account number|ssn|social security"
     r"|location|contact|personal|private|preferences?|profile|details|info|information)\b"
@@ -266,14 +308,21 @@ def parse_forget_command(text: str) -> ForgetCommand | None:
     if not _NEEDLES.search(lower):
         return None
     found: ForgetCommand | None = None
-    for clause in _CLAUSES.split(lower):
-        clause = clause.strip()
-        if not clause:
-            continue
-        command = _parse_clause(clause)
-        if command is _EVERYTHING:
-            return command
-        found = found or command
+    for sentence in _SENTENCES.split(lower):
+        # Whether every clause so far in this sentence addressed the assistant or was a
+        # command: then the next clause may be a command too.
+        open_to_command = True
+        for clause in _PARTS.split(sentence):
+            clause = clause.strip()
+            if not clause:
+                continue
+            command = _parse_clause(clause)
+            if command is not None and (open_to_command or _ADDRESSED.search(clause)):
+                if command is _EVERYTHING:
+                    return command
+                found = found or command
+                continue
+            open_to_command = open_to_command and bool(_LEAD_IN.fullmatch(clause))
     return found
 
 
@@ -295,6 +344,10 @@ def _parse_en(clause: str) -> ForgetCommand | None:
                 memory = memory or obj != trimmed
             if _EN_SESSION.search(obj):
                 return _SESSION
+            if kind == "forget" and (
+                _EN_NOT_ERASING.match(obj) or (obj in ("it", "it all") and not memory)
+            ):
+                return None  # "forget to call", "forget how it went", "forget it" (never mind)
             return _classify(obj, kind, memory, _EN_EVERYTHING, _EN_BACK, _en_topic)
     return None
 
@@ -370,8 +423,8 @@ def _classify(
             return None  # "delete that", "删除这个" may be a file
         return _BACK
     topic, held = topic_of(obj)
-    if not topic:
-        return None
+    if not topic or _NOT_DATA.fullmatch(topic):
+        return None  # "forget my troubles", "忘掉我的烦恼": no data to erase
     if everything.fullmatch(topic):
         return _EVERYTHING
     if kind == "delete" and not (memory or held or _is_personal(topic)):
@@ -397,10 +450,11 @@ _TOPIC_DETERMINER = re.compile(r"^(?:(?:my|the|your|our|all(?: of)?|any)\s+|我�
 def topic_keys(topic: str) -> set[str]:
     """The LTM keys a forget topic names: "地址" -> {"address"}, "preferences" -> all topics.
 
-    Synonyms come from `reference.promotion`, so a topic maps to the key its facts were
-    promoted under. Unless the topic is itself a synonym, the keys also hold the one
-    promotion gives "my <topic> is ..." (spaces as underscores): "passport number" finds
-    the fact `passport_number`.
+    Synonyms come from `reference.lexicon`, so a topic maps to the key its facts were
+    promoted under (a health or safety kind names the family of its keys: "allergies"
+    -> "allergy", which covers "allergy:peanut"). Unless the topic is itself a synonym,
+    the keys also hold the one promotion gives "my <topic> is ..." (spaces as
+    underscores): "passport number" finds the fact `passport_number`.
     """
     if not isinstance(topic, str) or not topic.strip():
         raise InvalidInput("topic", "must be a non-empty string")
@@ -416,31 +470,21 @@ def topic_keys(topic: str) -> set[str]:
     if norm in _ALL_PREFERENCES:
         return {name for name, _ in TOPICS}
     keys = _profile_keys_in(norm)
-    keys.update(name for name, words in TOPICS if name == norm or _mentions(norm, words))
+    keys.update(name for name, words in _TOPIC_WORDS if name == norm or words.search(norm))
+    keys.update(name for name, words in _SAFETY_WORDS if name == norm or words.search(norm))
     # Always the key promotion gives "my <topic> is ...": "我的默认地址是..." is stored under
     # "默认地址", not "address".
     keys.add(_SPACES.sub("_", norm))
     return keys
 
 
+_TOPIC_WORDS = tuple((name, WordSet(words)) for name, words in TOPICS)
+_SAFETY_WORDS = tuple((name, WordSet(words)) for name, words in SAFETY)
+_PROFILE_WORDS = tuple(
+    (key, WordSet(s for s in synonyms if s not in _WHOLE_TOPIC_ONLY))
+    for key, synonyms in PROFILE_KEYS.items()
+)
+
+
 def _profile_keys_in(text: str) -> set[str]:
-    return {
-        key
-        for key, synonyms in PROFILE_KEYS.items()
-        if _mentions(text, tuple(s for s in synonyms if s not in _WHOLE_TOPIC_ONLY))
-    }
-
-
-def _mentions(text: str, words: tuple[str, ...]) -> bool:
-    for word in words:
-        word = word.strip()
-        if not word.isascii():
-            if word in text:
-                return True
-            continue
-        # Latin words start at a word boundary ("tea" is not in "steak"); the lexicon
-        # holds stems ("allerg", "deliver"), so only short words must also end at one.
-        tail = r"(?:e?s)?(?![a-z])" if len(word) <= 3 else ""
-        if re.search(rf"(?<![a-z]){re.escape(word)}{tail}", text):
-            return True
-    return False
+    return {key for key, words in _PROFILE_WORDS if words.search(text)}

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 
 from reference.errors import InvalidInput
 from reference.forgetting.commands import ForgetCommand, topic_keys
+from reference.lexicon import PROFILE_KEYS, SAFETY, TOPICS, key_family
 from reference.ltm.base import LtmFilter
 from reference.models import MemoryRecord
-from reference.promotion import PROFILE_KEYS, TOPICS
 from reference.stm.base import StmFilter
 
 if TYPE_CHECKING:
@@ -150,7 +150,11 @@ def _topic(engine: ForgettingEngine, user_id: str, topic: str) -> _Parts:
         hit.record.fact_id
         for hit in engine.ltm.similar(user_id=user_id, embedding=vector, min_score=threshold)
     }
-    erased = [f for f in facts if f.key in keys or f.fact_id in close or matcher.says(f.text)]
+    erased = [
+        f
+        for f in facts
+        if f.key in keys or key_family(f.key) in keys or f.fact_id in close or matcher.says(f.text)
+    ]
     fact_ids = {f.fact_id for f in erased}
     if fact_ids:
         engine.ltm.erase(
@@ -168,11 +172,17 @@ def _topic(engine: ForgettingEngine, user_id: str, topic: str) -> _Parts:
     stm_ids = {
         r.record_id
         for r in records
-        if r.record_id in near or matcher.says(r.text) or _topic_of(r) in source_keys
+        if r.record_id in near or matcher.says(r.text) or _in_keys(_topic_of(r), source_keys)
     }
     if stm_ids:
         engine.stm.purge(record_ids=stm_ids)
     return stm_ids, fact_ids, source_keys, 0, False
+
+
+def _in_keys(key: str | None, keys: set[str]) -> bool:
+    """Whether a record's key is one of `keys`, or of their family ("allergy:peanut@ann"
+    is in the family "allergy"; a speaker's "address@ann" in "address")."""
+    return key is not None and (key in keys or key_family(key) in keys)
 
 
 def _topic_of(record: MemoryRecord) -> str | None:
@@ -182,18 +192,20 @@ def _topic_of(record: MemoryRecord) -> str | None:
 
 class TopicMatcher:
     """Whether a text speaks of a topic: the topic itself, or a synonym of one of its
-    keys from the promotion lexicon. Latin words must start at a word boundary (short ones
-    end at one too: "tea" is not in "steak"); CJK words match as substrings."""
+    keys from `reference.lexicon`. Wider than the lexicon's own matching on purpose
+    (erasing a little more is safe, keeping what the user asked to forget is not): Latin
+    words must start at a word boundary, and only short ones end at one too ("tea" is
+    not in "steak"); CJK words match as substrings, whatever the segmentation."""
 
     def __init__(self, topic: str, keys: Iterable[str]) -> None:
         words = {topic.strip().casefold()}
-        topics = dict(TOPICS)
+        topics = dict(TOPICS) | dict(SAFETY)
         for key in keys:
             if key in PROFILE_KEYS:
                 words.update(PROFILE_KEYS[key])
                 words.add(key)
             if key in topics:
-                words.update(w.strip() for w in topics[key])
+                words.update(w.strip().rstrip("*") for w in topics[key])
         words = {w.casefold() for w in words if w.strip() and w not in _GENERIC}
         latin = sorted(w for w in words if w.isascii())
         self._cjk = tuple(sorted(w for w in words if not w.isascii()))

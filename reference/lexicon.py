@@ -1,0 +1,403 @@
+"""The words the text rules key on, and how a text is matched against them.
+
+One module for the vocabularies that intent, promotion and forget commands share (the
+preference topics, the profile attributes, health and safety), so none of those modules
+imports another for its words.
+
+How words match:
+
+- **English**: whole words. An entry matches at a word boundary on both sides, with an
+  optional plural ("seat" finds "seats"); an entry ending in `*` is a stem ("allerg*"
+  finds "allergic", "allergies"); a phrase's words are separated by any whitespace.
+  So "friendship" is not shipping, "team" and "instead" are no tea, and "reminds me of"
+  is no notification (the entry is "remind me").
+- **Chinese**: by segmentation, not substring. The text is cut by forward maximum
+  matching over every lexicon word plus a list of compounds that contain one
+  (`_ZH_COMPOUNDS`: "茶几" is furniture, "编程语言" no language preference, "不过敏感"
+  reads 不过|敏感): a word counts only where it is a segment of its own.
+
+Forgetting matches more widely on purpose (`TopicMatcher` in `forgetting.forgetter`):
+removing a little too much is safe, keeping what the user asked to forget is not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = [
+    "PROFILE_KEYS",
+    "SAFETY",
+    "SAFETY_SETS",
+    "TOPICS",
+    "WordSet",
+    "first_topic",
+    "key_family",
+    "safety_kind",
+    "safety_word",
+    "scoped_key",
+    "segments",
+    "slug",
+]
+
+# Preference topics: the key a preference is promoted under, so "I prefer window seats"
+# and later "I prefer aisle seats" share `seat`. When a text names several topics, the
+# one named first wins ("For meeting times, I prefer the morning" is schedule).
+TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "shipping",
+        (
+            "ship",
+            "shipping",
+            "shipment",
+            "deliver*",
+            "courier",
+            "parcel",
+            "express delivery",
+            "express shipping",
+            "sf express",
+            "pickup locker",
+            "快递",
+            "发货",
+            "顺丰",
+            "配送",
+            "物流",
+            "快递柜",
+        ),
+    ),
+    ("seat", ("seat", "aisle", "window seat", "exit row", "座位", "靠窗", "过道", "靠过道")),
+    (
+        "payment",
+        (
+            "pay",
+            "paying",
+            "payment",
+            "credit card",
+            "debit card",
+            "alipay",
+            "wechat pay",
+            "paypal",
+            "apple pay",
+            "支付",
+            "付款",
+            "支付宝",
+            "微信支付",
+            "信用卡",
+        ),
+    ),
+    (
+        "language",
+        (
+            "language",
+            "in english",
+            "in chinese",
+            "in mandarin",
+            "in cantonese",
+            "中文",
+            "英文",
+            "语言",
+            "粤语",
+            "普通话",
+        ),
+    ),
+    (
+        "diet",
+        (
+            "vegetarian",
+            "vegan",
+            "spicy",
+            "gluten*",
+            "halal",
+            "kosher",
+            "素食",
+            "吃素",
+            "辣",
+            "忌口",
+            "清真",
+        ),
+    ),
+    (
+        "notification",
+        (
+            "notify",
+            "notification",
+            "remind me",
+            "reminder",
+            "text me",
+            "text message",
+            "sms",
+            "通知",
+            "提醒",
+            "短信",
+        ),
+    ),
+    ("hotel", ("hotel", "hostel", "motel", "hotel room", "酒店", "房间", "宾馆", "民宿")),
+    ("airline", ("airline", "flight", "fly with", "航空", "航班")),
+    (
+        "drink",
+        (
+            "coffee",
+            "tea",
+            "latte",
+            "americano",
+            "espresso",
+            "cappuccino",
+            "咖啡",
+            "茶",
+            "拿铁",
+            "美式",
+            "奶茶",
+            "绿茶",
+        ),
+    ),
+    (
+        "schedule",
+        ("morning", "afternoon", "evening", "weekend", "上午", "下午", "晚上", "周末", "早上"),
+    ),
+    ("contact", ("call me", "email me", "phone call", "contact*", "联系", "电话")),
+)
+
+# Profile attributes: "my X is Y" / "我的X是Y" keys on the attribute X names.
+PROFILE_KEYS: dict[str, tuple[str, ...]] = {
+    "address": ("address", "home address", "地址", "住址", "家庭住址"),
+    "company": ("company", "employer", "公司", "单位"),
+    "name": ("name", "名字", "姓名"),
+    "phone": ("phone", "phone number", "mobile", "number", "电话", "手机", "手机号"),
+    "email": ("email", "e-mail", "邮箱"),
+    "birthday": ("birthday", "date of birth", "生日"),
+    "city": ("city", "hometown", "城市"),
+    "job": ("job", "occupation", "role", "title", "职位", "工作"),
+}
+
+# Health and safety: facts an assistant must not lose (seed 002 §2.2: "我对花生过敏" is
+# a fact kept long-term). The key of such a fact starts with one of these names.
+SAFETY: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("allergy", ("allerg*", "anaphyla*", "epipen", "过敏")),
+    (
+        "emergency_contact",
+        (
+            "emergency contact",
+            "in case of emergency",
+            "in an emergency",
+            "紧急联系人",
+            "紧急联络人",
+            "紧急情况",
+        ),
+    ),
+    (
+        "medication",
+        (
+            "medication",
+            "my medicine",
+            "meds",
+            "prescription",
+            "prescribed",
+            "insulin",
+            "inhaler",
+            "blood thinner",
+            "warfarin",
+            "metformin",
+            "药物",
+            "服用",
+            "吃药",
+            "胰岛素",
+            "降压药",
+            "处方药",
+            "用药",
+        ),
+    ),
+    (
+        "condition",
+        (
+            "wheelchair",
+            "deaf",
+            "hard of hearing",
+            "hearing aid",
+            "legally blind",
+            "i'm blind",
+            "i am blind",
+            "visually impaired",
+            "disabilit*",
+            "disabled",
+            "diabet*",
+            "asthma*",
+            "epilep*",
+            "seizures",
+            "heart condition",
+            "pacemaker",
+            "pregnant",
+            "轮椅",
+            "耳聋",
+            "听力障碍",
+            "助听器",
+            "失明",
+            "视力障碍",
+            "残疾",
+            "残障",
+            "糖尿病",
+            "哮喘",
+            "癫痫",
+            "心脏病",
+            "起搏器",
+            "怀孕",
+            "孕期",
+        ),
+    ),
+)
+
+# Compounds that contain a lexicon word without meaning it, and words whose boundary
+# would otherwise be misread: segmentation takes the longest word at each position.
+_ZH_COMPOUNDS = (
+    "茶几",
+    "茶叶蛋",
+    "编程语言",
+    "肢体语言",
+    "不过",
+    "敏感",
+    "房间号",
+    "辣妈",
+    "火辣",
+    "毒辣",
+    "美式足球",
+    "发货单",
+    "联系人",
+    "电话会议",
+)
+
+
+def _latin_pattern(word: str) -> str:
+    stem = word.endswith("*")
+    body = r"\s+".join(re.escape(part) for part in word.rstrip("*").split())
+    tail = r"[a-z]*" if stem else r"(?:s|es)?"
+    return rf"(?<![a-z0-9]){body}{tail}(?![a-z0-9])"
+
+
+class WordSet:
+    """A set of lexicon words (English and Chinese) and where a text mentions one."""
+
+    __slots__ = ("_cjk", "_latin")
+
+    def __init__(self, words: Iterable[str]) -> None:
+        words = [w.strip().lower() for w in words if w.strip()]
+        latin = sorted({w for w in words if w.isascii()}, key=len, reverse=True)
+        self._cjk = frozenset(w for w in words if not w.isascii())
+        self._latin = re.compile("|".join(_latin_pattern(w) for w in latin)) if latin else None
+
+    def first(self, lower: str) -> int | None:
+        """Where the first mention starts in lowercased text, or None."""
+        best: int | None = None
+        if self._latin is not None and (m := self._latin.search(lower)):
+            best = m.start()
+        if self._cjk and _HAS_CJK.search(lower):
+            for start, word in segments(lower):
+                if word in self._cjk:
+                    best = start if best is None else min(best, start)
+                    break
+        return best
+
+    def search(self, lower: str) -> bool:
+        """Whether lowercased text mentions any of the words."""
+        return self.first(lower) is not None
+
+
+_HAS_CJK = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
+
+_TOPIC_SETS = tuple((name, WordSet(words)) for name, words in TOPICS)
+SAFETY_SETS = tuple((name, WordSet(words)) for name, words in SAFETY)
+
+
+def _vocabulary() -> tuple[frozenset[str], int]:
+    words = {w for _, ws in (*TOPICS, *SAFETY) for w in ws if not w.isascii()}
+    words.update(w for ws in PROFILE_KEYS.values() for w in ws if not w.isascii())
+    words.update(_ZH_COMPOUNDS)
+    return frozenset(words), max(len(w) for w in words)
+
+
+_VOCABULARY, _LONGEST = _vocabulary()
+_FIRST_CHARS = frozenset(w[0] for w in _VOCABULARY)
+
+
+def segments(lower: str) -> tuple[tuple[int, str], ...]:
+    """The lexicon words that are segments of the text, with their start, in order.
+
+    Forward maximum matching: at each position the longest vocabulary word starting
+    there is a segment, and the scan goes on after it; a position where none starts is
+    skipped. Only lexicon words and their blocking compounds are known, which is all
+    the rules ask: whether a lexicon word stands on its own. Not memoised: callers pass
+    raw utterances, whose PII no process-wide cache may keep.
+    """
+    found: list[tuple[int, str]] = []
+    i, n = 0, len(lower)
+    while i < n:
+        if lower[i] not in _FIRST_CHARS:
+            i += 1
+            continue
+        for size in range(min(_LONGEST, n - i), 0, -1):
+            piece = lower[i : i + size]
+            if piece in _VOCABULARY:
+                found.append((i, piece))
+                i += size
+                break
+        else:
+            i += 1
+    return tuple(found)
+
+
+def first_topic(lower: str) -> str | None:
+    """The preference topic the text names first (lowercased text), or None."""
+    best: tuple[int, int, str] | None = None
+    for order, (name, words) in enumerate(_TOPIC_SETS):
+        at = words.first(lower)
+        if at is not None and (best is None or (at, order) < best[:2]):
+            best = (at, order, name)
+    return None if best is None else best[2]
+
+
+_SAFETY_ENTRIES = tuple(
+    (name, word.rstrip("*"), WordSet((word,))) for name, words in SAFETY for word in words
+)
+
+
+def safety_kind(lower: str) -> str | None:
+    """The health or safety kind the text names ("allergy", "medication", ...), or None."""
+    for name, words in SAFETY_SETS:
+        if words.search(lower):
+            return name
+    return None
+
+
+def safety_word(lower: str) -> tuple[str, str] | None:
+    """The first health or safety kind the text names, with the lexicon word that named
+    it (stems without their `*`): ("condition", "diabet"), ("allergy", "过敏")."""
+    kind = safety_kind(lower)
+    if kind is None:
+        return None
+    for name, word, words in _SAFETY_ENTRIES:
+        if name == kind and words.search(lower):
+            return name, word
+    return kind, kind
+
+
+# --- keys ---------------------------------------------------------------------------
+
+_SLUG_GAPS = re.compile(r"[^\w]+")
+
+
+def slug(text: str) -> str:
+    """Lowercased words joined by underscores: a piece of a key."""
+    return _SLUG_GAPS.sub("_", text.strip().lower()).strip("_")
+
+
+def scoped_key(key: str, speaker: str) -> str:
+    """`key` as said by `speaker`: "address@caroline". Facts of different speakers in one
+    conversation then never share a key, so neither supersedes the other."""
+    name = slug(speaker)
+    return f"{key}@{name}" if name else key
+
+
+def key_family(key: str) -> str:
+    """The key without its speaker and its object: "allergy:peanut@caroline" -> "allergy".
+
+    Forget commands and events name families ("forget my allergies" -> "allergy").
+    """
+    return key.split("@", 1)[0].split(":", 1)[0]
