@@ -121,8 +121,9 @@ def demand_plot(measured: Measured) -> str:
     return _png(fig)
 
 
-def footprint_plot(sim: SimRun, target: Target) -> str:
-    """Bytes per layer over virtual time per strategy, scaled to the target's turn rate."""
+def footprint_plot(sim: SimRun, target: Target, planned_gb: dict[str, float]) -> str:
+    """Bytes per layer over virtual time per strategy, scaled by the target's turn rate over
+    the simulation's mean rate; the dashed line is the payload the plan uses (Little)."""
     import matplotlib.pyplot as plt
 
     layers = ("session", "stm", "ltm")
@@ -137,7 +138,9 @@ def footprint_plot(sim: SimRun, target: Target) -> str:
             bold = strategy == target.strategy
             ax.plot(group["day"], group["bytes"] * scale, lw=2.2 if bold else 0.8,
                     label=str(strategy), zorder=3 if bold else 2)  # fmt: skip
-        ax.set_title(f"{layer} (GB at the target's rate)", fontsize=10)
+        if layer in planned_gb:
+            ax.axhline(planned_gb[layer], color="k", ls="--", lw=1, label="planned (time-mean)")
+        ax.set_title(f"{layer} payload, GB (sim × target rate / sim rate)", fontsize=9)
         ax.set_xlabel("virtual day")
         ax.set_yscale("symlog", linthresh=1e-3)
     axes[0].legend(fontsize=7)

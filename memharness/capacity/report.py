@@ -210,7 +210,9 @@ def build_plan(
     }
     if sim is not None:
         images["Footprint per layer over virtual time, projected to the target"] = (
-            plots.footprint_plot(sim, target)
+            plots.footprint_plot(
+                sim, target, dict(zip(sizing["layer"], sizing["payload_gb"], strict=True))
+            )
         )
     return Plan(document, sizing, inputs, curve, fp, images)
 
@@ -255,17 +257,24 @@ def markdown_table(df: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
+def _span(values: list[float]) -> str:
+    return " – ".join(_fmt(float(v)) for v in values) if len(values) == 2 else "–"
+
+
 def _sections(plan: Plan) -> list[tuple[str, pd.DataFrame | str]]:
     doc = plan.document
     held = doc["validation"]["holdout"]
     p_key = next(
         k for k in held if k.startswith("p") and isinstance(held[k], dict) and "model" in held[k]
     )
+    fit_ci = held["usl"].get("x_max_ci") or [None, None]
+    x_range = [min(held["offered"], x) for x in fit_ci if x is not None]
     holdout_df = pd.DataFrame(
         [
             [
                 "throughput (turns/s)",
                 held["throughput"]["predicted"],
+                _span(x_range),
                 held["throughput"]["measured"],
                 held["throughput"]["error"],
                 "min(offered, USL X_max)",
@@ -273,12 +282,13 @@ def _sections(plan: Plan) -> list[tuple[str, pd.DataFrame | str]]:
             [
                 f"{p_key} turn@intended (ms)",
                 held[p_key]["predicted_ms"],
+                _span(held[p_key].get("predicted_range_ms") or []),
                 held[p_key]["measured_ms"],
                 held[p_key]["error"],
                 held[p_key]["model"],
             ],
         ],
-        columns=["held-out figure", "predicted", "measured", "error", "model"],
+        columns=["held-out figure", "predicted", "at X_max's 95% CI", "measured", "error", "model"],
     )
     usl = doc["usl"]
     usl_df = pd.DataFrame(

@@ -45,18 +45,25 @@ def holdout(load: LoadRun, bench: BenchRun | None, percentile: float = 95.0) -> 
     x_pred = min(lam, x_max)
     latency = measured.samples["turn"]
     q = percentile / 100.0
-    if lam < x_max:
-        p_pred = response_quantile(q, c=1, lam=lam, occupancy_s=1.0 / x_max, latency_s=latency)
-        model = "Erlang C / Allen–Cunneen, one process, service 1/X_max"
-    else:
+
+    def p_at(x: float) -> float:
+        if lam < x:
+            return response_quantile(q, c=1, lam=lam, occupancy_s=1.0 / x, latency_s=latency)
         backlog = 0.0  # fluid backlog carried in from the earlier (fitted) steps
         for _, step in steps.iloc[:-1].iterrows():
-            backlog = max(
-                0.0, backlog + (float(step["offered"]) - x_max) * float(step["duration_s"])
-            )
+            backlog = max(0.0, backlog + (float(step["offered"]) - x) * float(step["duration_s"]))
         t = q * float(held["duration_s"])
-        p_pred = (backlog + (lam - x_max) * t) / x_max + float(np.quantile(latency, q))
-        model = "fluid backlog of an overloaded open loop (λ > X_max)"
+        return (backlog + (lam - x) * t) / x + float(np.quantile(latency, q))
+
+    p_pred = p_at(x_max)
+    # The spread the fit's own uncertainty gives: p at the ends of X_max's interval.
+    low_x, high_x = measured.usl.x_max_ci
+    p_range = sorted(p_at(x) * 1000.0 for x in (low_x, high_x) if math.isfinite(x) and x > 0)
+    model = (
+        "Erlang C / Allen–Cunneen, one process, service 1/X_max"
+        if lam < x_max
+        else "fluid backlog of an overloaded open loop (λ > X_max)"
+    )
     op = "turn@intended"
     p_meas = held.get(f"{op}.p{percentile:g}_ms")
     p_meas_s = float(p_meas) / 1000.0 if p_meas is not None and not pd.isna(p_meas) else math.nan
@@ -72,6 +79,7 @@ def holdout(load: LoadRun, bench: BenchRun | None, percentile: float = 95.0) -> 
         },
         f"p{percentile:g}": {
             "predicted_ms": p_pred * 1000.0,
+            "predicted_range_ms": p_range,
             "measured_ms": p_meas_s * 1000.0,
             "error": _err(p_pred, p_meas_s),
             "model": model,
