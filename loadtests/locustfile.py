@@ -60,6 +60,7 @@ from loadtests.steps import (  # noqa: E402
     SteppedSchedule,
     StepRecorder,
     auto_rates,
+    format_steps,
     parse_rates,
 )
 from reference.clock import SystemClock  # noqa: E402
@@ -408,25 +409,8 @@ def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object])
     }
     document = recorder.document({**meta, **extra})
     path = recorder.write(Path(run.options.out_dir) / run.options.run_id, document)
-    print("\nRate steps (turns/s; turn@intended ms; CPU s per turn):", flush=True)
-    print(f"{'step':>4}{'offered':>9}{'achieved':>10}{'p50':>9}{'p95':>9}{'p99':>9}  cpu/turn")
-    for entry in document["steps"]:
-        op = entry["ops"].get(TURN_INTENDED) or {}
-        done = max(entry["completed_in_window"], 1)
-        cpu = ", ".join(
-            f"{role} {figures['cpu_s'] / done * 1000:.1f}ms"
-            for role, figures in (entry.get("processes") or {}).items()
-        )
-        print(
-            f"{entry['step']:>4}{entry['offered_rate']:>9.2f}{entry['achieved_rate']:>10.2f}"
-            f"{_ms(op.get('p50_ms'))}{_ms(op.get('p95_ms'))}{_ms(op.get('p99_ms'))}  {cpu}",
-            flush=True,
-        )
+    print("\n" + format_steps(document), flush=True)
     print(f"steps report: {path}", flush=True)
-
-
-def _ms(value: object) -> str:
-    return f"{value:>9.1f}" if isinstance(value, int | float) else f"{'-':>9}"
 
 
 # --------------------------------------------------------------------------- the user

@@ -34,6 +34,7 @@ __all__ = [
     "StepRecorder",
     "SteppedSchedule",
     "auto_rates",
+    "format_steps",
     "parse_rates",
 ]
 
@@ -204,6 +205,30 @@ class StepRecorder:
         path = run_dir / "steps.json"
         path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         return path
+
+
+def format_steps(document: Mapping[str, Any]) -> str:
+    """The end-of-run table: offered vs achieved rate, turn@intended percentiles, CPU/turn."""
+    lines = [
+        "Rate steps (turns/s; turn@intended ms; CPU s per turn):",
+        f"{'step':>4}{'offered':>9}{'achieved':>10}{'p50':>9}{'p95':>9}{'p99':>9}  cpu/turn",
+    ]
+    for entry in document["steps"]:
+        op = entry["ops"].get("turn@intended") or {}
+        done = max(entry["completed_in_window"], 1)
+        cpu = ", ".join(
+            f"{role} {figures['cpu_s'] / done * 1000:.1f}ms"
+            for role, figures in (entry.get("processes") or {}).items()
+        )
+        lines.append(
+            f"{entry['step']:>4}{entry['offered_rate']:>9.2f}{entry['achieved_rate']:>10.2f}"
+            f"{_ms(op.get('p50_ms'))}{_ms(op.get('p95_ms'))}{_ms(op.get('p99_ms'))}  {cpu}"
+        )
+    return "\n".join(lines)
+
+
+def _ms(value: object) -> str:
+    return f"{value:>9.1f}" if isinstance(value, int | float) else f"{'-':>9}"
 
 
 def _process_delta(

@@ -77,7 +77,8 @@ def capacity(
         read_sim,
         resolve_run,
     )
-    from memharness.capacity.report import RunRef, build_plan, write_plan
+    from memharness.capacity.render import write_plan
+    from memharness.capacity.report import RunRef, build_plan
     from memharness.capacity.target import TargetError, load_target
 
     started = time.perf_counter()
@@ -135,7 +136,8 @@ def capacity(
         click.echo(f"using {ref.kind}: {ref.path} ({ref.chosen})")
     for warning in plan.document["warnings"]:
         click.echo(f"WARNING: {warning}")
-    from memharness.capacity.report import SIZING_COLUMNS, markdown_table
+    from memharness.capacity.render import markdown_table
+    from memharness.capacity.report import SIZING_COLUMNS
 
     click.echo(markdown_table(plan.sizing[SIZING_COLUMNS]))
     held = plan.document["validation"]["holdout"]
@@ -181,7 +183,7 @@ def compare(run_a: Path, run_b: Path, out: Path | None) -> None:
         kind, table = compare_runs(run_a, run_b)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
-    from memharness.capacity.report import markdown_table
+    from memharness.capacity.render import markdown_table
 
     text = f"# {kind}: {run_a} → {run_b}\n\n{markdown_table(table)}\n"
     click.echo(text)

@@ -119,7 +119,8 @@ def build_locust_command(
     help="Rate steps for capacity planning: open-loop arrivals at R1,R2,... turns/s, each for "
     "--step-duration, per-step HDR histograms and per-process CPU/RSS in steps.json. 'auto': "
     "7 steps from 10%% to 170%% of the capacity measured by timing a few turns first "
-    "(~2.5 min in all with the default 20 s steps, model loading included).",
+    "(about 3 min in all with the default 20 s steps, model loading and the backlog's "
+    "drain included).",
 )
 @click.option(
     "--step-duration",

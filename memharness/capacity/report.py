@@ -1,14 +1,8 @@
-"""A capacity plan end to end: runs + target -> capacity.json, capacity.md, capacity.html.
-
-`build_plan` computes (pure, from the runs read by `inputs`); `write_plan` writes the
-three files into reports/<id>/. The HTML is one self-contained file: plots are inline
-base64 PNG, styles inline, nothing fetched.
-"""
+"""A capacity plan from runs and a target: `build_plan` computes everything the report
+shows (pure, from the runs read by `inputs`); `render.write_plan` writes the files."""
 
 from __future__ import annotations
 
-import html
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -24,7 +18,7 @@ from memharness.capacity.plan import measure, size_layers
 from memharness.capacity.target import Target
 from memharness.capacity.validate import ERROR_LIMIT, footprint_extrapolation, holdout
 
-__all__ = ["Plan", "RunRef", "build_plan", "markdown_table", "write_plan"]
+__all__ = ["SIZING_COLUMNS", "Plan", "RunRef", "build_plan", "clean"]
 
 SCALE_FACTORS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0)
 SIZING_COLUMNS = [
@@ -168,6 +162,23 @@ def build_plan(
             )
     elif sim is not None:
         warnings.append("footprint extrapolation not validated: one simulator run only")
+    notes = []
+    if sim is not None:
+        final = sim.series[
+            (sim.series["strategy"] == target.strategy) & (sim.series["layer"] == "ltm")
+        ]
+        span = float(final["day"].max()) if len(final) else 0.0
+        if len(final) and final["bytes"].iloc[-1] > 0:
+            notes.append(
+                f"{target.strategy} still holds LTM facts at the end of the {span:.0f}-day "
+                f"simulation: their lifetimes are cut there, so LTM memory is a lower bound "
+                f"beyond {span:.0f} days (retention asked: {target.retention_days:g} days)"
+            )
+        elif span < target.retention_days:
+            notes.append(
+                f"the simulation spans {span:.0f} days, less than the "
+                f"{target.retention_days:g}-day retention: longer lifetimes are not seen"
+            )
     demand = measured.demand_s
     bottleneck = max(demand, key=lambda k: demand[k])
     cost = sizing["monthly_cost"].dropna()
@@ -178,6 +189,7 @@ def build_plan(
         "target": target.model_dump(mode="json"),
         "runs": [{"kind": r.kind, "path": str(r.path), "chosen": r.chosen} for r in runs],
         "warnings": warnings,
+        "notes": notes,
         "bottleneck": {
             "layer": bottleneck,
             "demand_ms": demand[bottleneck] * 1000,
@@ -217,7 +229,8 @@ def build_plan(
     return Plan(document, sizing, inputs, curve, fp, images)
 
 
-def _clean(value: Any) -> Any:
+def clean(value: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, NaN and inf to None, recursively."""
     if isinstance(value, float | np.floating):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, np.integer):
@@ -225,174 +238,11 @@ def _clean(value: Any) -> Any:
     if isinstance(value, np.bool_):
         return bool(value)
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [clean(v) for v in value]
     return value
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return [_clean(row) for row in df.to_dict(orient="records")]
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    if isinstance(value, float | np.floating):
-        if value == 0:
-            return "0"
-        number = float(value)
-        return f"{number:.3g}" if abs(number) < 1000 else f"{number:,.0f}"
-    return str(value)
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table of `df` (no tabulate needed)."""
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "---|" * len(df.columns)
-    body = [
-        "| " + " | ".join(_fmt(v).replace("|", "/") for v in row) + " |"
-        for row in df.itertuples(index=False)
-    ]
-    return "\n".join([head, rule, *body])
-
-
-def _span(values: list[float]) -> str:
-    return " – ".join(_fmt(float(v)) for v in values) if len(values) == 2 else "–"
-
-
-def _sections(plan: Plan) -> list[tuple[str, pd.DataFrame | str]]:
-    doc = plan.document
-    held = doc["validation"]["holdout"]
-    p_key = next(
-        k for k in held if k.startswith("p") and isinstance(held[k], dict) and "model" in held[k]
-    )
-    fit_ci = held["usl"].get("x_max_ci") or [None, None]
-    x_range = [min(held["offered"], x) for x in fit_ci if x is not None]
-    holdout_df = pd.DataFrame(
-        [
-            [
-                "throughput (turns/s)",
-                held["throughput"]["predicted"],
-                _span(x_range),
-                held["throughput"]["measured"],
-                held["throughput"]["error"],
-                "min(offered, USL X_max)",
-            ],
-            [
-                f"{p_key} turn@intended (ms)",
-                held[p_key]["predicted_ms"],
-                _span(held[p_key].get("predicted_range_ms") or []),
-                held[p_key]["measured_ms"],
-                held[p_key]["error"],
-                held[p_key]["model"],
-            ],
-        ],
-        columns=["held-out figure", "predicted", "at X_max's 95% CI", "measured", "error", "model"],
-    )
-    usl = doc["usl"]
-    usl_df = pd.DataFrame(
-        [
-            [name, usl[key], *(usl[f"{key}_ci"] or [None, None])]
-            for name, key in (
-                ("λ (turns/s at N=1)", "lam"),
-                ("σ (contention)", "sigma"),
-                ("κ (coherency)", "kappa"),
-                ("X_max (turns/s)", "x_max"),
-            )
-        ]
-        + [["N*", usl["n_star"], None, None], ["ceiling λ/σ", usl["ceiling"], None, None]],
-        columns=["parameter", "fit", "95% CI low", "95% CI high"],
-    )
-    sections: list[tuple[str, pd.DataFrame | str]] = [
-        ("Sizing", plan.sizing[SIZING_COLUMNS]),
-        ("Validation: held-out load step", holdout_df),
-    ]
-    if plan.footprint_validation is not None:
-        sections.append(
-            (
-                f"Validation: footprint {' → '.join(doc['validation']['footprint_runs'])}",
-                plan.footprint_validation,
-            )
-        )
-    sections += [
-        ("Fitted parameters (USL, bootstrap 95% intervals)", usl_df),
-        ("Inputs", plan.inputs),
-    ]
-    return sections
-
-
-def _summary_lines(plan: Plan) -> list[str]:
-    doc = plan.document
-    t = doc["target"]
-    b = doc["bottleneck"]
-    total = doc["monthly_cost_total"]
-    lines = [
-        f"Target: {t['users']:,} users × {t['turns_per_user_per_day']:g} turns/day, "
-        f"peak ×{t['peak_factor']:g} = {plan.sizing['lambda_peak_per_s'].iloc[0]:.2f} turns/s "
-        f"at peak; strategy {t['strategy']}; utilisation ≤ {t['utilisation_ceiling']:g}.",
-        f"Bottleneck (largest service demand): {b['layer']} at {b['demand_ms']:.2f} ms per turn "
-        f"(≤ {b['bound_turns_per_s']:.1f} turns/s per core).",
-        "Instances: "
-        + ", ".join(f"{r.layer} {r.instances} ({r.bound_by})" for r in plan.sizing.itertuples())
-        + (f"; about {total:,.0f} per month." if total else "."),
-        "Runs: " + "; ".join(f"{r['kind']} {r['path']} ({r['chosen']})" for r in doc["runs"]) + ".",
-    ]
-    return lines
-
-
-def write_plan(plan: Plan, out_dir: Path) -> dict[str, Path]:
-    """capacity.json, capacity.md and capacity.html in `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {name: out_dir / f"capacity.{name}" for name in ("json", "md", "html")}
-    paths["json"].write_text(json.dumps(_clean(plan.document), indent=2, ensure_ascii=False) + "\n")
-    warnings = plan.document["warnings"]
-    md = ["# Capacity plan", ""]
-    md += [f"> **WARNING: {w}**" for w in warnings] + ([""] if warnings else [])
-    md += [f"- {line}" for line in _summary_lines(plan)] + [""]
-    for title, table in _sections(plan):
-        md += [
-            f"## {title}",
-            "",
-            markdown_table(table) if isinstance(table, pd.DataFrame) else table,
-            "",
-        ]
-    md += ["Plots: see capacity.html (inline)."]
-    paths["md"].write_text("\n".join(md) + "\n", encoding="utf-8")
-    paths["html"].write_text(_html(plan), encoding="utf-8")
-    return paths
-
-
-_CSS = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-    "table{border-collapse:collapse;font-size:13px;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}"
-    ".warn{background:#fde2e1;border:2px solid #c00;padding:.6em;font-weight:bold}"
-    "img{max-width:100%;border:1px solid #eee}"
-)
-
-
-def _html(plan: Plan) -> str:
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>Capacity plan</title>",
-        f"<style>{_CSS}</style></head><body><h1>Capacity plan</h1>",
-    ]
-    parts += [f"<p class='warn'>WARNING: {html.escape(w)}</p>" for w in plan.document["warnings"]]
-    parts.append(
-        "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in _summary_lines(plan)) + "</ul>"
-    )
-    for title, table in _sections(plan):
-        table_id = "sizing" if title == "Sizing" else title.split(":")[0].lower().replace(" ", "-")
-        body = (
-            table.to_html(index=False, na_rep="–", float_format=_fmt, table_id=table_id)
-            if isinstance(table, pd.DataFrame)
-            else html.escape(table)
-        )
-        parts.append(f"<h2>{html.escape(title)}</h2>{body}")
-    for title, png in plan.images.items():
-        parts.append(
-            f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
-            f"src='data:image/png;base64,{png}'>"
-        )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return [clean(row) for row in df.to_dict(orient="records")]
