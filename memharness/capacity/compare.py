@@ -103,6 +103,9 @@ def compare_runs(a: Path, b: Path) -> tuple[str, pd.DataFrame]:
     frame_b, _ = _frame(kind_b, _read(file_b))
     if frame_a.empty and frame_b.empty:
         raise CompareError(f"nothing to compare in {file_a} and {file_b}")
+    if "scenario" in keys and not set(frame_a["scenario"]) & set(frame_b["scenario"]):
+        # Different populations (e.g. 1,000 and 10,000 generated users): match by strategy.
+        frame_a["scenario"] = frame_b["scenario"] = "(each run's)"
     on = [*keys, "figure"]
     joined = frame_a.merge(frame_b, on=on, how="outer", suffixes=("_a", "_b"))
     numeric_a = pd.to_numeric(joined["value_a"], errors="coerce")
