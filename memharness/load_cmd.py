@@ -116,11 +116,11 @@ def build_locust_command(
 @click.option(
     "--rates",
     default=None,
-    help="Rate steps for capacity planning: open-loop arrivals at R1,R2,... turns/s, each for "
-    "--step-duration, per-step HDR histograms and per-process CPU/RSS in steps.json. 'auto': "
-    "7 steps from 10%% to 170%% of the capacity measured by timing a few turns first "
-    "(about 3 min in all with the default 20 s steps, model loading and the backlog's "
-    "drain included).",
+    help="Rate steps for capacity planning: open-loop arrivals at R1,R2,... turns/s, each "
+    "for --step-duration, per-step HDR histograms and per-process CPU/RSS in steps.json. "
+    "'auto', the default list: 7 steps from 10% to 170% of the capacity measured by "
+    "timing a few turns first (about 3 min in all with the default 20 s steps, model "
+    "loading and the backlog's drain included).",
 )
 @click.option(
     "--step-duration",
