@@ -89,7 +89,7 @@ _STABLE_EN = [
     # "the parcel never arrived", which are complaints (facts).
     r"\balways\b(?! (?:crash|fail|break|freez|hang|late|slow|wrong|broken|down))",
     r"\bnever\b(?! (?:arrived|received|got|came|showed|heard|happened|worked|answered"
-    r"|replied|responded|delivered))",
+    r"|replied|responded|delivered|forget))",
     r"\bdefault\b",
     r"\bfrom (?:now|here) on\b",
     r"\bgoing forward\b",
@@ -138,11 +138,13 @@ _PROFILE = _Rule(
         r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:home |work |office "
         r"|shipping |delivery |billing |mailing )?address\b",
         r"\bmy (?:full |first |last )?name is\b",
-        r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:phone|mobile|cell|number"
-        r"|e-?mail|birthday|date of birth|job|title|role|company|employer|wife|husband|son"
-        r"|daughter|hometown|city)\b",
-        r"\bi live (?:in|at|on|near)\b",
-        r"\bi(?:'ve| have)? (?:moved|relocated) to\b",
+        # The phone or e-mail as a value, not the device: "I dropped my phone" is no profile.
+        r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:(?:phone|mobile|cell)"
+        r"(?: number)?|number|e-?mail(?: address)?) (?:is|was|=|:|has changed|changed)",
+        r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:birthday|date of birth|job"
+        r"|title|role|company|employer|wife|husband|son|daughter|hometown|city)\b",
+        r"\b(?:i|we) (?:now |currently )?live (?:in|at|on|near)\b",
+        r"\b(?:i|we)(?:'ve| have)?(?: just| recently| finally)? (?:moved|relocated) to\b",
         r"\bi work (?:at|for|in|as)\b",
         r"\bi(?:'m| am) (?:from|based in|working at|\d+ years old)\b",
         r"\bi was born\b",
@@ -168,9 +170,11 @@ _INSTRUCTION = _Rule(
         r"\b(?:can|could|would|will) you\b",
         r"\bi (?:want|need|wanna)\b",
         r"\bi(?:'d| would) like\b",
-        r"\bremind me\b|\bremember (?:that|this|my)\b|\bdon'?t forget\b",
+        # Not "I remember that day": narration, not a request.
+        r"\bremind me\b|(?<!\bi )(?<!\bwe )\bremember (?:that|this|my)\b|\bdon'?t forget\b",
         r"\blet me know\b|\bnotify me\b",
-        r"^(?:book|send|find|search|look up|check|show|get|order|buy|cancel|change|update"
+        r"^(?:book|send|find|search|look up|check|show|get|order|buy|cancel|change|update|reset"
+        r"|restart|clear"
         r"|set|schedule|add|remove|delete|create|email|text|call|remind|track|reserve"
         r"|forward|export|print|download|upload|submit|confirm|open|close|turn|switch"
         r"|move|ship|deliver|pay|refund|return|reply|write|draft|translate|list|tell)\b",
@@ -187,7 +191,7 @@ _INSTRUCTION = _Rule(
         "能不能|能否|可不可以|可以帮",
         "订(?!单)|预约|下单|购买|买|(?<![复检调审排核盘])查|搜|找(?:一下|一个)",
         "设置|设定|修改|更改|改(?:成|为|到|一下)|换(?:成|为|到)",
-        "取消|退(?:款|货|订)|换货|投诉|报修|提醒我|记得|记住|通知我",
+        "取消|退(?:款|货|订)|换货|投诉|报修|提醒我|(?<!我)记得|记住|通知我|重启|重置",
         "发(?:给|送|一份|邮件|短信)|转发|导出|打印|下载|上传|提交|确认",
         "安排|添加|加(?:一个|到)|删除|关闭|打开|开通|升级|续费",
         "把.{1,20}(?:改|换|发|设|加|删|放|寄|送|调)",
@@ -227,6 +231,7 @@ _FACT = _Rule(
         r"\b(?:i|we)(?:'ve| have| had)(?: just| finally| recently| also| already| always"
         r"| never)? (?:been|got|gotten|had|done|seen|made|taken|[a-z]{2,}ed)\b",
         r"\b(?:i'm|i am|we're|we are)(?: [a-z]+)? [a-z]{2,}ing\b",
+        r"\b(?:i|we)(?: always| often| sometimes| usually| never)? (?:forgot|forget|get|feel)\b",
         r"\b(?:i|we)(?:'ll| will|'m going to| am going to|'re going to| are going to"
         r"| plan to|'m planning to| am planning to| hope to| intend to)\b",
         r"\b(?:i|we) (?:have|own) (?:a|an|two|three|some|my)\b",
@@ -245,7 +250,7 @@ _FACT = _Rule(
         "(?:明天|后天|下周|下个月|今晚|周[一二三四五六日天]|星期[一二三四五六日天])"
         ".{0,12}(?:到|出发|起飞|开会|见面|发货|到期|截止|生日|面试|入住|退房|要|是|有)",
         "已经|已(?:付|支付|下单|发货|签收|收到|取消|到|完成)|还没(?:收到|到|发货)",
-        "坏了|不制冷|不工作|漏水|故障|出问题|打不开|没反应|丢了",
+        "坏了|不制冷|不工作|漏水|故障|出问题|打不开|没反应|丢了|忘(?:记|了)?带|忘(?:记|了).{0,12}了$",
         "(?:昨天|前天|上周|上个?月|去年|前几天|刚才|刚刚|上次)",
         "我们?(?:刚|刚刚|已经|终于)?(?:去|买|看|参加|学|做|开始|完成|养|搬|换|收到|拿到|考|报名"
         "|加入)了",
@@ -495,7 +500,8 @@ _EXPLICIT_EN = re.compile(
 _EXPLICIT_EN_NOT = re.compile(
     r"(?:to|when|how|what|where|who|why|whether|if|me|us|them|him|her|those|these|the days"
     r"|(?:that|the|this) (?:time|day|night|trip|summer|weekend|year|moment|place|song|movie"
-    r"|one|guy|girl)|you(?:'re| are| can| should| have| will|'ll| were)?)\b"
+    r"|one|guy|girl)|you(?:'re| are| can| should| have| will|'ll| were)?"
+    r"|i'?m (?:always |still )?(?:here|there)|i (?:love|care about|believe in) you)\b"
 )
 _EXPLICIT_ZH = re.compile(
     r"^(?:(?:好的|好|嗯|对了|另外|还有|哦|那|麻烦你?|请你?|帮我|你|您|一定要?|务必|要|千万)[，,\s]*)*"
@@ -505,6 +511,10 @@ _EXPLICIT_ZH = re.compile(
 )
 _ZH_ERRAND_VERBS = frozenset(
     ("记得", "别忘了", "不要忘了", "千万别忘了", "别忘记", "不要忘记", "记着")
+)
+_POLITE_ASK = re.compile(
+    r"(?:(?:can|could|would|will) you|请你?|麻烦你?|你能|能不能|可以)\s*(?:please\s+)?"
+    r"(?:remember|note|keep in mind|记住|记下|记一下)"
 )
 _ZH_REMINISCE = re.compile("小时候|那时|那天|那次|当时|以前|上次|去年")
 _QUESTION_END = re.compile(r"(?:[?？]|[吗么呢嘛][?？!！。.]?)\s*$")
@@ -518,9 +528,12 @@ def explicit_request(text: str) -> str | None:
     mum", "记得带伞") or a question is no such request.
     """
     stripped = text.strip()
+    lower = stripped.lower().replace("\u2019", "'")
+    if _POLITE_ASK.match(lower):
+        stripped = stripped.rstrip("?？ ")  # "Can you remember that ...?" asks nothing
+        lower = lower.rstrip("?？ ")
     if not stripped or _QUESTION_END.search(stripped):
         return None
-    lower = stripped.lower().replace("’", "'")
     if lower.startswith("do you remember") or lower.startswith("you remember"):
         return None
     match = _EXPLICIT_EN.match(lower)

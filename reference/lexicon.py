@@ -42,7 +42,8 @@ __all__ = [
 
 # Preference topics: the key a preference is promoted under, so "I prefer window seats"
 # and later "I prefer aisle seats" share `seat`. When a text names several topics, the
-# one named first wins ("For meeting times, I prefer the morning" is schedule).
+# first in this order wins: "my flight seat" is a seat, "tea in the morning" a drink,
+# "being contacted by text message" contact.
 TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "shipping",
@@ -116,6 +117,7 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "清真",
         ),
     ),
+    ("contact", ("call me", "email me", "phone call", "contact*", "联系", "电话")),
     (
         "notification",
         (
@@ -154,7 +156,6 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "schedule",
         ("morning", "afternoon", "evening", "weekend", "上午", "下午", "晚上", "周末", "早上"),
     ),
-    ("contact", ("call me", "email me", "phone call", "contact*", "联系", "电话")),
 )
 
 # Profile attributes: "my X is Y" / "我的X是Y" keys on the attribute X names.
@@ -344,13 +345,11 @@ def segments(lower: str) -> tuple[tuple[int, str], ...]:
 
 
 def first_topic(lower: str) -> str | None:
-    """The preference topic the text names first (lowercased text), or None."""
-    best: tuple[int, int, str] | None = None
-    for order, (name, words) in enumerate(_TOPIC_SETS):
-        at = words.first(lower)
-        if at is not None and (best is None or (at, order) < best[:2]):
-            best = (at, order, name)
-    return None if best is None else best[2]
+    """The first preference topic (in `TOPICS` order) the lowercased text names, or None."""
+    for name, words in _TOPIC_SETS:
+        if words.search(lower):
+            return name
+    return None
 
 
 _SAFETY_ENTRIES = tuple(

@@ -133,8 +133,8 @@ def should_promote(
 
 def _unscoped(text: str, kind: MemoryType | None, *, remember: bool) -> FactCandidate | None:
     stripped = _trim(text)
-    asked = is_question(text)
-    body = None if asked else explicit_request(stripped)
+    body = explicit_request(stripped)
+    asked = body is None and is_question(text)
     statement = stripped if body is None else _trim(body)
     importance = DEFAULT_IMPORTANCE if body is None else IMPORTANCE_EXPLICIT
     if not asked:
@@ -224,7 +224,7 @@ def _profile_key(subject: str) -> str:
 # --- health and safety --------------------------------------------------------------
 
 _ALLERGEN_EN = re.compile(
-    r"allergic to (?:the |all |any |some )?([a-z][a-z -]{0,30}?)"
+    r"allergic to (?:the |all |any |some |most |many )?([a-z][a-z -]{0,30}?)"
     r"(?=$|[,.;:!?)]| and | but | so | which | because | too| as well| since)"
 )
 _ALLERGY_OF_EN = re.compile(r"\b([a-z][a-z-]{1,20}) allerg(?:y|ies)\b")
@@ -239,10 +239,26 @@ _DRUG_EN = re.compile(
     r"\b(?:i|i'm|i am)\s+(?:on|taking|take|use|using|need)\s+(?:my\s+|a\s+|an\s+|daily\s+)?"
     r"([a-z][a-z-]{2,30})"
 )
-_DRUG_ZH = re.compile(r"(?:服用|在吃|每天吃|要吃|用)([\u4e00-\u9fffa-z]{1,8}?(?:药|素|片|胶囊|针))")
+_DRUG_ZH = re.compile(r"(?:服用|在吃|吃|打|用)([\u4e00-\u9fffa-z]{1,8}?(?:药|素|片|胶囊|针))")
 _GENERIC_DRUG = frozenset(
-    ("medication", "medications", "medicine", "medicines", "meds", "pills", "pill", "drugs")
-)
+    [
+        "medication",
+        "medications",
+        "medicine",
+        "medicines",
+        "meds",
+        "pills",
+        "pill",
+        "drugs",
+        "prescription",
+        "prescribed",
+        "药物",
+        "服用",
+        "吃药",
+        "处方药",
+        "用药",
+    ]
+) | {"my medicine"}
 
 
 def _safety_key(statement: str) -> str | None:
@@ -260,7 +276,7 @@ def _safety_key(statement: str) -> str | None:
         match = _DRUG_EN.search(lower) or _DRUG_ZH.search(lower)
         drug = match.group(1) if match else ""
         if not drug or drug in _GENERIC_DRUG:
-            drug = word if word.isascii() and word not in _GENERIC_DRUG and " " not in word else ""
+            drug = word if word not in _GENERIC_DRUG and " " not in word else ""
         return f"medication:{_object(drug)}" if drug else f"medication:{_fingerprint(lower)}"
     return f"{kind}:{slug(word)}"
 

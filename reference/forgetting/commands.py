@@ -80,7 +80,7 @@ _SENTENCES = re.compile(r"[。!！?？;；~～\n]+|\.(?=\s|$)")
 # command ("reset the chat and forget my email"), not inside a topic ("forget my address
 # and phone number").
 _PARTS = re.compile(
-    r"[,，、]+"
+    r"[,，、]+|[:：](?!\d)"
     r"|\s+(?:and|then|and then|also|and also|so|and so)\s+(?=(?:also |then |please |just "
     r"|(?:can|could|would|will) you )*(?:forget|delete|erase|remove|wipe|clear|reset"
     r"|start over|don't|do not|stop)\b)"
@@ -202,6 +202,8 @@ _NOT_DATA = re.compile(
     r"|(?:我的|我)?(?:烦恼|忧愁|痛苦|不愉快的?事?|不开心的?事?|过去|伤心事|伤心|难过的事|压力"
     r"|悲伤|不快|他|她|他们|她们|你|自己|时间)"
 )
+# "my worries for a while": the head of a topic, before a clause or an aside.
+_TOPIC_HEAD = re.compile(r"\s+(?:for|and|so|while|because|until|when|or)\s+")
 _EN_PERSONAL = re.compile(
     r"\b(?:id|identity|passport|card|credit card|bank|account number|ssn|social security"
     r"|location|contact|personal|private|preferences?|profile|details|info|information)\b"
@@ -423,7 +425,7 @@ def _classify(
             return None  # "delete that", "删除这个" may be a file
         return _BACK
     topic, held = topic_of(obj)
-    if not topic or _NOT_DATA.fullmatch(topic):
+    if not topic or _NOT_DATA.fullmatch(_TOPIC_HEAD.split(topic, maxsplit=1)[0]):
         return None  # "forget my troubles", "忘掉我的烦恼": no data to erase
     if everything.fullmatch(topic):
         return _EVERYTHING
