@@ -172,14 +172,14 @@ _MY_X_IS_ZH = re.compile(
 # Where the user lives now: a clause of its own, so "when I was ten I moved to Sweden"
 # is history, not an address.
 _RESIDENCE_EN = re.compile(
-    r"^(?:(?:so|and|well|actually|also|just|btw|yes|yeah|oh|hi|hey|recently|last \w+)\s+)*"
+    r"(?:(?:so|and|well|actually|also|just|btw|yes|yeah|oh|hi|hey|recently|last \w+)\s+)*"
     r"(?:i|we)(?:'ve| have)?(?: just| recently| finally| now| currently| also)?"
     r" (?:moved (?:house |home )?to|relocated to|live (?:in|at|on)|am living in|'m living in"
     r"|are living in|'re living in) (.+)$",
     re.IGNORECASE,
 )
 _RESIDENCE_ZH = re.compile(
-    r"^(?:我们?|我家)(?:现在|目前|已经|刚|刚刚|最近)?(?:住在|搬到了?|搬家到了?|搬去了?|搬家去了?)(.+)$"
+    r"(?:我们?|我家)(?:现在|目前|已经|刚|刚刚|最近)?(?:住在|搬到了?|搬家到了?|搬去了?|搬家去了?)(.+)$"
 )
 _CLAUSE = re.compile(r"[,，.;；!！?？。]+\s*")
 _SUBJECT_MODIFIER = re.compile(r"^(?:new|current|updated|latest|present|correct|actual)\s+")
@@ -204,9 +204,9 @@ def _profile(statement: str, *, asked: bool) -> tuple[str, str] | None:
         return _profile_key(subject), match.group(2).strip()
     if asked:
         return None
-    for clause in _CLAUSE.split(statement):
-        clause = clause.strip()
-        match = _RESIDENCE_EN.match(clause) or _RESIDENCE_ZH.match(clause)
+    # A clause must start the statement; the value runs to its end ("7 Harbour Lane, Brighton").
+    for start in (0, *(m.end() for m in _CLAUSE.finditer(statement))):
+        match = _RESIDENCE_EN.match(statement, start) or _RESIDENCE_ZH.match(statement, start)
         if match:
             value = match.group(1).strip().rstrip("了啦")
             if value:
