@@ -28,8 +28,8 @@ from collections.abc import Iterable
 __all__ = [
     "PROFILE_KEYS",
     "SAFETY",
-    "SAFETY_SETS",
     "TOPICS",
+    "Lexicon",
     "WordSet",
     "first_topic",
     "key_family",
@@ -266,11 +266,15 @@ _ZH_COMPOUNDS = (
 )
 
 
-def _latin_pattern(word: str) -> str:
+def _latin_body(word: str) -> str:
+    """An entry without its boundaries: the words, then a plural or a stem's ending."""
     stem = word.endswith("*")
     body = r"\s+".join(re.escape(part) for part in word.rstrip("*").split())
-    tail = r"[a-z]*" if stem else r"(?:s|es)?"
-    return rf"(?<![a-z0-9]){body}{tail}(?![a-z0-9])"
+    return body + (r"[a-z]*" if stem else r"(?:s|es)?")
+
+
+def _latin_pattern(word: str) -> str:
+    return rf"(?<![a-z0-9]){_latin_body(word)}(?![a-z0-9])"
 
 
 class WordSet:
@@ -302,9 +306,7 @@ class WordSet:
 
 
 _HAS_CJK = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
-
-_TOPIC_SETS = tuple((name, WordSet(words)) for name, words in TOPICS)
-SAFETY_SETS = tuple((name, WordSet(words)) for name, words in SAFETY)
+_HAS_LATIN = re.compile("[a-z]")
 
 
 def _vocabulary() -> tuple[frozenset[str], int]:
@@ -344,37 +346,77 @@ def segments(lower: str) -> tuple[tuple[int, str], ...]:
     return tuple(found)
 
 
+class Lexicon:
+    """Named groups of words (`TOPICS`, `SAFETY`), matched in one pass.
+
+    One regex holds every English entry and one segmentation finds every Chinese one,
+    so a text is scanned once whatever the number of groups; the earliest entry (in
+    the order given) that the text mentions decides.
+    """
+
+    __slots__ = ("_any_latin", "_cjk", "_entries", "_latin")
+
+    def __init__(self, groups: Iterable[tuple[str, Iterable[str]]]) -> None:
+        self._entries = tuple(
+            (name, word.strip().lower()) for name, words in groups for word in words
+        )
+        latin = [(i, w) for i, (_, w) in enumerate(self._entries) if w.isascii()]
+        latin.sort(key=lambda item: -len(item[1]))  # the longest entry at a position wins
+        # Boundaries outside the alternation: each word start is tried once, not per entry.
+        # Entries grouped by their first letter: a word start tries only its letter's.
+        by_initial: dict[str, list[str]] = {}
+        for i, w in latin:
+            by_initial.setdefault(w[0], []).append(f"(?P<w{i}>{_latin_body(w)})")
+        branches = "|".join(
+            f"(?={re.escape(initial)})(?:{'|'.join(alts)})" for initial, alts in by_initial.items()
+        )
+        self._latin = re.compile(rf"(?<![a-z0-9])(?:{branches})(?![a-z0-9])")
+        self._any_latin = bool(latin)
+        cjk: dict[str, int] = {}
+        for i, (_, word) in enumerate(self._entries):
+            if not word.isascii():
+                cjk.setdefault(word, i)
+        self._cjk = cjk
+
+    def first(self, lower: str) -> tuple[str, str] | None:
+        """(group, entry) of the earliest entry the lowercased text mentions, or None.
+
+        A stem is given without its `*`: ("condition", "diabet").
+        """
+        best = len(self._entries)
+        if self._any_latin and _HAS_LATIN.search(lower):
+            for match in self._latin.finditer(lower):
+                if match.lastgroup is not None:
+                    best = min(best, int(match.lastgroup[1:]))
+        if self._cjk and _HAS_CJK.search(lower):
+            for _, word in segments(lower):
+                best = min(best, self._cjk.get(word, best))
+        if best == len(self._entries):
+            return None
+        name, word = self._entries[best]
+        return name, word.rstrip("*")
+
+
+_TOPIC_LEXICON = Lexicon(TOPICS)
+_SAFETY_LEXICON = Lexicon(SAFETY)
+
+
 def first_topic(lower: str) -> str | None:
     """The first preference topic (in `TOPICS` order) the lowercased text names, or None."""
-    for name, words in _TOPIC_SETS:
-        if words.search(lower):
-            return name
-    return None
-
-
-_SAFETY_ENTRIES = tuple(
-    (name, word.rstrip("*"), WordSet((word,))) for name, words in SAFETY for word in words
-)
+    found = _TOPIC_LEXICON.first(lower)
+    return None if found is None else found[0]
 
 
 def safety_kind(lower: str) -> str | None:
     """The health or safety kind the text names ("allergy", "medication", ...), or None."""
-    for name, words in SAFETY_SETS:
-        if words.search(lower):
-            return name
-    return None
+    found = _SAFETY_LEXICON.first(lower)
+    return None if found is None else found[0]
 
 
 def safety_word(lower: str) -> tuple[str, str] | None:
     """The first health or safety kind the text names, with the lexicon word that named
     it (stems without their `*`): ("condition", "diabet"), ("allergy", "过敏")."""
-    kind = safety_kind(lower)
-    if kind is None:
-        return None
-    for name, word, words in _SAFETY_ENTRIES:
-        if name == kind and words.search(lower):
-            return name, word
-    return kind, kind
+    return _SAFETY_LEXICON.first(lower)
 
 
 # --- keys ---------------------------------------------------------------------------
