@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ import pandas as pd
 
 from memharness.capacity.report import SIZING_COLUMNS, Plan, clean
 
-__all__ = ["markdown_table", "write_plan"]
+__all__ = ["SOURCE_COLUMNS", "markdown_table", "write_plan"]
+
+SOURCE_COLUMNS = ["layer", "demand_source", "memory_source", "cores_by", "node", "node_source"]
 
 
 def _fmt(value: Any) -> str:
@@ -88,6 +91,7 @@ def _sections(plan: Plan) -> list[tuple[str, pd.DataFrame | str]]:
     )
     sections: list[tuple[str, pd.DataFrame | str]] = [
         ("Sizing", plan.sizing[SIZING_COLUMNS]),
+        ("Where each layer's figures come from", plan.sizing[SOURCE_COLUMNS]),
         ("Validation: held-out load step", holdout_df),
     ]
     if plan.footprint_validation is not None:
@@ -165,7 +169,9 @@ def _html(plan: Plan) -> str:
         "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in _summary_lines(plan)) + "</ul>"
     )
     for title, table in _sections(plan):
-        table_id = "sizing" if title == "Sizing" else title.split(":")[0].lower().replace(" ", "-")
+        table_id = (
+            "sizing" if title == "Sizing" else re.sub(r"[^a-z]+", "-", title.lower()).strip("-")
+        )
         body = (
             table.to_html(index=False, na_rep="–", float_format=_fmt, table_id=table_id)
             if isinstance(table, pd.DataFrame)
