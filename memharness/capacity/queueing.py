@@ -70,7 +70,7 @@ class UslFit:
 
 
 def _peak(lam: float, sigma: float, kappa: float) -> tuple[float, float]:
-    if kappa > 0:
+    if kappa > 1e-9:  # below this, κ is numerical noise of the bounded fit: no retrograde peak
         n_star = max(1.0, math.floor(math.sqrt(max(1.0 - sigma, 0.0) / kappa)))
         return n_star, float(usl_throughput(n_star, lam, sigma, kappa))
     if sigma > 0:
