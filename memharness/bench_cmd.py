@@ -96,26 +96,34 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     help="A/B: embedded servers, or the null backend (bench/null_backend.py; seconds).",
 )
 @click.option(
-    "--ab-rounds", type=click.IntRange(min=2), default=20, show_default=True, help="A/B rounds."
+    "--ab-rounds", type=click.IntRange(min=2), default=24, show_default=True, help="A/B rounds."
 )
 @click.option(
     "--ab-extra-rounds",
     type=click.IntRange(min=0),
-    default=10,
+    default=8,
     show_default=True,
-    help="A/B: rounds added once when an operation is inconclusive (then WARN).",
+    help="A/B: rounds added once when a slowdown is suspected but not proven (then WARN).",
 )
 @click.option(
-    "--ab-calls",
-    type=click.IntRange(min=2),
-    default=12,
+    "--ab-calls-scale",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
     show_default=True,
-    help="A/B: calls per operation per block (x3 for the sub-millisecond ones).",
+    help="A/B: multiplies each operation's calls per round (10-30, about equal time).",
+)
+@click.option(
+    "--ab-chunk",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="A/B: calls per arm turn; the arms alternate (random order) every CHUNK calls "
+    "of an operation. 0: one whole block per arm per round.",
 )
 @click.option(
     "--restart-every",
     type=click.IntRange(min=1),
-    default=4,
+    default=8,
     show_default=True,
     help="A/B: restart the worker processes every N rounds.",
 )
@@ -141,6 +149,12 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     help="A/B with --backend null: busy-wait per backend primitive.",
 )
 @click.option("--seed", type=int, default=1, show_default=True, help="A/B: round order seed.")
+@click.option(
+    "--ab-cpu",
+    type=int,
+    default=None,
+    help="A/B: pin both workers to this CPU (-1: no pinning). Default: the last CPU.",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def bench(
     size: str,
@@ -157,13 +171,15 @@ def bench(
     backend: str,
     ab_rounds: int,
     ab_extra_rounds: int,
-    ab_calls: int,
+    ab_calls_scale: float,
+    ab_chunk: int,
     restart_every: int,
     t50: float,
     t95: float,
     inject: str | None,
     null_delay_ms: float,
     seed: int,
+    ab_cpu: int | None,
     pytest_args: tuple[str, ...],
 ) -> None:
     """Run the SLA benchmarks in bench/ and print p50/p95/p99, SLA and headroom per operation.
@@ -184,13 +200,15 @@ def bench(
             threads=threads,
             rounds=ab_rounds,
             extra_rounds=ab_extra_rounds,
-            calls=ab_calls,
+            calls_scale=ab_calls_scale,
+            chunk=ab_chunk,
             restart_every=restart_every,
             seed=seed,
             t50=t50,
             t95=t95,
             null_delay_ms=null_delay_ms,
             inject=parse_inject(inject),
+            cpu=_ab_cpu(ab_cpu),
         )
         run_ab_command(ROOT, ab_ref, settings, run_id=run_id, report_dir=report_dir)
         return
@@ -243,6 +261,13 @@ def bench(
         click.echo(f"  {line}", err=True)
     if returncode != 0:
         sys.exit(returncode)
+
+
+def _ab_cpu(value: int | None) -> int | None:
+    """The CPU both A/B workers share: given, none for -1, else the last one we may use."""
+    if value is not None:
+        return None if value < 0 else value
+    return max(os.sched_getaffinity(0))
 
 
 def _env_threads() -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 from memharness.ab.runner import AbResult, OpResult
 from memharness.ab.stats import Comparison, Verdict
+from memharness.ab.worker import OPS
 
 
 def _r(value: float, digits: int = 4) -> float | None:
@@ -120,7 +121,8 @@ def document(
             "torch_threads": s.threads,
             "rounds": s.rounds,
             "extra_rounds": s.extra_rounds,
-            "calls_per_block": s.calls,
+            "calls_per_round": {op: round(n * s.calls_scale) for op, n in OPS.items()},
+            "chunk": s.chunk,
             "restart_every": s.restart_every,
             "seed": s.seed,
             "null_delay_ms": s.null_delay_ms if s.backend == "null" else None,

@@ -13,6 +13,7 @@ uses the same operation order and the same inputs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -38,6 +39,7 @@ from memharness.ab.stats import (
     compare,
     label_swap_false_alarms,
     op_verdict,
+    suspected,
 )
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -61,14 +63,16 @@ class AbSettings:
     backend: str = "real"  # "real": embedded servers; "null": bench/null_backend.py
     embedder: str = "minilm"
     threads: int | None = 1  # MiniLM's torch threads
-    rounds: int = 20
-    extra_rounds: int = 10  # once, when an operation is inconclusive
-    calls: int = 12  # calls per operation per block (x the op's factor)
-    restart_every: int = 4  # rounds per worker lifetime
+    rounds: int = 24
+    extra_rounds: int = 8  # once, when an operation is inconclusive
+    calls_scale: float = 1.0  # x each op's calls per round and arm (worker.OPS)
+    chunk: int = 1  # calls per arm turn inside a round; 0: one whole block per arm
+    restart_every: int = 8  # rounds per worker lifetime
     seed: int = 1
     t50: float = 0.10
     t95: float = 0.15
     null_delay_ms: float = 1.0
+    cpu: int | None = None  # pin both workers to this CPU (None: no pinning)
     inject: tuple[str, float] | None = None  # (op, fraction of its median), candidate only
     sizes: dict[str, int] = field(default_factory=lambda: dict(SIZES))
     resamples: int = RESAMPLES
@@ -119,7 +123,7 @@ class Worker:
         self.arm = arm
         self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), json.dumps(config)],
+            [sys.executable, str(WORKER)],
             cwd=arm.tree,
             env=env,
             stdin=subprocess.PIPE,
@@ -128,8 +132,10 @@ class Worker:
             text=True,
             bufsize=1,
         )
+        self.exiting = False
         self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+        self._send(config)  # the first line: the worker's configuration
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -154,16 +160,28 @@ class Worker:
             raise AbError(f"{self.arm.name} worker: {found['error']}; see {self.log.name}")
         return found
 
-    def request(self, payload: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:
+    def _send(self, payload: dict[str, Any]) -> None:
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(payload) + "\n")
         self.process.stdin.flush()
+
+    def request(self, payload: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:
+        self._send(payload)
         return self.reply(timeout)
+
+    def ask_to_exit(self) -> None:
+        """Send `exit` without waiting (so several workers wind down together)."""
+        if self.process.poll() is None and not self.exiting:
+            with contextlib.suppress(OSError, ValueError):
+                self._send({"cmd": "exit"})
+                self.exiting = True
 
     def stop(self) -> None:
         if self.process.poll() is None:
             with contextlib.suppress(AbError, OSError, ValueError):
-                self.request({"cmd": "exit"}, timeout=60)
+                if not self.exiting:
+                    self._send({"cmd": "exit"})
+                self.reply(timeout=60)
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -255,10 +273,12 @@ class Gate:
             if s.inject is None or arm != "candidate"
             else {"op": s.inject[0], "fraction": s.inject[1]},
             "inject_ms": self.inject_ms if arm == "candidate" else None,
+            "cpu": s.cpu,
         }
 
     def start(self, round_index: int) -> None:
         """Start both workers together (nothing is being timed), then warm each up."""
+        began = time.perf_counter()
         self.stop()
         for arm in ARMS:
             if arm not in self.logs:
@@ -275,6 +295,7 @@ class Gate:
                     "round": round_index,
                     "pid": hello["pid"],
                     "reference_file": hello["reference_file"],
+                    "cpus": hello.get("cpus"),
                 }
             )
             if hello.get("sessions") is not None:
@@ -283,10 +304,16 @@ class Gate:
             self.ops = self.ops or dict(hello["ops"])
         if self.settings.inject is not None and self.settings.inject[0] not in self.ops:
             raise AbError(f"--inject: unknown operation {self.settings.inject[0]!r}")
+        ready = time.perf_counter()
         for arm in self.rng.sample(ARMS, 2):
             reply = self.workers[arm].request(self._block(warmup=True))
             if arm == "candidate" and reply.get("inject_ms") is not None:
                 self.inject_ms = reply["inject_ms"]
+        done = time.perf_counter()
+        self.echo(
+            f"  workers {'started' if round_index == 0 else 'restarted'}: "
+            f"{ready - began:.1f} s, warm-up {done - ready:.1f} s"
+        )
 
     def _check(self, arm: str, hello: dict[str, Any]) -> None:
         tree = self.arms[arm].tree.resolve()
@@ -295,6 +322,8 @@ class Gate:
             raise AbError(f"{arm} worker imported reference from {where}, not from {tree}")
 
     def stop(self) -> None:
+        for worker in self.workers.values():
+            worker.ask_to_exit()
         for worker in self.workers.values():
             worker.stop()
         self.workers.clear()
@@ -319,10 +348,15 @@ class Gate:
         return {
             "cmd": "block",
             "order": order,
-            "calls": {op: self.settings.calls * factor for op, factor in self.ops.items()},
+            "calls": {op: self.calls(op, warmup=warmup) for op in self.ops},
             "seed": self.rng.getrandbits(48) if seed is None else seed,
             "warmup": warmup,
         }
+
+    def calls(self, op: str, *, warmup: bool) -> int:
+        """Calls of `op` per round and arm; a third of that (at least 5) to warm up."""
+        calls = max(2, round(self.ops[op] * self.settings.calls_scale))
+        return max(5, calls // 3) if warmup else calls
 
     def run_rounds(self, count: int) -> None:
         """`count` more rounds, restarting the workers every `restart_every` rounds."""
@@ -330,24 +364,53 @@ class Gate:
             index = len(self.round_info)
             if index % self.settings.restart_every == 0 or not self.workers:
                 self.start(index)
-            ops = list(self.ops)
-            request = self._block(warmup=False, order=self.rng.sample(ops, len(ops)))
-            arms = self.rng.sample(ARMS, 2)
-            seconds = {}
-            for arm in arms:
-                started = time.perf_counter()
-                reply = self.workers[arm].request(request)
-                seconds[arm] = round(time.perf_counter() - started, 3)
-                for op, values in reply["samples"].items():
-                    self.samples[arm].setdefault(op, []).append(values)
+            started = time.perf_counter()
+            interleaved = self.settings.chunk > 0
+            firsts = self._interleaved_round() if interleaved else self._block_round()
+            seconds = round(time.perf_counter() - started, 2)
             load = round(os.getloadavg()[0], 2)
-            self.round_info.append({"first": arms[0], "seconds": seconds, "loadavg_1m": load})
-            self.echo(
-                f"  round {index + 1}: {arms[0]} first, baseline {seconds['baseline']:.1f} s, "
-                f"candidate {seconds['candidate']:.1f} s, load {load}"
+            self.round_info.append(
+                {"candidate_first": firsts, "seconds": seconds, "loadavg_1m": load}
             )
+            self.echo(f"  round {index + 1}: {seconds:.1f} s, load {load}")
 
-    def evaluate(self, *, final: bool) -> list[OpResult]:
+    def _block_round(self) -> float:
+        """One block of each arm (every op, shuffled), the arms in random order."""
+        ops = list(self.ops)
+        request = self._block(warmup=False, order=self.rng.sample(ops, len(ops)))
+        arms = self.rng.sample(ARMS, 2)
+        for arm in arms:
+            reply = self.workers[arm].request(request)
+            for op, values in reply["samples"].items():
+                self.samples[arm].setdefault(op, []).append(values)
+        return float(arms[0] == "candidate")
+
+    def _interleaved_round(self) -> float:
+        """Every op (shuffled); its calls in chunks of `chunk`, each chunk run by both arms
+        in a fresh random order on the same inputs. Returns the share of chunks the
+        candidate ran first."""
+        chunk = self.settings.chunk
+        ops = list(self.ops)
+        round_samples: dict[str, dict[str, list[float]]] = {arm: {} for arm in ARMS}
+        firsts = []
+        for op in self.rng.sample(ops, len(ops)):
+            total = self.calls(op, warmup=False)
+            for start in range(0, total, chunk):
+                size = min(chunk, total - start)
+                request = self._block(warmup=False, order=[op], seed=None)
+                request["calls"] = {op: size}
+                arms = self.rng.sample(ARMS, 2)
+                firsts.append(arms[0] == "candidate")
+                for arm in arms:
+                    reply = self.workers[arm].request(request)
+                    round_samples[arm].setdefault(op, []).extend(reply["samples"][op])
+        for arm in ARMS:
+            for op, values in round_samples[arm].items():
+                self.samples[arm].setdefault(op, []).append(values)
+        return round(sum(firsts) / len(firsts), 3)
+
+    def evaluate(self) -> list[OpResult]:
+        """Every operation's comparisons on the rounds so far (verdicts not final)."""
         s = self.settings
         thresholds = s.thresholds
         m = len(self.ops) * len(thresholds)
@@ -371,7 +434,7 @@ class Gate:
                     base, cand, c, seed=SEED + index
                 )
             results.append(
-                OpResult(op, comparisons, op_verdict(comparisons, final=final), alarms, spread)
+                OpResult(op, comparisons, op_verdict(comparisons, final=False), alarms, spread)
             )
         return results
 
@@ -391,16 +454,25 @@ def run_ab(
         urls = start_servers(settings, workdir, stack)
         gate = Gate(settings, arms, workdir=workdir, log_dir=log_dir, urls=urls, echo=echo)
         try:
-            echo(f"{settings.rounds} rounds, restarts every {settings.restart_every}:")
+            echo(
+                f"{settings.rounds} rounds, restarts every {settings.restart_every}, "
+                f"arms alternating every {settings.chunk or 'block of'} call(s):"
+            )
             gate.run_rounds(settings.rounds)
-            results = gate.evaluate(final=settings.extra_rounds == 0)
+            mark = time.perf_counter()
+            results = gate.evaluate()
+            echo(f"  statistics: {time.perf_counter() - mark:.1f} s")
             first_pass = {r.op: r.verdict.value for r in results}
-            unclear = [r.op for r in results if r.verdict is Verdict.INCONCLUSIVE]
-            extended = bool(unclear)
-            if unclear:
-                echo(f"inconclusive: {', '.join(unclear)}; {settings.extra_rounds} more rounds:")
+            suspects = [r.op for r in results if suspected(r.comparisons)]
+            extended = bool(suspects) and settings.extra_rounds > 0
+            if extended:
+                echo(f"suspected, not proven: {', '.join(suspects)}; more rounds:")
                 gate.run_rounds(settings.extra_rounds)
-                results = gate.evaluate(final=True)
+                results = gate.evaluate()
+            results = [
+                dataclasses.replace(r, verdict=op_verdict(r.comparisons, final=True))
+                for r in results
+            ]
         finally:
             gate.close(drop=external and settings.backend != "null")
     return AbResult(

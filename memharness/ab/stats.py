@@ -180,6 +180,15 @@ def op_verdict(comparisons: Sequence[Comparison], *, final: bool) -> Verdict:
     return Verdict.PASS
 
 
+def suspected(comparisons: Sequence[Comparison]) -> bool:
+    """A slowdown beyond T is suspected but not proven: an inconclusive comparison whose
+    point estimate is over 1 + T. Only these earn the extra rounds: for an inconclusive
+    ratio under 1 + T more rounds could at best turn a WARN into a PASS."""
+    return any(
+        c.verdict is Verdict.INCONCLUSIVE and c.ratio > 1.0 + c.threshold for c in comparisons
+    )
+
+
 def label_swap_false_alarms(
     base: Sequence[np.ndarray],
     cand: Sequence[np.ndarray],

@@ -1,12 +1,12 @@
 """One arm of the A/B gate: a long-lived process that times blocks of operations.
 
-Run as a script (`python worker.py CONFIG_JSON`) by `memharness.ab.runner`, with the
-arm's tree as cwd and first on PYTHONPATH: `reference` (the system under test) and the
-arm's `bench.seed` / `bench.null_backend` (seeding that matches the arm's own storage
-layout) are imported from there, by name. This file is the harness — which operations,
-with which inputs, timed how — and always comes from the candidate's tree, so a baseline
-that predates the gate works. It imports nothing of `memharness`: that would be the
-arm's copy, or none.
+Run as a script (`python worker.py`; its configuration is the first line on stdin) by
+`memharness.ab.runner`, with the arm's tree as cwd and first on PYTHONPATH: `reference`
+(the system under test) and the arm's `bench.seed` / `bench.null_backend` (seeding that
+matches the arm's own storage layout) are imported from there, by name. This file is the
+harness (which operations, with which inputs, timed how) and always comes from the
+candidate's tree, so a baseline that predates the gate works. It imports nothing of
+`memharness`: that would be the arm's copy, or none.
 
 Protocol: one JSON object per line; requests on stdin, replies on the original stdout
 (fd 1 is pointed at stderr, the arm's log, so library output cannot corrupt replies).
@@ -37,17 +37,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-#: The operations of a block, and how many calls each gets per `calls` (cheap ones more).
+#: The operations, and their calls per round and arm (x `--ab-calls-scale`): about the
+#: same time per operation, so cheap ones get more samples (their medians are noisier).
 OPS: dict[str, int] = {
-    "session.get": 3,
-    "session.append_message": 3,
-    "stm.add": 1,
-    "stm.query[uncached]": 1,
-    "stm.query[cached]": 1,
-    "stm.query+touch[cached]": 1,
-    "ltm.upsert": 1,
-    "ltm.query[cached]": 3,
-    "turn[uncached]": 1,
+    "session.get": 30,
+    "session.append_message": 30,
+    "stm.add": 12,
+    "stm.query[uncached]": 12,
+    "stm.query[cached]": 30,
+    "stm.query+touch[cached]": 30,
+    "ltm.upsert": 15,
+    "ltm.query[cached]": 30,
+    "turn[uncached]": 10,
 }
 STM_CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 LTM_CACHED_QUERY = "which hotel room do I prefer"
@@ -280,6 +281,7 @@ class Worker:
             "pid": os.getpid(),
             "reference_file": self.arm.reference_file,
             "python": sys.executable,
+            "cpus": sorted(os.sched_getaffinity(0)),
             "ops": OPS,
             "sessions": self.arm.sessions if self.arm.config.get("seed_data") else None,
             "seeding_s": self.arm.seeding_s,
@@ -288,7 +290,8 @@ class Worker:
     def block(self, order: list[str], calls: dict[str, int], seed: int, warmup: bool) -> Any:
         inputs = Inputs(seed)
         samples: dict[str, list[float]] = {}
-        gc.collect()  # both arms start a block with the same (empty) garbage
+        if warmup:
+            gc.collect()  # the seeding's garbage is not collected inside a timed call
         for op in order:
             setup = self.setups[op]
             delay = (self.inject_ms or 0.0) / 1000.0 if op == self.inject_op else 0.0
@@ -326,7 +329,10 @@ def main() -> None:
         replies.write(json.dumps(payload) + "\n")
 
     try:
-        worker = Worker(json.loads(sys.argv[1]))
+        config = json.loads(sys.stdin.readline())
+        if config.get("cpu") is not None:
+            os.sched_setaffinity(0, {int(config["cpu"])})  # before any thread starts
+        worker = Worker(config)
     except Missing as exc:
         send({"error": f"missing {exc}", "missing": str(exc)})
         return
