@@ -199,20 +199,23 @@ def label_swap_false_alarms(
 ) -> tuple[float, float]:
     """A free estimate of the rule's false-alarm rate on this run's own noise.
 
-    Swapping the arm labels inside a random subset of rounds gives data with no
-    difference between the "arms" but this run's noise. For each swap the ratio is
-    recomputed and judged with the observed interval's lower half-width (in log space;
-    a swap has the same noise, so about the same width): returns the share of swaps that
-    would FAIL, and the 95th percentile of the swapped ratios' distance from 1 (max of
-    r and 1/r) — how far apart two halves of the same noise can look.
+    Swapping the arm labels inside half of the rounds (chosen at random; balanced, so a
+    real difference between the arms cancels out instead of leaking into the swaps) gives
+    two "arms" with no difference between them but this run's noise. Each swap's ratio is
+    judged with the observed interval's lower half-width (in log space: a swap has the
+    same noise, so about the same width). Returns the share of swaps that would FAIL, and
+    the 95th percentile of the swapped ratios' distance from 1 (max of r and 1/r): how far
+    apart two halves of the same noise can look.
     """
     rng = np.random.default_rng(seed)
     p = comparison.quantile
-    flips = rng.random(size=(swaps, len(base))) < 0.5
+    rounds = len(base)
     half = math.log(comparison.ratio) - math.log(comparison.low)
     limit = math.log(1.0 + comparison.threshold)
     logs = np.empty(swaps)
-    for s, flip in enumerate(flips):
+    for s in range(swaps):
+        flip = np.zeros(rounds, dtype=bool)
+        flip[rng.choice(rounds, size=rounds // 2, replace=False)] = True
         left = [c if f else b for b, c, f in zip(base, cand, flip, strict=True)]
         right = [b if f else c for b, c, f in zip(base, cand, flip, strict=True)]
         (ql,) = hd_quantiles(pooled(left), (p,))
