@@ -150,7 +150,8 @@ def tables(runs: list[dict[str, Any]], *, inject: str, sha: str, gate_args: list
         f"A/A (HEAD against itself): {sum(bool(r.get('fails')) for r in aa)} false FAIL(s) "
         f"in {len(aa)} runs ({sum('verdicts' not in r for r in aa)} errors)",
         "",
-        "| run | verdict | FAIL ops | WARN ops | rounds | widest p50 CI | max swap share | load 1m start-end | wall s |",
+        "| run | verdict | FAIL ops | WARN ops | rounds | widest p50 CI | max swap share "
+        "| load 1m start-end | wall s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(aa, 1):
@@ -160,7 +161,8 @@ def tables(runs: list[dict[str, Any]], *, inject: str, sha: str, gate_args: list
         f"Power (`--inject {inject}`): detected in {sum(bool(r.get('detected')) for r in power)} "
         f"of {len(power)} runs",
         "",
-        f"| run | {target} verdict | p50 ratio [CI] | other FAIL ops | rounds | injected ms | load 1m start-end | wall s |",
+        f"| run | {target} verdict | p50 ratio [CI] | other FAIL ops | rounds | injected ms "
+        "| load 1m start-end | wall s |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(power, 1):
@@ -170,8 +172,9 @@ def tables(runs: list[dict[str, Any]], *, inject: str, sha: str, gate_args: list
         ratio = next((p for p in r["p50"] if p[0] == target), [target, None, None, None])
         others = ", ".join(f for f in r["fails"] if f != target) or "-"
         lines.append(
-            f"| {i} | {r['verdicts'].get(target)} | {ratio[1]:.3f} [{ratio[2]:.3f}, {ratio[3]:.3f}] "
-            f"| {others} | {r['rounds']} | {r['inject_ms']:.3f} | {_load(r)} | {r['wall_s']} |"
+            f"| {i} | {r['verdicts'].get(target)} "
+            f"| {ratio[1]:.3f} [{ratio[2]:.3f}, {ratio[3]:.3f}] | {others} | {r['rounds']} "
+            f"| {r['inject_ms']:.3f} | {_load(r)} | {r['wall_s']} |"
         )
     return lines
 
