@@ -1,5 +1,5 @@
 # The two commands of the README. Each sets itself up first (scripts/bootstrap is idempotent).
-.PHONY: run test setup sla-gate
+.PHONY: run test setup sla-gate ab-gate
 
 setup:
 	bash scripts/bootstrap
@@ -18,3 +18,9 @@ test: setup
 sla-gate: setup
 	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/memharness bench --size small
 	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 MEMH_PREFIX=ciload .venv/bin/memharness load --users 10 --duration 60s --serial --run-id ci-load
+
+# The CI regression gate: this commit against the previous one (the clean clone has the
+# history), both run interleaved in this job on this machine; fails only when confident
+# the candidate is slower (bench/README.md, "A/B regression gate").
+ab-gate: setup
+	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/memharness bench --ab HEAD~1
