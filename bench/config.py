@@ -7,7 +7,7 @@ and 100,000 rows); `--ltm-1m` adds a 1,000,000-row LTM table to either.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reference.system import MemorySystem
@@ -71,6 +71,8 @@ class BenchConfig:
     warmup: int
     ltm_rows: tuple[int, ...]
     min_samples: int
+    #: Injected delay (ms) per operation name (`--bench-slow`), on the real backend only.
+    slow_ms: dict[str, float] = field(default_factory=dict)
 
 
 #: The measured STM session, and its user (also a seeded LTM user, for the turn).

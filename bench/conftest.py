@@ -48,7 +48,7 @@ from bench.measure import (
     table,
     write_report,
 )
-from bench.null_backend import build_null_system
+from bench.null_backend import build_null_system, busy_wait
 from bench.seed import (
     Texts,
     drop_ltm,
@@ -86,6 +86,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="torch threads of MiniLM (default: MEMH_EMBEDDER_THREADS, else torch's own)",
+    )
+    group.addoption(
+        "--bench-slow",
+        metavar="OP=MS",
+        action="append",
+        default=[],
+        help="busy-wait MS inside every timed call of operation OP on the real backend "
+        "(repeatable): a regression on purpose, to measure what the SLA gate catches",
     )
     group.addoption(
         "--bench-null-delay-ms",
@@ -139,7 +147,23 @@ def _config(config: pytest.Config) -> BenchConfig:
         warmup=sizes.warmup,
         ltm_rows=rows,
         min_samples=int(config.getoption("--bench-min-samples")),
+        slow_ms=_slow_ms(config.getoption("--bench-slow")),
     )
+
+
+def _slow_ms(specs: list[str]) -> dict[str, float]:
+    """`--bench-slow OP=MS` options as {op: ms}; a malformed one is a usage error."""
+    slow: dict[str, float] = {}
+    for spec in specs:
+        op, sep, ms = spec.rpartition("=")
+        try:
+            delay = float(ms)
+        except ValueError:
+            delay = -1.0
+        if not sep or not op or not delay >= 0:
+            raise pytest.UsageError(f"--bench-slow: expected OP=MS with MS >= 0, got {spec!r}")
+        slow[op] = delay
+    return slow
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -342,6 +366,10 @@ def measure(benchmark: Any, recorder: Recorder, bench_config: BenchConfig) -> Me
         params: dict[str, Any] | None = None,
     ) -> OpSamples:
         info = {"size": bench_config.size, "embedder": bench_config.embedder, **(params or {})}
+        slow_ms = bench_config.slow_ms.get(op) if case.backend == "real" else None
+        if slow_ms is not None:
+            target = _slowed(target, slow_ms)
+            info["injected_delay_ms"] = slow_ms
         benchmark.group = op
         benchmark.extra_info.update(info, backend=case.backend, sla_ms=SLA_MS.get(layer))
         samples = run_pedantic(
@@ -354,6 +382,14 @@ def measure(benchmark: Any, recorder: Recorder, bench_config: BenchConfig) -> Me
         return recorded
 
     return run
+
+
+def _slowed(target: Callable[..., object], delay_ms: float) -> Callable[..., object]:
+    def slowed(*args: Any, **kwargs: Any) -> object:
+        busy_wait(delay_ms / 1000.0)
+        return target(*args, **kwargs)
+
+    return slowed
 
 
 # --------------------------------------------------------------------------- the gate
