@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from memharness.capacity import (
     sqrt_staffing,
     usl_throughput,
 )
+from memharness.capacity.inputs import find_runs
 from memharness.capacity.queueing import SQRT_STAFFING_Q
 from memharness.capacity.target import TargetError
 from memharness.cli import main
@@ -336,3 +338,17 @@ def test_compare_two_runs(reports: Path, tmp_path: Path) -> None:
     assert "| layer | figure | A | B | delta | change |" in result.output
     mixed = CliRunner().invoke(main, ["compare", str(plans[0]), str(reports / "sim-large")])
     assert mixed.exit_code != 0 and "different kinds" in mixed.output
+
+
+def test_the_newest_bench_run_slowed_on_purpose_is_not_used(tmp_path: Path) -> None:
+    def bench(name: str, params: dict[str, Any]) -> Path:
+        run = tmp_path / name
+        run.mkdir()
+        op = {"op": "stm.query[cached]", "backend": "real", "params": params}
+        (run / "bench.json").write_text(json.dumps({"ops": [op]}), encoding="utf-8")
+        return run
+
+    honest = bench("bench-1", {"k": 5})
+    slowed = bench("bench-2", {"k": 5, "injected_delay_ms": 60.0})
+    os.utime(slowed / "bench.json", (2e9, 2e9))  # the newest
+    assert find_runs(tmp_path, "bench") == [honest]

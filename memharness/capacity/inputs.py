@@ -44,7 +44,17 @@ def find_runs(reports: Path, kind: str) -> list[Path]:
     found = [p.parent for p in reports.glob(f"*/{marker}")]
     if kind == "sim":
         found = [p for p in found if _is_sim(p / marker)]
+    if kind == "bench":  # a run slowed on purpose (`--bench-slow`) describes no system
+        found = [p for p in found if not _is_slowed(p / marker)]
     return sorted(found, key=lambda p: (p / marker).stat().st_mtime, reverse=True)
+
+
+def _is_slowed(path: Path) -> bool:
+    try:
+        ops = json.loads(path.read_text(encoding="utf-8")).get("ops") or []
+    except (OSError, ValueError):
+        return False
+    return any("injected_delay_ms" in (op.get("params") or {}) for op in ops)
 
 
 def _is_sim(path: Path) -> bool:
