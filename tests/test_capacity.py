@@ -173,7 +173,9 @@ def _hist(rng: np.random.Generator, mean_ms: float, n: int) -> str:
     return hists.encode()["x"]
 
 
-def _write_load(run_dir: Path, x_max: float = 20.0, turn_ms: float = 30.0) -> None:
+def _write_load(
+    run_dir: Path, x_max: float = 20.0, turn_ms: float = 30.0, stm_ms: float = 15.0
+) -> None:
     """A step-load run of an M/M/1-like service: latency grows as load nears x_max."""
     rng = np.random.default_rng(0)
     rates = [0.1 * x_max, 0.25 * x_max, 0.45 * x_max, 0.65 * x_max, 0.85 * x_max, 1.2 * x_max]
@@ -183,7 +185,7 @@ def _write_load(run_dir: Path, x_max: float = 20.0, turn_ms: float = 30.0) -> No
         rho = min(achieved / x_max, 0.95)
         response = turn_ms / (1 - rho)
         n = max(int(achieved * 10), 20)
-        layer_ms = {"session": 1.0, "embed": 8.0, "stm": 15.0, "ltm": 2.0, "turn": turn_ms}
+        layer_ms = {"session": 1.0, "embed": 8.0, "stm": stm_ms, "ltm": 2.0, "turn": turn_ms}
         hist = {op: _hist(rng, ms, n) for op, ms in layer_ms.items()}
         hist["turn@intended"] = _hist(rng, response, n)
         ops = {op: {"count": n, "mean_ms": ms, "p50_ms": ms, "p95_ms": 3 * ms, "p99_ms": 4 * ms}
@@ -352,3 +354,14 @@ def test_the_newest_bench_run_slowed_on_purpose_is_not_used(tmp_path: Path) -> N
     slowed = bench("bench-2", {"k": 5, "injected_delay_ms": 60.0})
     os.utime(slowed / "bench.json", (2e9, 2e9))  # the newest
     assert find_runs(tmp_path, "bench") == [honest]
+
+
+@pytest.mark.parametrize(("stm_ms", "warned"), [(80.0, True), (5.0, False)])
+def test_capacity_warns_when_no_core_count_meets_an_slo(
+    tmp_path: Path, stm_ms: float, warned: bool
+) -> None:
+    _write_load(tmp_path / "load-a", stm_ms=stm_ms)
+    result = _capacity(tmp_path, "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 0, result.output
+    head = (tmp_path / "plan" / "capacity.md").read_text().split("## Sizing")[0]
+    assert ("stm: no number of cores meets its p95 SLO of 50 ms" in head) is warned

@@ -162,6 +162,13 @@ def build_plan(
             )
     elif sim is not None:
         warnings.append("footprint extrapolation not validated: one simulator run only")
+    if "slo_met" in sizing:
+        for _, row in sizing[sizing["slo_met"].eq(False)].iterrows():
+            warnings.append(
+                f"{row['layer']}: no number of cores meets its {p_key} SLO of "
+                f"{row['slo_ms']:g} ms (predicted {row['predicted_p_ms']:.0f} ms): its "
+                "service time alone is too long; make the operation faster"
+            )
     notes = []
     if sim is not None:
         final = sim.series[
