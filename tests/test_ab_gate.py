@@ -1,0 +1,308 @@
+"""The A/B regression gate (memharness/ab): its statistics on synthetic samples, its git
+plumbing, its history lines, and `memharness bench --ab` end to end on the null backend
+(this tree against itself as a PATH: A/A passes; an injected 20% slowdown of one
+operation fails that operation and only that one).
+
+Fast and not flaky: the bootstrap is seeded; the null backend's primitives busy-wait 1 ms
+(a floor that load can lengthen but not shorten), and both arms alternate call by call on
+one CPU, so load lands on both alike. End to end, the decisions are on p50, which a few
+preempted calls cannot move: with six rounds of 1 ms calls on a CPU shared with other
+work, p95 intervals span 0.5-3x, so those runs tolerate +100% at p95 (`--t95 1`) rather
+than let a tail made of preemptions decide a test; the p95 rule is tested on synthetic
+samples above.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy.stats.mstats import hdquantiles
+
+from memharness.ab.arms import AbError, default_ref, is_path, resolve_baseline
+from memharness.ab.command import parse_inject
+from memharness.ab.report import append_history, sla_history_line
+from memharness.ab.stats import (
+    Verdict,
+    compare,
+    decide,
+    hd_quantiles,
+    label_swap_false_alarms,
+    op_verdict,
+    paired_bootstrap,
+    suspected,
+)
+from memharness.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+THRESHOLDS = {0.5: 0.10, 0.95: 0.15}
+
+
+def _rounds(
+    rng: np.random.Generator, *, rounds: int = 24, calls: int = 30, scale: float = 1.0
+) -> list[np.ndarray]:
+    """Latency-like samples: a per-round level (load) times per-call noise."""
+    levels = rng.lognormal(0.0, 0.05, size=rounds)
+    return [level * scale * rng.lognormal(0.0, 0.15, size=calls) for level in levels]
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@pytest.mark.parametrize("n", [2, 7, 100, 1001])
+def test_hd_quantiles_equal_scipys(n: int) -> None:
+    data = np.random.default_rng(n).exponential(1.0, size=n)
+    probs = (0.1, 0.5, 0.95)
+    expected = np.asarray(hdquantiles(data, prob=probs))
+    assert np.allclose(hd_quantiles(data, probs), expected, rtol=1e-12, atol=0)
+    # Vectorised over rows: every row its own estimate.
+    rows = np.stack([data, data * 2])
+    assert np.allclose(hd_quantiles(rows, probs), [expected, expected * 2], rtol=1e-12)
+
+
+def test_identical_arms_pass_with_a_degenerate_interval() -> None:
+    base = _rounds(np.random.default_rng(1))
+    (p50, p95) = compare("op", base, [r.copy() for r in base], THRESHOLDS, comparisons=18)
+    for c in (p50, p95):
+        assert (c.ratio, c.low, c.high) == (1.0, 1.0, 1.0)
+        assert c.verdict is Verdict.PASS
+    assert op_verdict([p50, p95], final=True) is Verdict.PASS
+
+
+def test_a_30_percent_slowdown_fails_at_both_quantiles() -> None:
+    rng = np.random.default_rng(2)
+    base = _rounds(rng)
+    cand = [r * 1.3 * rng.lognormal(0.0, 0.02, size=r.size) for r in base]
+    comparisons = compare("op", base, cand, THRESHOLDS, comparisons=18)
+    for c in comparisons:
+        assert c.verdict is Verdict.FAIL
+        assert 1.0 + c.threshold < c.low <= c.ratio <= c.high
+        assert c.ratio == pytest.approx(1.3, rel=0.03)
+    assert op_verdict(comparisons, final=True) is Verdict.FAIL
+
+
+def test_a_noisy_borderline_is_inconclusive_then_a_warning_not_a_failure() -> None:
+    rng = np.random.default_rng(3)
+    # 10% slower on average (right at T50), very noisy, few rounds: no verdict either way.
+    base = [rng.lognormal(0.0, 0.5, size=10) for _ in range(8)]
+    cand = [rng.lognormal(np.log(1.1), 0.5, size=10) for _ in range(8)]
+    comparisons = compare("op", base, cand, THRESHOLDS, comparisons=18)
+    p50 = comparisons[0]
+    assert p50.low < 1.1 < p50.high
+    assert p50.verdict is Verdict.INCONCLUSIVE
+    assert op_verdict(comparisons, final=False) is Verdict.INCONCLUSIVE
+    assert op_verdict(comparisons, final=True) is Verdict.WARN
+
+
+def test_decision_rule_boundaries() -> None:
+    assert decide(1.11, 1.3, 0.10) is Verdict.FAIL
+    assert decide(0.9, 1.09, 0.10) is Verdict.PASS
+    assert decide(1.05, 1.15, 0.10) is Verdict.INCONCLUSIVE
+    assert decide(1.10, 1.10, 0.10) is Verdict.INCONCLUSIVE  # on the line: no claim
+
+
+def test_the_bootstrap_is_paired_by_round() -> None:
+    """A load level shared by both arms of a round cancels in the ratio; breaking the
+    pairing (shuffling the candidate's rounds) must widen the interval."""
+    rng = np.random.default_rng(4)
+    levels = rng.lognormal(0.0, 0.4, size=24)  # strong round-to-round load swings
+    base = [lv * rng.lognormal(0.0, 0.05, size=20) for lv in levels]
+    cand = [lv * 1.2 * rng.lognormal(0.0, 0.05, size=20) for lv in levels]
+    paired = paired_bootstrap(base, cand, (0.5,), resamples=2000)
+    shuffled = [cand[i] for i in rng.permutation(24)]
+    unpaired = paired_bootstrap(base, shuffled, (0.5,), resamples=2000)
+    assert np.std(paired) * 3 < np.std(unpaired)
+    assert np.exp(np.median(paired)) == pytest.approx(1.2, rel=0.03)
+
+
+def test_bonferroni_widens_the_interval_and_seeds_repeat() -> None:
+    rng = np.random.default_rng(5)
+    base, cand = _rounds(rng), _rounds(rng)
+    one = compare("op", base, cand, THRESHOLDS, comparisons=1)[0]
+    many = compare("op", base, cand, THRESHOLDS, comparisons=18)[0]
+    assert many.low < one.low and one.high < many.high
+    assert many.confidence == pytest.approx(1 - 2 * 0.05 / 18)
+    assert compare("op", base, cand, THRESHOLDS, comparisons=18)[0] == many
+
+
+def test_only_a_suspected_slowdown_earns_more_rounds() -> None:
+    rng = np.random.default_rng(6)
+    base = [rng.lognormal(0.0, 0.5, size=10) for _ in range(8)]
+    above = compare("op", base, [r * 1.25 for r in _shuffle(rng, base)], THRESHOLDS, comparisons=18)
+    below = compare("op", base, [r * 0.98 for r in _shuffle(rng, base)], THRESHOLDS, comparisons=18)
+    assert above[0].verdict is Verdict.INCONCLUSIVE and above[0].ratio > 1.1
+    assert suspected(above)
+    assert below[0].verdict is Verdict.INCONCLUSIVE and below[0].ratio < 1.1
+    assert not suspected(below)
+
+
+def _shuffle(rng: np.random.Generator, rounds: list[np.ndarray]) -> list[np.ndarray]:
+    return [rounds[i] for i in rng.permutation(len(rounds))]
+
+
+def test_label_swaps_see_no_difference_even_when_there_is_one() -> None:
+    rng = np.random.default_rng(7)
+    base = _rounds(rng)
+    same = [r * rng.lognormal(0.0, 0.05, size=r.size) for r in base]
+    slower = [r * 1.3 for r in same]
+    for cand in (same, slower):
+        c = compare("op", base, cand, THRESHOLDS, comparisons=18)[0]
+        share, spread = label_swap_false_alarms(base, cand, c, swaps=300)
+        assert share == 0.0
+        assert 1.0 <= spread < 1.1  # balanced swaps cancel the real 30%
+
+
+# --------------------------------------------------------------------------- arms, options
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_default_baseline_is_head_minus_one_on_main_and_the_merge_base_elsewhere(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "r"
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    _git(path, "config", "user.email", "t@example.com")
+    _git(path, "config", "user.name", "t")
+    shas = []
+    for index in range(3):
+        (path / "f.txt").write_text(str(index))
+        _git(path, "add", "f.txt")
+        _git(path, "commit", "-qm", f"c{index}")
+        shas.append(_git(path, "rev-parse", "HEAD"))
+    assert default_ref(path) == "HEAD~1"
+    _git(path, "checkout", "-qb", "topic", shas[1])
+    (path / "g.txt").write_text("x")
+    _git(path, "add", "g.txt")
+    _git(path, "commit", "-qm", "topic")
+    assert default_ref(path) == shas[1]
+    # A worktree of the default ref, removed by the cleanup.
+    tree, remove = resolve_baseline(path, "auto", tmp_path / "work")
+    assert tree.sha == shas[1] and (tree.tree / "f.txt").read_text() == "1"
+    remove()
+    assert not tree.tree.exists()
+    assert str(tree.tree) not in _git(path, "worktree", "list")
+    with pytest.raises(AbError, match="not a commit"):
+        resolve_baseline(path, "no-such-ref", tmp_path / "work")
+
+
+def test_a_path_needs_a_separator_and_an_existing_directory(tmp_path: Path) -> None:
+    assert is_path(str(tmp_path))
+    assert not is_path(str(tmp_path / "missing"))
+    assert not is_path("main")  # a bare word is a ref, even if ./main existed
+
+
+def test_inject_parses_op_and_fraction() -> None:
+    import click
+
+    assert parse_inject("stm.query[cached]=0.2") == ("stm.query[cached]", 0.2)
+    for bad in ("stm.query[cached]", "nope=0.2", "stm.add=x", "stm.add=0"):
+        with pytest.raises(click.BadParameter):
+            parse_inject(bad)
+
+
+def test_history_lines_are_flat_and_appended(tmp_path: Path) -> None:
+    bench_doc = {
+        "run_id": "r1",
+        "finished_at": "2026-01-01T00:00:00+00:00",
+        "embedder": "minilm",
+        "size": "small",
+        "gate": {"passed": False},
+        "loadavg_end": [1.5, 1.0, 0.5],
+        "ops": [
+            {
+                "op": "session.get",
+                "backend": "real",
+                "p50_ms": 0.2,
+                "p95_ms": 0.4,
+                "verdict": "PASS",
+            },
+            {"op": "stm.add", "backend": "real", "p50_ms": 20.0, "p95_ms": 60.0, "verdict": "FAIL"},
+            {"op": "stm.add", "backend": "null", "p50_ms": 0.1, "p95_ms": 0.2, "verdict": "PASS"},
+        ],
+    }
+    line = sla_history_line(bench_doc, commit="abc", dirty=False)
+    assert line["gate"] == "sla" and line["verdict"] == "FAIL" and line["commit"] == "abc"
+    assert line["ops.stm.add.p95_ms"] == 60.0 and line["ops.stm.add.verdict"] == "FAIL"
+    path = tmp_path / "history.jsonl"
+    append_history(path, line)
+    append_history(path, line)
+    rows = [json.loads(text) for text in path.read_text().splitlines()]
+    assert len(rows) == 2
+    assert all(not isinstance(v, dict | list) for row in rows for v in row.values())
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _gate(tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
+    args = [
+        *("bench", "--ab", str(ROOT), "--backend", "null"),
+        *("--ab-rounds", "6", "--restart-every", "3", "--ab-calls-scale", "0.5"),
+        *("--ab-extra-rounds", "0", "--t95", "1"),
+        *("--run-id", "t", "--report-dir", str(tmp_path)),
+        *extra,
+    ]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    path = tmp_path / "t" / "ab.json"
+    doc = json.loads(path.read_text()) if path.is_file() else {}
+    return result.exit_code, result.output, doc
+
+
+def test_a_tree_against_itself_passes(tmp_path: Path) -> None:
+    code, output, doc = _gate(tmp_path)
+    assert code == 0, output
+    verdicts = {op["op"]: op["verdict"] for op in doc["ops"]}
+    assert len(verdicts) == 9 and "FAIL" not in verdicts.values(), output
+    # No operation looks slower or faster than noise: every p50 ratio is near 1, and the
+    # sub-5-ms ones (every op but the turn) are proven within 10%.
+    assert all(0.9 < op["p50"]["ratio"] < 1.1 for op in doc["ops"]), output
+    quick = {op["op"]: op["p50"]["verdict"] for op in doc["ops"] if op["op"] != "turn[uncached]"}
+    assert quick == dict.fromkeys(quick, "PASS"), output
+    # Each arm's reference came from its own tree (here both: this checkout).
+    files = {w["arm"]: w["reference_file"] for w in doc["workers"]}
+    assert files == dict.fromkeys(
+        ("baseline", "candidate"), str(ROOT / "reference" / "__init__.py")
+    )
+    assert doc["rounds_run"] >= 6 and doc["loadavg"]["start"] and doc["loadavg"]["end"]
+    history = [json.loads(x) for x in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert history[-1]["gate"] == "ab" and history[-1]["verdict"] == doc["verdict"]
+    assert {op: history[-1][f"ops.{op}.verdict"] for op in verdicts} == verdicts
+    assert "A/B gate PASS" in output or "A/B gate WARN" in output
+
+
+def test_an_injected_slowdown_fails_that_operation_only(tmp_path: Path) -> None:
+    code, output, doc = _gate(tmp_path, "--inject", "stm.query[cached]=0.2")
+    assert code == 1, output
+    ops = {op["op"]: op for op in doc["ops"]}
+    failed = [name for name, op in ops.items() if op["verdict"] == "FAIL"]
+    assert failed == ["stm.query[cached]"], output
+    hit = ops["stm.query[cached]"]["p50"]
+    assert hit["ratio"] == pytest.approx(1.2, abs=0.05)
+    assert hit["ci"][0] > 1.1
+    assert doc["inject_ms"] == pytest.approx(
+        0.2 * ops["stm.query[cached]"]["p50"]["baseline_ms"], rel=0.25
+    )
+    # The failing operation is named, with how much slower and how sure.
+    assert "FAIL stm.query[cached]: p50 +" in output and "CI of the ratio" in output
+
+
+def test_a_baseline_without_what_the_worker_needs_is_named(tmp_path: Path) -> None:
+    tree = tmp_path / "old"
+    (tree / "bench").mkdir(parents=True)
+    (tree / "bench" / "__init__.py").write_text("")
+    (tree / "reference").symlink_to(ROOT / "reference", target_is_directory=True)
+    args = ["bench", "--ab", str(tree), "--backend", "null", "--report-dir", str(tmp_path)]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 2
+    assert f"baseline: {tree}" in result.output
+    assert "lacks bench.null_backend" in result.output
