@@ -109,8 +109,8 @@ def run_ab_command(
     click.echo("")
     for line in summary(result):
         click.echo(line, err=result.verdict is Verdict.FAIL)
-    if result.inject_ms is not None:
-        click.echo(f"injected {result.inject_ms:.3f} ms per call of {settings.inject[0]}")  # type: ignore[index]
+    if result.inject_ms is not None and settings.inject is not None:
+        click.echo(f"injected {result.inject_ms:.3f} ms per call of {settings.inject[0]}")
     click.echo(
         f"load average {load['start']} -> {load['end']} on {os.cpu_count()} cpus; "
         f"wall time {result.wall_s:.0f} s"

@@ -56,13 +56,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
-import queue
 import random
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +67,7 @@ from typing import IO, Any
 import numpy as np
 
 from memharness.ab.arms import AbError, ArmTree
+from memharness.ab.processes import WorkerProcess, start_servers, worker_env
 from memharness.ab.stats import (
     FAMILY_ALPHA,
     RESAMPLES,
@@ -84,7 +80,6 @@ from memharness.ab.stats import (
     suspected,
 )
 
-WORKER = Path(__file__).with_name("worker.py")
 ARMS = ("baseline", "candidate")
 #: Seeded sizes: bench small's (bench/config.py).
 SIZES = {
@@ -94,8 +89,6 @@ SIZES = {
     "ltm_rows": 10_000,
     "ltm_facts_per_user": 100,
 }
-#: Worker environment variables that would move an arm off its own data or servers.
-_PLACEMENT = ("MEMH_BACKEND", "MEMH_DATA_DIR", "MEMH_PREFIX", "MEMH_CHROMA_URL", "MEMH_EMBEDDER")
 
 
 @dataclass(slots=True)
@@ -158,113 +151,6 @@ class AbResult:
         return Verdict.PASS
 
 
-class Worker:
-    """One arm's worker process and its reply queue."""
-
-    def __init__(self, arm: ArmTree, config: dict[str, Any], env: dict[str, str], log: IO[str]):
-        self.arm = arm
-        self.log = log
-        self.process = subprocess.Popen(
-            [sys.executable, str(WORKER)],
-            cwd=arm.tree,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            bufsize=1,
-        )
-        self.exiting = False
-        self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self._send(config)  # the first line: the worker's configuration
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.replies.put(json.loads(line))
-        self.replies.put(None)
-
-    def reply(self, timeout: float) -> dict[str, Any]:
-        try:
-            found = self.replies.get(timeout=timeout)
-        except queue.Empty:
-            raise AbError(f"{self.arm.name} worker: no reply in {timeout:.0f} s") from None
-        if found is None:
-            code = self.process.wait()
-            raise AbError(f"{self.arm.name} worker exited ({code}); see {self.log.name}")
-        if "error" in found:
-            if "missing" in found:
-                raise AbError(
-                    f"the {self.arm.describe()} lacks {found['missing']}, which the A/B "
-                    "worker needs (from the candidate tree); pick a newer baseline"
-                )
-            raise AbError(f"{self.arm.name} worker: {found['error']}; see {self.log.name}")
-        return found
-
-    def _send(self, payload: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(payload) + "\n")
-        self.process.stdin.flush()
-
-    def request(self, payload: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:
-        self._send(payload)
-        return self.reply(timeout)
-
-    def ask_to_exit(self) -> None:
-        """Send `exit` without waiting (so several workers wind down together)."""
-        if self.process.poll() is None and not self.exiting:
-            with contextlib.suppress(OSError, ValueError):
-                self._send({"cmd": "exit"})
-                self.exiting = True
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(AbError, OSError, ValueError):
-                if not self.exiting:
-                    self._send({"cmd": "exit"})
-                self.reply(timeout=60)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def worker_env(arm: ArmTree, urls: dict[str, str]) -> dict[str, str]:
-    """The parent's environment, minus anything that moves an arm off its own data; the
-    arm's tree first (and alone) on PYTHONPATH; the shared servers' URLs."""
-    env = {k: v for k, v in os.environ.items() if k not in _PLACEMENT and k != "PYTHONPATH"}
-    env.pop("MEMH_REDIS_URL", None)
-    env.pop("MEMH_PG_URL", None)
-    env.update(urls)
-    env.update(PYTHONPATH=str(arm.tree), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return env
-
-
-def start_servers(
-    settings: AbSettings, workdir: Path, stack: contextlib.ExitStack
-) -> dict[str, str]:
-    """The shared servers' URLs (embedded ones are stopped by `stack`); none for null."""
-    if settings.backend == "null":
-        return {}
-    redis_url = os.environ.get("MEMH_REDIS_URL")
-    if redis_url is None:
-        from reference.session.embedded_redis import start_embedded_redis
-
-        server = start_embedded_redis(workdir / "redis")
-        stack.callback(server.close)
-        redis_url = server.url
-    pg_url = os.environ.get("MEMH_PG_URL")
-    if pg_url is None:
-        from reference.ltm.embedded_pg import start_embedded_postgres
-
-        handle = start_embedded_postgres(workdir / "pg")
-        stack.callback(handle.close)
-        pg_url = handle.url
-    return {"MEMH_REDIS_URL": redis_url, "MEMH_PG_URL": pg_url}
-
-
 class Gate:
     """One run of the gate: workers of both arms, the rounds, the samples."""
 
@@ -286,7 +172,7 @@ class Gate:
         self.echo = echo
         self.rng = random.Random(settings.seed)
         self.tag = f"ab{self.rng.getrandbits(32):08x}"
-        self.workers: dict[str, Worker] = {}
+        self.workers: dict[str, WorkerProcess] = {}
         self.logs: dict[str, IO[str]] = {}
         self.started: list[dict[str, Any]] = []
         self.sessions: list[list[str]] | None = None
@@ -327,7 +213,7 @@ class Gate:
                 self.logs[arm] = (self.log_dir / f"worker-{arm}.log").open("a", encoding="utf-8")
             config = self._config(arm)
             env = worker_env(self.arms[arm], self.urls)
-            self.workers[arm] = Worker(self.arms[arm], config, env, self.logs[arm])
+            self.workers[arm] = WorkerProcess(self.arms[arm], config, env, self.logs[arm])
         for arm in ARMS:
             hello = self.workers[arm].reply(timeout=900)
             self._check(arm, hello)
@@ -493,7 +379,7 @@ def run_ab(
     started = time.perf_counter()
     external = bool(os.environ.get("MEMH_REDIS_URL") or os.environ.get("MEMH_PG_URL"))
     with contextlib.ExitStack() as stack:
-        urls = start_servers(settings, workdir, stack)
+        urls = start_servers(settings.backend, workdir, stack)
         gate = Gate(settings, arms, workdir=workdir, log_dir=log_dir, urls=urls, echo=echo)
         try:
             echo(
