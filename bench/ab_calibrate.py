@@ -174,7 +174,7 @@ def tables(runs: list[dict[str, Any]], *, inject: str, sha: str, gate_args: list
         lines.append(
             f"| {i} | {r['verdicts'].get(target)} "
             f"| {ratio[1]:.3f} [{ratio[2]:.3f}, {ratio[3]:.3f}] | {others} | {r['rounds']} "
-            f"| {r['inject_ms']:.3f} | {_load(r)} | {r['wall_s']} |"
+            f"| {_ms(r['inject_ms'])} | {_load(r)} | {r['wall_s']} |"
         )
     return lines
 
@@ -188,6 +188,14 @@ def _row(i: int, r: dict[str, Any]) -> str:
         f"| {r['rounds']} | {widest_ci[0]} [{widest_ci[2]:.3f}, {widest_ci[3]:.3f}] "
         f"| {r['swap_max']:.1%} | {_load(r)} | {r['wall_s']} |"
     )
+
+
+def _ms(values: list[float] | float | None) -> str:
+    if values is None:
+        return "-"
+    if isinstance(values, float | int):
+        return f"{values:.2f}"
+    return "/".join(f"{v:.2f}" for v in values)
 
 
 def _load(r: dict[str, Any]) -> str:

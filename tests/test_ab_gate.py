@@ -9,7 +9,9 @@ one CPU, so load lands on both alike. End to end, the decisions are on p50, whic
 preempted calls cannot move: with six rounds of 1 ms calls on a CPU shared with other
 work, p95 intervals span 0.5-3x, so those runs tolerate +100% at p95 (`--t95 1`) rather
 than let a tail made of preemptions decide a test; the p95 rule is tested on synthetic
-samples above.
+samples above. The workers are not pinned (`--ab-cpu -1`): a real gate running at the
+same time pins its workers to the last CPU, and sharing it stretched the null turn (five
+busy waits) by 50%; unpinned, the scheduler moves the test's workers away from it.
 """
 
 from __future__ import annotations
@@ -248,7 +250,7 @@ def _gate(tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
     args = [
         *("bench", "--ab", str(ROOT), "--backend", "null"),
         *("--ab-rounds", "6", "--restart-every", "3", "--ab-calls-scale", "0.5"),
-        *("--ab-extra-rounds", "0", "--t95", "1"),
+        *("--ab-extra-rounds", "0", "--t95", "1", "--ab-cpu", "-1"),
         *("--run-id", "t", "--report-dir", str(tmp_path)),
         *extra,
     ]
@@ -263,11 +265,11 @@ def test_a_tree_against_itself_passes(tmp_path: Path) -> None:
     assert code == 0, output
     verdicts = {op["op"]: op["verdict"] for op in doc["ops"]}
     assert len(verdicts) == 9 and "FAIL" not in verdicts.values(), output
-    # No operation looks slower or faster than noise: every p50 ratio is near 1, and the
-    # sub-5-ms ones (every op but the turn) are proven within 10%.
-    assert all(0.9 < op["p50"]["ratio"] < 1.1 for op in doc["ops"]), output
-    quick = {op["op"]: op["p50"]["verdict"] for op in doc["ops"] if op["op"] != "turn[uncached]"}
-    assert quick == dict.fromkeys(quick, "PASS"), output
+    # The 1 ms operations (all but the turn, five busy waits long and the one a busy CPU
+    # stretches) are proven within 10% at p50, their ratios near 1.
+    quick = [op for op in doc["ops"] if op["op"] != "turn[uncached]"]
+    assert all(op["p50"]["verdict"] == "PASS" for op in quick), output
+    assert all(0.95 < op["p50"]["ratio"] < 1.05 for op in quick), output
     # Each arm's reference came from its own tree (here both: this checkout).
     files = {w["arm"]: w["reference_file"] for w in doc["workers"]}
     assert files == dict.fromkeys(
@@ -289,9 +291,11 @@ def test_an_injected_slowdown_fails_that_operation_only(tmp_path: Path) -> None:
     hit = ops["stm.query[cached]"]["p50"]
     assert hit["ratio"] == pytest.approx(1.2, abs=0.05)
     assert hit["ci"][0] > 1.1
-    assert doc["inject_ms"] == pytest.approx(
-        0.2 * ops["stm.query[cached]"]["p50"]["baseline_ms"], rel=0.25
-    )
+    # Each candidate worker (two lifetimes) measured its own 20% of the median.
+    baseline_p50 = ops["stm.query[cached]"]["p50"]["baseline_ms"]
+    assert doc["inject_ms"] == [pytest.approx(0.2 * baseline_p50, rel=0.25)] * 2
+    # The baseline was not slowed: its median is the null store's 1 ms and a little.
+    assert 1.0 < baseline_p50 < 1.1
     # The failing operation is named, with how much slower and how sure.
     assert "FAIL stm.query[cached]: p50 +" in output and "CI of the ratio" in output
 

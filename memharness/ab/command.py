@@ -109,8 +109,9 @@ def run_ab_command(
     click.echo("")
     for line in summary(result):
         click.echo(line, err=result.verdict is Verdict.FAIL)
-    if result.inject_ms is not None and settings.inject is not None:
-        click.echo(f"injected {result.inject_ms:.3f} ms per call of {settings.inject[0]}")
+    if result.inject_ms and settings.inject is not None:
+        each = ", ".join(f"{ms:.3f}" for ms in result.inject_ms)
+        click.echo(f"injected per call of {settings.inject[0]}, per worker lifetime: {each} ms")
     click.echo(
         f"load average {load['start']} -> {load['end']} on {os.cpu_count()} cpus; "
         f"wall time {result.wall_s:.0f} s"

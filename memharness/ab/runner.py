@@ -138,7 +138,7 @@ class AbResult:
     round_info: list[dict[str, Any]]
     workers: list[dict[str, Any]]  # per start: arm, pid, reference file, round
     seeding_s: dict[str, dict[str, float]]
-    inject_ms: float | None
+    inject_ms: list[float]  # per candidate worker: the busy wait added to the injected op
     wall_s: float
     first_pass: dict[str, str]  # op -> verdict before the extra rounds
 
@@ -177,7 +177,7 @@ class Gate:
         self.started: list[dict[str, Any]] = []
         self.sessions: list[list[str]] | None = None
         self.seeding_s: dict[str, dict[str, float]] = {}
-        self.inject_ms: float | None = None
+        self.inject_ms: list[float] = []
         self.ops: dict[str, int] = {}
         self.samples: dict[str, dict[str, list[list[float]]]] = {arm: {} for arm in ARMS}
         self.round_info: list[dict[str, Any]] = []
@@ -200,7 +200,6 @@ class Gate:
             "inject": None
             if s.inject is None or arm != "candidate"
             else {"op": s.inject[0], "fraction": s.inject[1]},
-            "inject_ms": self.inject_ms if arm == "candidate" else None,
             "cpu": s.cpu,
         }
 
@@ -236,7 +235,7 @@ class Gate:
         for arm in self.rng.sample(ARMS, 2):
             reply = self.workers[arm].request(self._block(warmup=True))
             if arm == "candidate" and reply.get("inject_ms") is not None:
-                self.inject_ms = reply["inject_ms"]
+                self.inject_ms.append(round(float(reply["inject_ms"]), 4))
         done = time.perf_counter()
         self.echo(
             f"  workers {'started' if round_index == 0 else 'restarted'}: "

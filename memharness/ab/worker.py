@@ -19,7 +19,8 @@ The first reply is `hello` (or an `error`); then per request:
 
 Injected slowdown (`inject` in the config, candidate only): after the first warm-up
 block, `fraction` x that op's warm-up median is busy-waited inside every timed call of
-the op (or `inject_ms` from the config, pinned by an earlier worker of the arm).
+the op: every worker (after every restart) measures its own, so the delay follows the
+machine's load from one worker lifetime to the next.
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ class Worker:
         inject = config.get("inject")
         self.inject_op: str | None = inject["op"] if inject else None
         self.inject_fraction = float(inject["fraction"]) if inject else 0.0
-        self.inject_ms: float | None = config.get("inject_ms")
+        self.inject_ms: float | None = None
 
     def hello(self) -> dict[str, Any]:
         return {
