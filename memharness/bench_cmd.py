@@ -52,7 +52,8 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     "--torch-threads",
     type=click.IntRange(min=1),
     default=None,
-    help="Threads of MiniLM's torch (default: MEMH_EMBEDDER_THREADS, else torch's own).",
+    help="Threads of MiniLM's torch (default: MEMH_EMBEDDER_THREADS, else torch's own; "
+    "with --ab, else 1).",
 )
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Calls per operation.")
 @click.option("--ltm-1m", is_flag=True, help="Also measure a 1,000,000-row LTM table (slow).")
@@ -189,6 +190,12 @@ def bench(
     """
     if not (BENCH_DIR / "conftest.py").is_file():
         raise click.UsageError(f"no bench suites at {BENCH_DIR}: run from a source checkout")
+    if ab_ref is None and (inject is not None or backend != "real"):
+        raise click.UsageError("--inject and --backend belong to the A/B gate: add --ab")
+    if ab_ref is not None and (compare or save_baseline or pytest_args or ltm_1m):
+        raise click.UsageError(
+            "--ab runs its own workers: no --compare, --save-baseline, --ltm-1m or pytest arguments"
+        )
     if ab_ref is not None:
         from memharness.ab.command import parse_inject, run_ab_command
         from memharness.ab.runner import AbSettings

@@ -310,3 +310,13 @@ def test_a_baseline_without_what_the_worker_needs_is_named(tmp_path: Path) -> No
     assert result.exit_code == 2
     assert f"baseline: {tree}" in result.output
     assert "lacks bench.null_backend" in result.output
+
+
+def test_options_of_the_two_gates_do_not_mix() -> None:
+    runner = CliRunner()
+    alone = runner.invoke(main, ["bench", "--inject", "stm.add=0.2"])
+    assert alone.exit_code == 2 and "add --ab" in alone.output
+    mixed = runner.invoke(main, ["bench", "--ab", "HEAD", "--compare", "0001"])
+    assert mixed.exit_code == 2 and "no --compare" in mixed.output
+    unknown = runner.invoke(main, ["bench", "--ab", "HEAD", "--inject", "stm.nope=0.2"])
+    assert unknown.exit_code == 2 and "OP one of" in unknown.output
