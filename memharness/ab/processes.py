@@ -65,7 +65,8 @@ class WorkerProcess:
                     f"the {self.arm.describe()} lacks {found['missing']}, which the A/B "
                     "worker needs (from the candidate tree); pick a newer baseline"
                 )
-            raise AbError(f"{self.arm.name} worker: {found['error']}; see {self.log.name}")
+            # E.g. a baseline whose API predates a call the worker makes (a TypeError).
+            raise AbError(f"{self.arm.describe()}: {found['error']}; see {self.log.name}")
         return found
 
     def _send(self, payload: dict[str, Any]) -> None:
