@@ -267,9 +267,9 @@ def real_case(
             label=size_label(rows),
         )
     finally:
+        system.dispose()  # first: it writes what it holds (STM access statistics)
         drop_redis_keys(bench_settings, namespace)
         drop_stm(bench_settings, namespace)
-        system.dispose()
         drop_ltm(url, namespace)
         if handle is not None:
             handle.close()
@@ -332,8 +332,8 @@ def ltm_case(
             label=size_label(rows),
         )
     finally:
+        system.dispose()  # first: it writes what it holds (STM access statistics)
         drop_stm(bench_settings, namespace)
-        system.dispose()
         drop_ltm(url, namespace)
         if handle is not None:
             handle.close()

@@ -213,3 +213,14 @@ def test_a_flush_landing_during_a_read_makes_it_read_again() -> None:
     assert buffer.overlaid(read, lay) == 1  # not the stale 0 of the first fetch
     assert reads == [0, 1]
     assert len(buffer) == 0
+
+
+def test_chroma_dispose_after_the_collection_was_dropped_under_it(
+    chroma_store: ChromaShortTermStore,
+) -> None:
+    # A namespace dropped by another (the bench's teardown did this): the buffered
+    # accesses have no record left to go to, and dispose says nothing of it.
+    _add(chroma_store, FLIGHT)
+    chroma_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, k=1)
+    chroma_store.client.delete_collection(chroma_store.namespace.stm_collection)
+    chroma_store.dispose()

@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 
 import httpx
 import numpy as np
-from chromadb.errors import ChromaError
+from chromadb.errors import ChromaError, NotFoundError
 
 from reference.clock import Clock
 from reference.errors import BackendUnavailable, ConfigurationError
@@ -235,8 +235,9 @@ class ChromaShortTermStore(ShortTermStore):
 
     def _store_access(self, writes: list[AccessWrite]) -> None:
         # update, never upsert: a record deleted by another process stays deleted (Chroma
-        # skips ids it does not have).
-        with _unavailable():
+        # skips ids it does not have); a collection deleted by another (a namespace
+        # dropped under this store) holds no record to write to.
+        with _unavailable(), contextlib.suppress(NotFoundError):
             for start in range(0, len(writes), self._batch):
                 batch = writes[start : start + self._batch]
                 self._collection.update(
