@@ -16,6 +16,7 @@ busy waits) by 50%; unpinned, the scheduler moves the test's workers away from i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -140,6 +141,9 @@ def test_only_a_suspected_slowdown_earns_more_rounds() -> None:
     assert suspected(above)
     assert below[0].verdict is Verdict.INCONCLUSIVE and below[0].ratio < 1.1
     assert not suspected(below)
+    # An operation that already FAILs at one quantile needs no more rounds for the other.
+    failing = dataclasses.replace(above[1], verdict=Verdict.FAIL)
+    assert not suspected([above[0], failing])
 
 
 def _shuffle(rng: np.random.Generator, rounds: list[np.ndarray]) -> list[np.ndarray]:

@@ -182,8 +182,11 @@ def op_verdict(comparisons: Sequence[Comparison], *, final: bool) -> Verdict:
 
 def suspected(comparisons: Sequence[Comparison]) -> bool:
     """A slowdown beyond T is suspected but not proven: an inconclusive comparison whose
-    point estimate is over 1 + T. Only these earn the extra rounds: for an inconclusive
-    ratio under 1 + T more rounds could at best turn a WARN into a PASS."""
+    point estimate is over 1 + T, in an operation that does not already FAIL. Only these
+    earn the extra rounds: for an inconclusive ratio under 1 + T more rounds could at best
+    turn a WARN into a PASS, and a FAIL is already a verdict."""
+    if any(c.verdict is Verdict.FAIL for c in comparisons):
+        return False
     return any(
         c.verdict is Verdict.INCONCLUSIVE and c.ratio > 1.0 + c.threshold for c in comparisons
     )
