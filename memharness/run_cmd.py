@@ -9,6 +9,7 @@ earlier run, replaying only what has no complete result file yet.
 
 from __future__ import annotations
 
+import re
 import secrets
 import sys
 from contextlib import ExitStack
@@ -38,6 +39,14 @@ from reference.forgetting.loading import list_strategies
 SUITE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 _DEFAULT = click.core.ParameterSource.DEFAULT
 DEFAULT_GENERATED_USERS = 200
+
+
+def run_tag(run_id: str) -> str:
+    """The run's part of its namespaces' prefix: the last 4 letters or digits of its id
+    (a random suffix by default), lower case, for a prefix must match [a-z][a-z0-9_]*;
+    random when the id has none."""
+    kept = re.sub(r"[^a-z0-9]", "", run_id.lower())[-4:]
+    return kept or secrets.token_hex(2)
 
 
 def suite_files(directory: Path = SUITE_DIR) -> list[Path]:
@@ -224,7 +233,7 @@ def run(
                 if pending:
                     if sim is None:
                         # Fresh on resume: no namespace an earlier attempt left is reused.
-                        tag = secrets.token_hex(2) if resume_dir is not None else run_id[-4:]
+                        tag = secrets.token_hex(2) if resume_dir is not None else run_tag(run_id)
                         options = RunOptions(workers=workers, k=k, idle_sweep_s=idle_sweep_s)
                         sim = stack.enter_context(Simulator(settings, options, run_tag=tag))
                     sim.run_scenario(

@@ -18,10 +18,11 @@ import ray
 from click.testing import CliRunner, Result
 
 from memharness.cli import main
-from memharness.run_cmd import file_scenario
+from memharness.run_cmd import file_scenario, run_tag
 from memharness.sim.plan import SpecError, StrategySpec, parse_grid, plan_specs
 from memharness.sim.results import RESUME_FIELDS, ResultWriter, ResumeError, spec_file_name
 from memharness.sim.runner import StrategyOutcome
+from reference.keys import Namespace
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "long_gap.yaml"
 TTL_GRID = "fixed_ttl:ttl.default_s=3600,86400,604800"
@@ -306,3 +307,10 @@ def test_a_resume_with_another_k_is_refused_and_changes_nothing(
     assert (run_dir / "results.json").read_bytes() == before
     named = _run(tmp_path, "--strategy", "keep_all", "--run-id", "x", "--resume", str(run_dir))
     assert named.exit_code == 2 and "drop --run-id" in named.output
+
+
+@pytest.mark.parametrize("run_id", ["cap-sim-200", "My.Run", "---", "20261201T000000Z-a1b2c3"])
+def test_any_run_id_gives_a_valid_namespace_prefix(run_id: str) -> None:
+    tag = run_tag(run_id)
+    Namespace(f"memh_{tag}_0_0_w0")  # raises InvalidInput on a bad prefix
+    assert run_tag("20261201T000000Z-a1b2c3") == "b2c3"
