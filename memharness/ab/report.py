@@ -106,7 +106,7 @@ def document(
         "run_id": run_id,
         "gate": "ab",
         "started_at": started_at,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),  # wall-clock ok
         "verdict": result.verdict.value,
         "wall_s": round(result.wall_s, 1),
         "arms": {name: arm.as_dict() for name, arm in result.arms.items()},

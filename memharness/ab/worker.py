@@ -53,6 +53,8 @@ OPS: dict[str, int] = {
 }
 STM_CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 LTM_CACHED_QUERY = "which hotel room do I prefer"
+# The texts both arms are timed on: the worker's own copy of bench/seed.py's vocabulary,
+# because it imports bench.seed from each arm's tree, whose version may differ.
 _VOCABULARY = (
     "ship deliver express parcel seat aisle window hotel room flight coffee tea address "
     "office meeting invoice refund order ticket repair heater printer budget report "
