@@ -10,6 +10,10 @@ written under reports/.
 usage:
   .venv/bin/python -m bench.sim_throughput [--users 2000] [--domain ecommerce] [--seed 1]
       [--strategy hybrid] [--backend memory] [--embedder hashing] [--workers 1,2]
+      [--cohort-users 5000]
+
+A worker replays at most `--cohort-users` users at once (the rest in later cohorts), so
+its peak RSS follows the cohort, not the population.
 
 The embedded stack with MiniLM: `--backend embedded --embedder minilm` (set
 MEMH_EMBEDDER_THREADS=1 with two workers on two cores).
@@ -28,7 +32,7 @@ from pydantic import SecretStr
 
 from memharness.scenarios import iter_users
 from memharness.scenarios.model import User
-from memharness.sim.plan import ScenarioInput, StrategySpec, scenario_hash
+from memharness.sim.plan import COHORT_USERS, ScenarioInput, StrategySpec, scenario_hash
 from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
 from reference.crypto import generate_key
 from reference.settings import Settings
@@ -44,10 +48,10 @@ def population(domain: str, users: int, seed: int) -> ScenarioInput:
 
 
 def replay(
-    settings: Settings, scenario: ScenarioInput, spec: StrategySpec, workers: int
+    settings: Settings, scenario: ScenarioInput, spec: StrategySpec, options: RunOptions
 ) -> StrategyOutcome:
     found: list[StrategyOutcome] = []
-    with Simulator(settings, RunOptions(workers=workers), run_tag=secrets.token_hex(2)) as sim:
+    with Simulator(settings, options, run_tag=secrets.token_hex(2)) as sim:
         sim.run_scenario(0, scenario, [spec], on_result=found.append)
     (outcome,) = found
     if outcome.status != "ok" or outcome.figures is None:
@@ -64,6 +68,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=["memory", "embedded"], default="memory")
     parser.add_argument("--embedder", choices=["hashing", "minilm"], default="hashing")
     parser.add_argument("--workers", default="1,2", help="worker counts, comma-separated")
+    parser.add_argument(
+        "--cohort-users", type=int, default=COHORT_USERS, help="users a worker replays at once"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
 
@@ -89,7 +96,8 @@ def main() -> None:
     rows = []
     first: float | None = None
     for workers in (int(w) for w in args.workers.split(",")):
-        m = replay(settings, scenario, spec, workers).figures["metrics"]  # type: ignore[index]
+        options = RunOptions(workers=workers, cohort_users=args.cohort_users)
+        m = replay(settings, scenario, spec, options).figures["metrics"]  # type: ignore[index]
         rate = float(m["turns_per_s"])
         first = first or rate
         ratio = m["wall_s"] / m["inside_s"] if m["inside_s"] else float("nan")

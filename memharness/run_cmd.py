@@ -24,6 +24,7 @@ from memharness.cli_settings import settings_from_options
 from memharness.scenarios import DOMAINS, ScenarioError, iter_users, load_scenario
 from memharness.scenarios.model import User
 from memharness.sim.plan import (
+    COHORT_USERS,
     IDLE_SWEEP_S,
     SAMPLE_EVERY_S,
     ScenarioInput,
@@ -110,6 +111,14 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     "with --scenario, only the first N users of each",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--cohort-users",
+    type=click.IntRange(min=1),
+    default=COHORT_USERS,
+    show_default=True,
+    help="users a worker replays at once; a bigger shard goes in cohorts (same figures, "
+    "memory bounded by the cohort)",
+)
 @click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
 @click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
 @click.option("--seed", type=int, default=7, show_default=True, help="seed of generated users")
@@ -139,6 +148,7 @@ def run(
     grid_specs: tuple[str, ...],
     users: int | None,
     workers: int,
+    cohort_users: int,
     backend: str | None,
     embedder: str | None,
     seed: int,
@@ -234,7 +244,12 @@ def run(
                     if sim is None:
                         # Fresh on resume: no namespace an earlier attempt left is reused.
                         tag = secrets.token_hex(2) if resume_dir is not None else run_tag(run_id)
-                        options = RunOptions(workers=workers, k=k, idle_sweep_s=idle_sweep_s)
+                        options = RunOptions(
+                            workers=workers,
+                            k=k,
+                            idle_sweep_s=idle_sweep_s,
+                            cohort_users=cohort_users,
+                        )
                         sim = stack.enter_context(Simulator(settings, options, run_tag=tag))
                     sim.run_scenario(
                         position, scenario, pending, on_result=on_result, progress=bar.update

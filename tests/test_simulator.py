@@ -127,10 +127,15 @@ ALL = [StrategySpec.parse(s.name) for s in list_strategies()]
 
 
 def simulate(
-    settings: Settings, inputs: list[ScenarioInput], specs: list[StrategySpec], workers: int
+    settings: Settings,
+    inputs: list[ScenarioInput],
+    specs: list[StrategySpec],
+    workers: int,
+    cohort_users: int = RunOptions.cohort_users,
 ) -> dict[tuple[str, str], StrategyOutcome]:
     found: dict[tuple[str, str], StrategyOutcome] = {}
-    with Simulator(settings, RunOptions(workers=workers), run_tag="t") as sim:
+    options = RunOptions(workers=workers, cohort_users=cohort_users)
+    with Simulator(settings, options, run_tag="t") as sim:
         for position, scenario in enumerate(inputs):
 
             def keep(outcome: StrategyOutcome, name: str = scenario.name) -> None:
@@ -167,10 +172,11 @@ def memory_one_worker(
     return simulate(_settings("memory", tmp_path_factory.mktemp("m1")), _inputs(), ALL, 1)
 
 
-def test_one_or_three_workers_give_the_same_results(
+def test_one_or_three_workers_in_cohorts_give_the_same_results(
     memory_one_worker: dict[tuple[str, str], StrategyOutcome], tmp_path: Path
 ) -> None:
-    three = simulate(_settings("memory", tmp_path), _inputs(), ALL, 3)
+    # Three workers, each replaying its 4 generated users in cohorts of 3 and 1.
+    three = simulate(_settings("memory", tmp_path), _inputs(), ALL, 3, cohort_users=3)
     assert three.keys() == memory_one_worker.keys()
     for key, outcome in memory_one_worker.items():
         assert quality(three[key]) == quality(outcome), key

@@ -8,6 +8,13 @@ one strategy run in parallel, and its result is written as soon as all its shard
 so Ctrl-C or a failure loses only the strategy in flight. A strategy that raises is
 recorded as failed with its error; the others complete.
 
+A worker holds at most `RunOptions.cohort_users` users at a time: a larger shard is
+replayed in cohorts, one after another, each in its own namespace under the same sweep
+ticks and footprint samples, and the cohorts' tallies add up as shards do. Users never
+see each other (each user's records are scoped to that user, and the ticks come from the
+whole scenario), so the figures are those of one replay of the whole shard, while a
+worker's memory follows the cohort, not the population.
+
 Lifecycle of a worker: built once per run (embedded servers start in its own data
 directory, `<data_dir>/sim/w<i>`, shared across runs and emptied by each replay's drop);
 `load` takes a scenario's shard and embeds its texts ahead in batches (the cache by text
@@ -17,6 +24,7 @@ replay runs (a threaded actor); `__ray_terminate__` ends it so embedded servers 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -26,9 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from hdrh.histogram import HdrHistogram
 
 from memharness.sim.metrics import merge
 from memharness.sim.plan import (
+    COHORT_USERS,
     IDLE_SWEEP_S,
     SAMPLE_EVERY_S,
     ScenarioInput,
@@ -37,7 +47,7 @@ from memharness.sim.plan import (
     shard_of,
     sweep_ticks,
 )
-from memharness.sim.shard import ShardReplayer, ShardResult, SimUser
+from memharness.sim.shard import ShardReplayer, ShardResult, SimUser, new_histogram
 from reference.clock import VirtualClock
 from reference.embedding import CachedEmbedder, make_embedder
 from reference.factory import build_memory_system, start_embedded_servers
@@ -57,6 +67,8 @@ class RunOptions:
     k: int = 5
     idle_sweep_s: float = IDLE_SWEEP_S  # sweeps in idle stretches; PII residency resolution
     sample_every_s: float = SAMPLE_EVERY_S
+    #: Users a worker replays at once (a bigger shard goes in cohorts; module docstring).
+    cohort_users: int = COHORT_USERS
 
 
 class ShardWorker:
@@ -182,51 +194,107 @@ class Simulator:
         progress: Progress | None = None,
     ) -> None:
         """Replay `scenario` under each spec in turn, calling `on_result` after each."""
-        n = len(self.workers)
+        n, size = len(self.workers), self.options.cohort_users
         shards: list[list[SimUser]] = [[] for _ in range(n)]
         for index, user in enumerate(scenario.users):
             shards[shard_of(index, n)].append(SimUser(index, user))
-        key = f"{position}-{scenario.hash}"
-        total = sum(
-            ray.get(
-                [
-                    w.load.remote(key, s, self.options.k)
-                    for w, s in zip(self.workers, shards, strict=True)
-                ]
-            )
-        )
+        rounds = [
+            [shard[start : start + size] for shard in shards]
+            for start in range(0, max(len(s) for s in shards), size)
+        ] or [shards]
         times = [step.at for user in scenario.users for step in user.timeline]
         samples = sample_times(times, self.options.sample_every_s)
+        total = sum(len(user.timeline) for user in scenario.users)
+        loaded = self._load(f"{position}-{scenario.hash}", rounds[0]) if len(rounds) == 1 else ""
         for j, spec in enumerate(specs):
             interval = spec.strategy.sweep_interval_s
             ticks = sweep_ticks(times, interval, max(interval, self.options.idle_sweep_s))
             prefix = f"{self.settings.prefix}_{self.run_tag}_{position}_{j}"[:36]
-            refs = [
-                w.replay.remote(key, spec.strategy, f"{prefix}_w{i}", ticks, samples)
-                for i, w in enumerate(self.workers)
-            ]
+            results: list[list[ShardResult]] = []  # per round, a result per worker
+            before = (0, 0)  # steps and users of the cohorts replayed so far
             try:
-                results = self._wait(refs, spec.label, total, progress)
+                for c, cohorts in enumerate(rounds):
+                    key = loaded or self._load(f"{position}-{scenario.hash}-c{c}", cohorts)
+                    # A namespace is dropped after its replay: the next cohort starts empty.
+                    refs = [
+                        w.replay.remote(key, spec.strategy, f"{prefix}_w{i}", ticks, samples)
+                        for i, w in enumerate(self.workers)
+                    ]
+                    results.append(self._wait(refs, spec.label, total, before, progress))
+                    users = [u for cohort in cohorts for u in cohort]
+                    before = (
+                        before[0] + sum(len(u.user.timeline) for u in users),
+                        before[1] + len(users),
+                    )
             except KeyboardInterrupt:
                 on_result(StrategyOutcome(spec, "interrupted", "interrupted by the user"))
                 raise
             except Exception as exc:  # a failing strategy is a result; the others go on
                 on_result(StrategyOutcome(spec, "failed", _error_text(exc)))
                 continue
-            on_result(StrategyOutcome(spec, "ok", figures=merge(results)))
+            by_worker = [join_cohorts(list(worker)) for worker in zip(*results, strict=True)]
+            on_result(StrategyOutcome(spec, "ok", figures=merge(by_worker)))
+
+    def _load(self, key: str, cohorts: list[list[SimUser]]) -> str:
+        """Give each worker its cohort of users under `key` (embedded ahead); `key`."""
+        ray.get(
+            [
+                w.load.remote(key, cohort, self.options.k)
+                for w, cohort in zip(self.workers, cohorts, strict=True)
+            ]
+        )
+        return key
 
     def _wait(
-        self, refs: list[Any], label: str, total: int, progress: Progress | None
+        self,
+        refs: list[Any],
+        label: str,
+        total: int,
+        before: tuple[int, int],
+        progress: Progress | None,
     ) -> list[ShardResult]:
         began = time.perf_counter()
         pending = list(refs)
         while pending:
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
             if progress is not None:
-                done = ray.get([w.progress.remote() for w in self.workers])
-                steps = sum(d[0] for d in done) if pending else total
-                progress(label, steps, total, sum(d[1] for d in done), time.perf_counter() - began)
+                now = ray.get([w.progress.remote() for w in self.workers])
+                steps = before[0] + sum(d[0] for d in now)
+                users = before[1] + sum(d[1] for d in now)
+                progress(label, steps, total, users, time.perf_counter() - began)
         return list(ray.get(refs))
+
+
+def join_cohorts(cohorts: list[ShardResult]) -> ShardResult:
+    """One worker's cohorts, replayed one after another, as one shard's result: tallies,
+    lists, footprints (per sample) and histograms add up, times add up, the peak RSS is
+    the highest."""
+    if len(cohorts) == 1:
+        return cohorts[0]
+    joined = ShardResult()
+    for cohort in cohorts:
+        for f in dataclasses.fields(ShardResult):
+            mine, theirs = getattr(joined, f.name), getattr(cohort, f.name)
+            if f.name == "peak_rss_mb":
+                joined.peak_rss_mb = max(mine, theirs)
+            elif f.name == "footprint":
+                for at, layers in theirs.items():
+                    point = mine.setdefault(at, {})
+                    for layer, (records, size) in layers.items():
+                        have = point.get(layer, (0, 0))
+                        point[layer] = (have[0] + records, have[1] + size)
+            elif f.name == "histograms":
+                for op, encoded in theirs.items():
+                    histogram = new_histogram()
+                    for part in (mine.get(op), encoded):
+                        if part is not None:
+                            histogram.add(HdrHistogram.decode(part))
+                    mine[op] = histogram.encode().decode()
+            elif isinstance(mine, list):
+                mine.extend(theirs)
+            else:
+                setattr(joined, f.name, mine + theirs)
+    return joined
 
 
 def _error_text(exc: BaseException) -> str:
