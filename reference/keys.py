@@ -29,18 +29,25 @@ class Namespace:
             )
 
     # Redis (session layer). Ids are validated to exclude ':' so keys cannot collide.
-    def session_key(self, session_id: str) -> str:
-        return f"{self.prefix}:session:{session_id}"
+    # Sessions are keyed per user: two users may hold the same session id, and nothing
+    # one user does can tell whether another user's session of that id exists.
+    def session_key(self, user_id: str, session_id: str) -> str:
+        return f"{self.prefix}:user:{user_id}:session:{session_id}"
 
-    def context_key(self, session_id: str) -> str:
-        return f"{self.prefix}:session:{session_id}:ctx"
+    def context_key(self, user_id: str, session_id: str) -> str:
+        return f"{self.prefix}:user:{user_id}:session:{session_id}:ctx"
 
     def user_sessions_key(self, user_id: str) -> str:
         return f"{self.prefix}:user:{user_id}:sessions"
 
+    @staticmethod
+    def session_member(user_id: str, session_id: str) -> str:
+        """A session's member in the expiry index: `user_id:session_id` (ids hold no ':')."""
+        return f"{user_id}:{session_id}"
+
     @property
     def session_expiry_key(self) -> str:
-        """Sorted set of session ids scored by expires_at, for active sweeps."""
+        """Sorted set of `session_member`s scored by expires_at, for active sweeps."""
         return f"{self.prefix}:sessions:by_expiry"
 
     def key_pattern(self) -> str:

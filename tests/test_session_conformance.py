@@ -58,12 +58,31 @@ def test_timestamps_round_trip_exactly(session_store: SessionStore, clock: Virtu
     assert session_store.peek(user_id=ALICE, session_id="s1") == created
 
 
-@pytest.mark.parametrize("owner", [ALICE, BOB])
-def test_duplicate_create_names_session_id(session_store: SessionStore, owner: str) -> None:
+def test_duplicate_create_names_session_id(session_store: SessionStore) -> None:
     _open(session_store)
     with pytest.raises(InvalidInput) as err:
-        _open(session_store, user_id=owner)
+        _open(session_store)
     assert err.value.field == "session_id"
+
+
+def test_sessions_are_keyed_per_user(session_store: SessionStore, clock: VirtualClock) -> None:
+    """Another user's session of the same id neither blocks a create nor shows through."""
+    alice = session_store.create(user_id=ALICE, session_id="s1", task_state={"who": "alice"})
+    session_store.append_message(user_id=ALICE, session_id="s1", message_id="a1")
+    clock.advance(MIN)
+    bob = session_store.create(user_id=BOB, session_id="s1", task_state={"who": "bob"})
+    session_store.append_message(user_id=BOB, session_id="s1", message_id="b1")
+    assert session_store.peek(user_id=ALICE, session_id="s1") == alice
+    assert session_store.peek(user_id=BOB, session_id="s1") == bob
+    assert session_store.context(user_id=ALICE, session_id="s1") == ["a1"]
+    assert session_store.context(user_id=BOB, session_id="s1") == ["b1"]
+    assert session_store.count() == 2
+    assert session_store.delete(user_id=BOB, session_id="s1") is True
+    assert session_store.peek(user_id=ALICE, session_id="s1") == alice
+    clock.advance(TTL - MIN)  # Alice's session expires (Bob's is gone already)
+    assert session_store.sweep_expired(batch_size=1) == 1
+    assert session_store.peek(user_id=ALICE, session_id="s1") is None
+    assert session_store.count() == 0
 
 
 def test_create_replaces_an_expired_session(
@@ -188,7 +207,7 @@ def test_context_window_keeps_the_newest(session_store_factory: SessionStoreFact
     assert windows[-1] == ["m4", "m3", "m2"]
     assert store.context(user_id=ALICE, session_id="s1") == ["m4", "m3", "m2"]
     if (client := redis_client_for(store)) is not None:
-        assert client.llen(store.namespace.context_key("s1")) == 3
+        assert client.llen(store.namespace.context_key(ALICE, "s1")) == 3
 
 
 def test_append_slides_the_ttl(session_store: SessionStore, clock: VirtualClock) -> None:
@@ -502,7 +521,7 @@ def test_native_ttl_under_the_system_clock(session_store_factory: SessionStoreFa
     assert store.supports_native_ttl
     _exercise(store)
     ns = store.namespace
-    for key in (ns.session_key("s1"), ns.context_key("s1")):
+    for key in (ns.session_key(ALICE, "s1"), ns.context_key(ALICE, "s1")):
         remaining = client.pttl(key) / 1000
         assert TTL < remaining <= TTL + NATIVE_TTL_MARGIN_S, key
     # Indexes span sessions: they are cleaned by sweeps, never by a native TTL.

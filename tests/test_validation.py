@@ -71,7 +71,7 @@ def test_importance_range_and_json_values() -> None:
 
 def test_namespace_prefix_is_safe_for_sql_and_redis() -> None:
     ns = Namespace("run_1")
-    assert ns.session_key("s1") == "run_1:session:s1"
+    assert ns.session_key("u1", "s1") == "run_1:user:u1:session:s1"
     assert ns.facts_table == "run_1_facts"
     for bad in ["", "1abc", "Run", "a-b", "a;drop", "x" * 41]:
         with pytest.raises(InvalidInput, match=r"^prefix: "):

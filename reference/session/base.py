@@ -30,9 +30,10 @@ DEFAULT_WINDOW = 5
 class SessionStore(ABC):
     """Sessions with a sliding TTL and a context window of the last N message ids.
 
-    A session belongs to one user: every call names the user, and a session of another
-    user behaves exactly as a missing one. Expired sessions are never returned (lazy
-    expiry on read) and are removed in batches by `sweep_expired`.
+    Sessions are keyed per user: every call names the user, two users may hold sessions
+    of the same id, and nothing one user does reads, changes or reveals another's.
+    Expired sessions are never returned (lazy expiry on read) and are removed in batches
+    by `sweep_expired`.
     """
 
     #: The backend also sets server-side TTLs under a wall clock (a safety net).
@@ -68,7 +69,8 @@ class SessionStore(ABC):
         channel: str = "web",
         task_state: dict[str, Any] | None = None,
     ) -> SessionState:
-        """Open a session. Raises `InvalidInput` if a live session has this id."""
+        """Open a session. Raises `InvalidInput` if this user has a live session of this id
+        (another user's session of the same id is no obstacle, and is not revealed)."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         check_id("channel", channel)
@@ -84,7 +86,9 @@ class SessionStore(ABC):
             task_state=self._clean_task_state(task_state or {}),
         )
         if not self._create(state):
-            raise InvalidInput("session_id", f"{session_id!r} is already a live session")
+            raise InvalidInput(
+                "session_id", f"{session_id!r} is already a live session of this user"
+            )
         return state
 
     def get(self, *, user_id: str, session_id: str) -> SessionState | None:
@@ -215,7 +219,8 @@ class SessionStore(ABC):
     # ------------------------------------------------------------------ backend primitives
     @abstractmethod
     def _create(self, state: SessionState) -> bool:
-        """Store `state` unless a live session has its id (an expired one is replaced)."""
+        """Store `state` unless its user has a live session of its id (an expired one is
+        replaced)."""
 
     @abstractmethod
     def _get(

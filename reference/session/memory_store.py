@@ -2,8 +2,9 @@
 
 It is a first-class backend (fast strategy sweeps, the oracle of differential tests),
 never a mock: it stores what Redis would store (task state as JSON, the context window
-trimmed to `window`), expires lazily on read and sweeps in batches in the order a Redis
-sorted set would (by expires_at, then session id).
+trimmed to `window`), keys sessions per user (two users may hold the same session id
+and never see each other's), expires lazily on read and sweeps in batches in the order
+the Redis sorted set would (by expires_at, then the member `user_id:session_id`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from typing import Any, ClassVar
 
 from reference.errors import SessionClosed
 from reference.footprint import Usage, session_bytes
+from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
 from reference.session.base import SessionStore
+
+#: A session's identity: (user_id, session_id).
+_Key = tuple[str, str]
 
 
 @dataclass(slots=True)
@@ -42,11 +47,12 @@ class InMemorySessionStore(SessionStore):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._lock = threading.RLock()
-        self._sessions: dict[str, _Entry] = {}
+        self._sessions: dict[_Key, _Entry] = {}
         self._by_user: dict[str, set[str]] = {}
-        # Min-heap of (expires_at, session_id); entries go stale when a session is
-        # refreshed or deleted and are skipped (and compacted) rather than updated in place.
-        self._expiry_heap: list[tuple[float, str]] = []
+        # Min-heap of (expires_at, member, key), the member (`user_id:session_id`) ordering
+        # ties as Redis orders its sorted set; entries go stale when a session is refreshed
+        # or deleted and are skipped (and compacted) rather than updated in place.
+        self._expiry_heap: list[tuple[float, str, _Key]] = []
 
     # ------------------------------------------------------------------ helpers
     def _state(self, session_id: str, entry: _Entry) -> SessionState:
@@ -61,50 +67,49 @@ class InMemorySessionStore(SessionStore):
             task_state=json.loads(entry.task_state_json),
         )
 
-    def _purge(self, session_id: str) -> None:
-        entry = self._sessions.pop(session_id, None)
+    def _purge(self, key: _Key) -> None:
+        entry = self._sessions.pop(key, None)
         if entry is None:
             return
-        ids = self._by_user.get(entry.user_id)
+        user_id, session_id = key
+        ids = self._by_user.get(user_id)
         if ids is not None:
             ids.discard(session_id)
             if not ids:
-                del self._by_user[entry.user_id]
+                del self._by_user[user_id]
 
-    def _live(self, session_id: str, now: float) -> _Entry | None:
-        """The session if it has not expired (of any user); an expired one is purged."""
-        entry = self._sessions.get(session_id)
+    def _owned(self, user_id: str, session_id: str, now: float) -> _Entry | None:
+        """The user's session if it has not expired; an expired one is purged."""
+        key = (user_id, session_id)
+        entry = self._sessions.get(key)
         if entry is None:
             return None
         if now >= entry.expires_at:
-            self._purge(session_id)
+            self._purge(key)
             return None
         return entry
 
-    def _owned(self, user_id: str, session_id: str, now: float) -> _Entry | None:
-        entry = self._live(session_id, now)
-        if entry is None or entry.user_id != user_id:
-            return None
-        return entry
-
-    def _set_expiry(self, session_id: str, entry: _Entry, expires_at: float) -> None:
+    def _set_expiry(self, key: _Key, entry: _Entry, expires_at: float) -> None:
         entry.expires_at = expires_at
-        heapq.heappush(self._expiry_heap, (expires_at, session_id))
+        heapq.heappush(self._expiry_heap, (expires_at, Namespace.session_member(*key), key))
         # Every refresh leaves a stale heap entry behind; rebuild before it dominates.
         if len(self._expiry_heap) > 4 * len(self._sessions) + 64:
-            self._expiry_heap = [(e.expires_at, sid) for sid, e in self._sessions.items()]
+            self._expiry_heap = [
+                (e.expires_at, Namespace.session_member(*k), k) for k, e in self._sessions.items()
+            ]
             heapq.heapify(self._expiry_heap)
 
-    def _refresh(self, session_id: str, entry: _Entry, now: float, until: float) -> None:
+    def _refresh(self, key: _Key, entry: _Entry, now: float, until: float) -> None:
         entry.last_active_at = now
-        self._set_expiry(session_id, entry, until)
+        self._set_expiry(key, entry, until)
 
     # ------------------------------------------------------------------ primitives
     def _create(self, state: SessionState) -> bool:
         encoded = json.dumps(state.task_state, ensure_ascii=False)
         with self._lock:
             sid = state.session_id
-            if self._live(sid, state.started_at) is not None:
+            key = (state.user_id, sid)
+            if self._owned(state.user_id, sid, state.started_at) is not None:
                 return False
             entry = _Entry(
                 user_id=state.user_id,
@@ -116,9 +121,9 @@ class InMemorySessionStore(SessionStore):
                 task_state_json=encoded,
                 window=deque(maxlen=self.window),
             )
-            self._sessions[sid] = entry
+            self._sessions[key] = entry
             self._by_user.setdefault(state.user_id, set()).add(sid)
-            self._set_expiry(sid, entry, state.expires_at)
+            self._set_expiry(key, entry, state.expires_at)
             return True
 
     def _get(
@@ -129,7 +134,7 @@ class InMemorySessionStore(SessionStore):
             if entry is None:
                 return None
             if refresh_until is not None and entry.status is SessionStatus.ACTIVE:
-                self._refresh(session_id, entry, now, refresh_until)
+                self._refresh((user_id, session_id), entry, now, refresh_until)
             return self._state(session_id, entry)
 
     def _append(
@@ -142,7 +147,7 @@ class InMemorySessionStore(SessionStore):
             if entry.status is SessionStatus.CLOSED:
                 raise SessionClosed(f"session_id: session {session_id!r} is closed")
             entry.window.appendleft(message_id)  # maxlen drops the oldest: LPUSH + LTRIM
-            self._refresh(session_id, entry, now, refresh_until)
+            self._refresh((user_id, session_id), entry, now, refresh_until)
             return list(entry.window)
 
     def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
@@ -167,7 +172,7 @@ class InMemorySessionStore(SessionStore):
             if entry.status is SessionStatus.CLOSED:
                 raise SessionClosed(f"session_id: session {session_id!r} is closed")
             entry.task_state_json = encoded
-            self._refresh(session_id, entry, now, refresh_until)
+            self._refresh((user_id, session_id), entry, now, refresh_until)
             return self._state(session_id, entry)
 
     def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
@@ -193,7 +198,7 @@ class InMemorySessionStore(SessionStore):
         with self._lock:
             if self._owned(user_id, session_id, now) is None:
                 return False
-            self._purge(session_id)
+            self._purge((user_id, session_id))
             return True
 
     def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
@@ -210,7 +215,7 @@ class InMemorySessionStore(SessionStore):
         with self._lock:
             states = [
                 self._state(sid, entry)
-                for sid, entry in self._sessions.items()
+                for (_, sid), entry in self._sessions.items()
                 if now < entry.expires_at
             ]
         return Usage(len(states), sum(session_bytes(s) for s in states))
@@ -221,10 +226,10 @@ class InMemorySessionStore(SessionStore):
             ids = list(self._by_user.get(user_id, ()))
             live = 0
             for sid in ids:
-                entry = self._sessions.get(sid)
-                if entry is not None and entry.user_id == user_id and now < entry.expires_at:
+                entry = self._sessions.get((user_id, sid))
+                if entry is not None and now < entry.expires_at:
                     live += 1
-                self._purge(sid)
+                self._purge((user_id, sid))
             return live
 
     def _sweep(self, *, now: float, batch_size: int) -> int:
@@ -232,11 +237,11 @@ class InMemorySessionStore(SessionStore):
         with self._lock:
             heap = self._expiry_heap
             while heap and removed < batch_size and heap[0][0] <= now:
-                expires_at, sid = heapq.heappop(heap)
-                entry = self._sessions.get(sid)
+                expires_at, _, key = heapq.heappop(heap)
+                entry = self._sessions.get(key)
                 if entry is None or entry.expires_at != expires_at:
                     continue  # stale: deleted, or refreshed (a newer heap entry exists)
-                self._purge(sid)
+                self._purge(key)
                 removed += 1
         return removed
 
@@ -249,6 +254,6 @@ class InMemorySessionStore(SessionStore):
         """Every string this store holds, as stored (tests prove no raw PII is among them)."""
         with self._lock:
             out: list[str] = []
-            for sid, e in self._sessions.items():
+            for (_, sid), e in self._sessions.items():
                 out += [sid, e.user_id, e.channel, e.status.value, e.task_state_json, *e.window]
             return out

@@ -2,11 +2,16 @@
 
 Data, with names from `reference.keys.Namespace`:
 
-- hash `session_key(id)`: user_id, channel, started_at, last_active_at, expires_at,
-  status, task_state (JSON);
-- list `context_key(id)`: the last `window` message ids, newest first (LPUSH + LTRIM);
+- hash `session_key(user, id)`: user_id, channel, started_at, last_active_at,
+  expires_at, status, task_state (JSON);
+- list `context_key(user, id)`: the last `window` message ids, newest first (LPUSH +
+  LTRIM);
 - set `user_sessions_key(user)`: the user's session ids;
-- sorted set `session_expiry_key`: session id scored by expires_at, for batch sweeps.
+- sorted set `session_expiry_key`: `session_member(user, id)` (`user:id`) scored by
+  expires_at, for batch sweeps.
+
+Sessions are keyed per user: two users may open sessions of the same id, and no
+operation of one user reads, changes or reveals the existence of another's.
 
 Every public operation is one round trip: operations that touch several keys run as Lua
 scripts (registered once, run by EVALSHA), so they are atomic too. Times always come from
@@ -43,18 +48,18 @@ local function load(key)
   return t
 end
 
-local function purge(sid, t, hkey, ckey, zkey, utpl)
+local function purge(sid, member, hkey, ckey, ukey, zkey)
   redis.call('DEL', hkey, ckey)
-  if t and t.user_id then redis.call('SREM', string.format(utpl, t.user_id), sid) end
-  redis.call('ZREM', zkey, sid)
+  redis.call('SREM', ukey, sid)
+  redis.call('ZREM', zkey, member)
 end
 
--- The session (of any user) unless missing or expired; an expired one is purged.
-local function live(sid, hkey, ckey, zkey, utpl, now)
+-- The session unless missing or expired; an expired one is purged.
+local function live(sid, member, hkey, ckey, ukey, zkey, now)
   local t = load(hkey)
   if not t then return nil end
   if now >= tonumber(t.expires_at) then
-    purge(sid, t, hkey, ckey, zkey, utpl)
+    purge(sid, member, hkey, ckey, ukey, zkey)
     return nil
   end
   return t
@@ -64,22 +69,23 @@ local function native(key, at_ms)
   if at_ms ~= '' then redis.call('PEXPIREAT', key, at_ms) end
 end
 
-local function refresh(sid, hkey, ckey, zkey, now_s, until_s, at_ms)
+local function refresh(member, hkey, ckey, zkey, now_s, until_s, at_ms)
   redis.call('HSET', hkey, 'last_active_at', now_s, 'expires_at', until_s)
-  redis.call('ZADD', zkey, until_s, sid)
+  redis.call('ZADD', zkey, until_s, member)
   native(hkey, at_ms)
   native(ckey, at_ms)
 end
 """
 
-# Single-session scripts share one calling convention:
-#   KEYS = hash, context list, caller's user set, expiry zset
-#   ARGV = session_id, user_id, now, user-set key template, then per-script arguments
+# Single-session scripts share one calling convention. Every key is the caller's user's
+# (`reference.keys`), so another user's session of the same id is never touched or seen.
+#   KEYS = hash, context list, the user's session set, expiry zset
+#   ARGV = session_id, expiry-index member, user_id, now, then per-script arguments
 _SINGLE = (
     _LIB
     + """
 local hkey, ckey, ukey, zkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local sid, uid, now_s, utpl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local sid, member, uid, now_s = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(now_s)
 """
 )
@@ -88,12 +94,12 @@ _CREATE = (
     _SINGLE
     + """
 -- ARGV[5..8] = channel, expires_at, task_state, native PEXPIREAT ms or ''
-if live(sid, hkey, ckey, zkey, utpl, now) then return 0 end
+if live(sid, member, hkey, ckey, ukey, zkey, now) then return 0 end
 redis.call('DEL', ckey)
 redis.call('HSET', hkey, 'user_id', uid, 'channel', ARGV[5], 'started_at', now_s,
   'last_active_at', now_s, 'expires_at', ARGV[6], 'status', 'active', 'task_state', ARGV[7])
 redis.call('SADD', ukey, sid)
-redis.call('ZADD', zkey, ARGV[6], sid)
+redis.call('ZADD', zkey, ARGV[6], member)
 native(hkey, ARGV[8])
 return 1
 """
@@ -103,10 +109,10 @@ _GET = (
     _SINGLE
     + """
 -- ARGV[5] = refresh-until or '' (peek); ARGV[6] = native PEXPIREAT ms or ''
-local t = live(sid, hkey, ckey, zkey, utpl, now)
-if not t or t.user_id ~= uid then return nil end
+local t = live(sid, member, hkey, ckey, ukey, zkey, now)
+if not t then return nil end
 if ARGV[5] ~= '' and t.status == 'active' then
-  refresh(sid, hkey, ckey, zkey, now_s, ARGV[5], ARGV[6])
+  refresh(member, hkey, ckey, zkey, now_s, ARGV[5], ARGV[6])
 end
 return redis.call('HGETALL', hkey)
 """
@@ -116,12 +122,12 @@ _APPEND = (
     _SINGLE
     + """
 -- ARGV[5..8] = message id, window, refresh-until, native PEXPIREAT ms or ''
-local t = live(sid, hkey, ckey, zkey, utpl, now)
-if not t or t.user_id ~= uid then return {0} end
+local t = live(sid, member, hkey, ckey, ukey, zkey, now)
+if not t then return {0} end
 if t.status ~= 'active' then return {-1} end
 redis.call('LPUSH', ckey, ARGV[5])
 redis.call('LTRIM', ckey, 0, tonumber(ARGV[6]) - 1)
-refresh(sid, hkey, ckey, zkey, now_s, ARGV[7], ARGV[8])
+refresh(member, hkey, ckey, zkey, now_s, ARGV[7], ARGV[8])
 return {1, redis.call('LRANGE', ckey, 0, -1)}
 """
 )
@@ -129,8 +135,8 @@ return {1, redis.call('LRANGE', ckey, 0, -1)}
 _CONTEXT = (
     _SINGLE
     + """
-local t = live(sid, hkey, ckey, zkey, utpl, now)
-if not t or t.user_id ~= uid then return {0} end
+local t = live(sid, member, hkey, ckey, ukey, zkey, now)
+if not t then return {0} end
 return {1, redis.call('LRANGE', ckey, 0, -1)}
 """
 )
@@ -139,11 +145,11 @@ _SET_TASK_STATE = (
     _SINGLE
     + """
 -- ARGV[5..7] = task_state, refresh-until, native PEXPIREAT ms or ''
-local t = live(sid, hkey, ckey, zkey, utpl, now)
-if not t or t.user_id ~= uid then return {0} end
+local t = live(sid, member, hkey, ckey, ukey, zkey, now)
+if not t then return {0} end
 if t.status ~= 'active' then return {-1} end
 redis.call('HSET', hkey, 'task_state', ARGV[5])
-refresh(sid, hkey, ckey, zkey, now_s, ARGV[6], ARGV[7])
+refresh(member, hkey, ckey, zkey, now_s, ARGV[6], ARGV[7])
 return {1, redis.call('HGETALL', hkey)}
 """
 )
@@ -151,8 +157,8 @@ return {1, redis.call('HGETALL', hkey)}
 _CLOSE = (
     _SINGLE
     + """
-local t = live(sid, hkey, ckey, zkey, utpl, now)
-if not t or t.user_id ~= uid then return 0 end
+local t = live(sid, member, hkey, ckey, ukey, zkey, now)
+if not t then return 0 end
 redis.call('HSET', hkey, 'status', 'closed')
 return 1
 """
@@ -161,8 +167,8 @@ return 1
 _RESET = (
     _SINGLE
     + """
-local t = live(sid, hkey, ckey, zkey, utpl, now)
-if not t or t.user_id ~= uid then return 0 end
+local t = live(sid, member, hkey, ckey, ukey, zkey, now)
+if not t then return 0 end
 redis.call('DEL', ckey)
 redis.call('HSET', hkey, 'task_state', '{}')
 return 1
@@ -172,22 +178,25 @@ return 1
 _DELETE = (
     _SINGLE
     + """
-local t = live(sid, hkey, ckey, zkey, utpl, now)
-if not t or t.user_id ~= uid then return 0 end
-purge(sid, t, hkey, ckey, zkey, utpl)
+local t = live(sid, member, hkey, ckey, ukey, zkey, now)
+if not t then return 0 end
+purge(sid, member, hkey, ckey, ukey, zkey)
 return 1
 """
 )
 
 # Multi-session scripts build keys from templates (Namespace methods applied to '%s'), so
 # key names still have one source, `reference.keys`.
-#   KEYS = caller's user set (or nothing), expiry zset
+#   KEYS = the user's session set (or nothing), expiry zset
 #   ARGV = now, hash template, context template, user-set template, then per-script
 _MULTI = (
     _LIB
     + """
 local now_s, stpl, ctpl, utpl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(now_s)
+local function keys_of(uid, sid)
+  return string.format(stpl, uid, sid), string.format(ctpl, uid, sid), uid .. ':' .. sid
+end
 """
 )
 
@@ -198,11 +207,11 @@ _LIST_USER = (
 local ukey, zkey, uid = KEYS[1], KEYS[2], ARGV[5]
 local out = {}
 for _, sid in ipairs(redis.call('SMEMBERS', ukey)) do
-  local hkey = string.format(stpl, sid)
-  local t = live(sid, hkey, string.format(ctpl, sid), zkey, utpl, now)
+  local hkey, ckey, member = keys_of(uid, sid)
+  local t = live(sid, member, hkey, ckey, ukey, zkey, now)
   if not t then
     redis.call('SREM', ukey, sid)  -- the hash went (native TTL) without its index entry
-  elseif t.user_id == uid then
+  else
     table.insert(out, {sid, redis.call('HGETALL', hkey)})
   end
 end
@@ -217,12 +226,10 @@ _DELETE_USER = (
 local ukey, zkey, uid = KEYS[1], KEYS[2], ARGV[5]
 local n = 0
 for _, sid in ipairs(redis.call('SMEMBERS', ukey)) do
-  local hkey = string.format(stpl, sid)
+  local hkey, ckey, member = keys_of(uid, sid)
   local t = load(hkey)
-  if t and t.user_id == uid then
-    if now < tonumber(t.expires_at) then n = n + 1 end
-    purge(sid, t, hkey, string.format(ctpl, sid), zkey, utpl)
-  end
+  if t and now < tonumber(t.expires_at) then n = n + 1 end
+  purge(sid, member, hkey, ckey, ukey, zkey)
 end
 redis.call('DEL', ukey)
 return n
@@ -236,13 +243,14 @@ _SWEEP = (
 local zkey = KEYS[1]
 local n = 0
 local due = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_s, 'LIMIT', 0, tonumber(ARGV[5]))
-for _, sid in ipairs(due) do
-  local hkey = string.format(stpl, sid)
+for _, member in ipairs(due) do
+  local uid, sid = string.match(member, '^([^:]*):(.*)$')
+  local hkey, ckey = keys_of(uid, sid)
   local t = load(hkey)
   if t and now < tonumber(t.expires_at) then
-    redis.call('ZADD', zkey, t.expires_at, sid)  -- index was behind the hash: repair it
+    redis.call('ZADD', zkey, t.expires_at, member)  -- index was behind the hash: repair it
   else
-    purge(sid, t, hkey, string.format(ctpl, sid), zkey, utpl)
+    purge(sid, member, hkey, ckey, string.format(utpl, uid), zkey)
     n = n + 1
   end
 end
@@ -267,8 +275,8 @@ class RedisSessionStore(SessionStore):
         self.client = client
         ns = self.namespace
         self._utpl = ns.user_sessions_key("%s")
-        self._stpl = ns.session_key("%s")
-        self._ctpl = ns.context_key("%s")
+        self._stpl = ns.session_key("%s", "%s")
+        self._ctpl = ns.context_key("%s", "%s")
         reg = client.register_script
         self._create_script = reg(_CREATE)
         self._get_script = reg(_GET)
@@ -302,8 +310,8 @@ class RedisSessionStore(SessionStore):
     def _keys(self, user_id: str, session_id: str) -> list[str]:
         ns = self.namespace
         return [
-            ns.session_key(session_id),
-            ns.context_key(session_id),
+            ns.session_key(user_id, session_id),
+            ns.context_key(user_id, session_id),
             ns.user_sessions_key(user_id),
             ns.session_expiry_key,
         ]
@@ -315,7 +323,8 @@ class RedisSessionStore(SessionStore):
         return str(int((expires_at + NATIVE_TTL_MARGIN_S) * 1000))
 
     def _single(self, script: Any, user_id: str, session_id: str, now: float, *extra: str) -> Any:
-        args = [session_id, user_id, _ts(now), self._utpl, *extra]
+        member = self.namespace.session_member(user_id, session_id)
+        args = [session_id, member, user_id, _ts(now), *extra]
         return script(keys=self._keys(user_id, session_id), args=args)
 
     def _multi(self, script: Any, keys: list[str], now: float, *extra: str) -> Any:
@@ -436,13 +445,14 @@ class RedisSessionStore(SessionStore):
     def _usage(self, now: float) -> Usage:
         # The live sessions by the expiry index, then their hashes in one round trip.
         expiry = self.namespace.session_expiry_key
-        live = [str(sid) for sid in self.client.zrangebyscore(expiry, f"({_ts(now)}", "+inf")]
+        members = self.client.zrangebyscore(expiry, f"({_ts(now)}", "+inf")
+        live = [str(member).split(":", 1) for member in members]
         pipe = self.client.pipeline(transaction=False)
-        for sid in live:
-            pipe.hgetall(self.namespace.session_key(sid))
+        for user_id, sid in live:
+            pipe.hgetall(self.namespace.session_key(user_id, sid))
         states = [
             self._state(sid, [x for pair in h.items() for x in pair])
-            for sid, h in zip(live, pipe.execute(), strict=True)
+            for (_, sid), h in zip(live, pipe.execute(), strict=True)
             if h
         ]
         return Usage(len(states), sum(session_bytes(s) for s in states))
