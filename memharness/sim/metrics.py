@@ -1,11 +1,18 @@
 """From shard tallies to a strategy's figures (DESIGN.md, Quality metrics).
 
 Per probe, on the top-k of each layer (the context a turn assembles):
-recall@k is the share of needed facts retrieved; stale@k the share of probes that
-retrieved a superseded or invalidated fact; over-forgetting the share of needed facts
-that had been stored and were stored nowhere at the probe; unstored the share never
-stored (the intent filter or promotion passed them by); leakage counts erased facts that
-came back, retrieved by a probe or still stored after their forget command (must be 0).
+recall@k is the share of needed facts retrieved, and recall@k per layer the share found
+in that layer's top-k (STM and LTM; a fact both return counts in each; the session layer
+holds message ids, not text, and a probe does not search it); stale@k the share of
+probes that retrieved a superseded or invalidated fact. A needed fact not retrieved is
+missed (still stored where the probe looks), over-forgotten (it had been stored where
+the probe could find it, LTM or the probe's own session's STM, and no longer is),
+unreachable (stored only in other sessions' STM, which a probe never sees) or unstored
+(never stored: the intent filter or promotion passed it by); with recall, those five
+shares add up to 1 (`probes.py` has the rules). Leakage counts erased facts that came
+back, retrieved by a probe or still stored after their forget command (must be 0).
+The ceiling (`ceiling.py`) is the recall@k of a dense search over every said turn, the
+same under every strategy.
 PII residency is the longest time a layer held a said PII value in a recoverable form
 (raw, or sealed but not yet anonymised), to the resolution of the sweep ticks.
 """
@@ -19,21 +26,27 @@ from hdrh.histogram import HdrHistogram
 
 from memharness.sim.shard import LATENCY_OPS, LAYERS, ShardResult, new_histogram
 
+#: The counts `merge` adds up over shards.
+TALLIES = (
+    "turns", "probes", "events", "needed", "retrieved", "retrieved_stm", "retrieved_ltm",
+    "missed", "over_forgotten", "unreachable", "unstored", "stale_probes", "leaked",
+    "ceiling_needed", "ceiling_found",
+)  # fmt: skip
+
 
 def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
 def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
-    """`metrics`, `footprint` and `latency_ms` of one strategy over all its shards."""
+    """`metrics`, `footprint`, `latency_ms`, the per-probe records (`probes`, in the
+    scenario's user order) and the `ceiling` of one strategy over all its shards."""
     total = ShardResult()
     for s in shards:
-        for name in (
-            "turns", "probes", "events", "needed", "retrieved", "over_forgotten", "unstored",
-            "stale_probes", "leaked",
-        ):  # fmt: skip
+        for name in TALLIES:
             setattr(total, name, getattr(total, name) + getattr(s, name))
         total.leaks.extend(s.leaks)
+        total.probe_records.extend(s.probe_records)
         total.pii_residency_s.extend(s.pii_residency_s)
         total.pii_open_s.extend(s.pii_open_s)
     # Shards run side by side: the strategy took as long as its slowest shard.
@@ -42,8 +55,12 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
     residency = [*total.pii_residency_s, *total.pii_open_s]
     metrics = {
         "recall_at_k": _share(total.retrieved, total.needed),
+        "recall_stm_at_k": _share(total.retrieved_stm, total.needed),
+        "recall_ltm_at_k": _share(total.retrieved_ltm, total.needed),
         "stale_at_k": _share(total.stale_probes, total.probes),
+        "missed_rate": _share(total.missed, total.needed),
         "over_forget_rate": _share(total.over_forgotten, total.needed),
+        "unreachable_rate": _share(total.unreachable, total.needed),
         "unstored_rate": _share(total.unstored, total.needed),
         "leakage": total.leaked,
         "pii_residency_max_s": max(residency) if residency else None,
@@ -51,6 +68,7 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         "pii_still_resident": len(total.pii_open_s),
         "turns": total.turns,
         "probes": total.probes,
+        "probes_recorded": len(total.probe_records),
         "events": total.events,
         "needed": total.needed,
         "wall_s": round(wall, 4),
@@ -62,6 +80,12 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
     return {
         "metrics": metrics,
         "leaks": total.leaks[:20],
+        "probes": sorted(total.probe_records, key=lambda r: (r["user_index"], r["step"])),
+        "ceiling": {
+            "recall_at_k": _share(total.ceiling_found, total.ceiling_needed),
+            "needed": total.ceiling_needed,
+            "found": total.ceiling_found,
+        },
         "footprint": footprint(shards),
         "latency_ms": latency([s.histograms for s in shards]),
     }

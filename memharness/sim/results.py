@@ -6,6 +6,11 @@ write goes to a temporary file that is renamed into place: an interrupted or fai
 leaves each file either whole or absent, and earlier runs' directories are never
 touched (a run id is new or the run refuses to start) unless a run is resumed.
 
+A strategy's own file also holds its per-probe records (`probes`: the probes that were
+not clean, `memharness/sim/probes.py`), which `memharness explain` prints; results.json
+holds each scenario's retrieval `ceiling` (`memharness/sim/ceiling.py`), the same under
+every strategy, taken from the first strategy that completes.
+
 A resumed run (`ResultWriter.resume`) reopens its directory: it refuses when the settings
 that shape the figures differ (`RESUME_FIELDS`), keeps every earlier entry, takes each
 result whose file is complete as done (loaded from that file, not replayed), and replaces
@@ -32,8 +37,9 @@ _VERSIONED = ("memharness", "ray", "chromadb", "numpy", "psycopg", "redis", "pgv
 RESUME_FIELDS = ("backend", "embedder", "k", "seed", "idle_sweep_s", "sample_every_s")
 #: Those a `memharness run` option sets (the others are constants of the version).
 _OPTIONS = ("backend", "embedder", "k", "seed", "idle_sweep_s")
-#: What a strategy's own file holds besides its entry in results.json.
-_OWN_ONLY = ("run_id", "scenario", "backend", "embedder", "k")
+#: What a strategy's own file holds besides its entry in results.json: the per-probe
+#: records (`memharness/sim/probes.py`) stay there, so results.json stays small.
+_OWN_ONLY = ("run_id", "scenario", "backend", "embedder", "k", "probes")
 
 
 class ResumeError(ValueError):
@@ -223,6 +229,9 @@ class ResultWriter:
             "latency_ms": figures.get("latency_ms"),
         }
         current = self._section()
+        ceiling = figures.get("ceiling")
+        if ceiling is not None and "ceiling" not in current:
+            current["ceiling"] = ceiling
         own = {
             "run_id": self.document["run_id"],
             "scenario": {k: v for k, v in current.items() if k != "strategies"},
@@ -230,6 +239,7 @@ class ResultWriter:
             "embedder": self.document["embedder"],
             "k": self.document["k"],
             **entry,
+            "probes": figures.get("probes", []),
         }
         write_json(self.run_dir / entry["file"], own)
         self._put(entry)

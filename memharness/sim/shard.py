@@ -26,7 +26,17 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step, User
-from memharness.sim.truth import FactState, UserTruth
+from memharness.sim.ceiling import CeilingTally, user_ceiling
+from memharness.sim.probes import (
+    TALLY,
+    Verdict,
+    hit_record,
+    is_clean,
+    judge,
+    needed_verdict,
+    probe_record,
+)
+from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
 from reference.forgetting.policy import Memory, OracleAdvice
 from reference.forgetting.strategy import Strategy
@@ -58,11 +68,21 @@ class ShardResult:
     events: int = 0
     needed: int = 0
     retrieved: int = 0
+    retrieved_stm: int = 0  # needed facts in the top-k of STM (a fact both layers
+    retrieved_ltm: int = 0  # return counts in each)
+    missed: int = 0  # the verdicts of the needed facts not retrieved (probes.py)
     over_forgotten: int = 0
+    unreachable: int = 0
     unstored: int = 0
     stale_probes: int = 0
     leaked: int = 0
     leaks: list[dict[str, Any]] = field(default_factory=list)  # the first few, to debug
+    #: A record per probe that is not clean (`probes.py`), in replay order.
+    probe_records: list[dict[str, Any]] = field(default_factory=list)
+    #: The dense-search ceiling of the shard's probes (`ceiling.py`): the same under
+    #: every strategy.
+    ceiling_needed: int = 0
+    ceiling_found: int = 0
     pii_residency_s: list[float] = field(default_factory=list)  # resolved items
     pii_open_s: list[float] = field(default_factory=list)  # still resident at the end
     footprint: dict[float, dict[str, tuple[int, int]]] = field(default_factory=dict)
@@ -118,6 +138,7 @@ class ShardReplayer:
         self.steps_total = sum(len(u.user.timeline) for u in users)
         self.steps_done = 0
         self.users_done = 0
+        self.ceiling: CeilingTally | None = None  # computed by the first replay
 
     def texts(self) -> list[str]:
         """Every text a replay embeds, to embed ahead in batches (the embedder's cache)."""
@@ -149,6 +170,17 @@ class ShardReplayer:
         advice = OracleAdvice(needed_until=run.oracle_until) if strategy.oracle else None
         system = build(clock, namespace, advice)
         run.system, run.advice = system, advice
+        if self.ceiling is None:  # the texts are in the embedder's cache: no model call
+            self.ceiling = sum(
+                (
+                    user_ceiling(
+                        u.user, embed=system.embedder.embed, mask=system.pii.mask, k=self.k
+                    )
+                    for u in self.users
+                ),
+                CeilingTally(),
+            )
+        run.result.ceiling_needed, run.result.ceiling_found = astuple(self.ceiling)
         began = time.perf_counter()
         try:
             for _, kind, payload in self._merged(ticks, samples):
@@ -157,8 +189,8 @@ class ShardReplayer:
                 elif kind == 1:
                     run.sample(payload)
                 else:
-                    u, step, last = payload
-                    run.step(u, step)
+                    u, step, index, last = payload
+                    run.step(u, step, index)
                     self.steps_done += 1
                     self.users_done += last
             run.finish()
@@ -195,6 +227,7 @@ class _Run:
         self.stm_facts: dict[str, tuple[int, tuple[str, ...]]] = {}
         self.ltm_facts: dict[tuple[str, int], tuple[int, tuple[str, ...]]] = {}
         self.refs: dict[tuple[int, str], list[Ref]] = {}  # (user, fact id) -> where stored
+        self.stm_sessions: dict[str, str] = {}  # STM record id -> its session (its scope)
         self.pii: list[_PiiItem] = []
         self.pii_dirty: set[str] = set()  # users whose PII items the next tick checks
 
@@ -216,7 +249,7 @@ class _Run:
         return None
 
     # ------------------------------------------------------------------ steps
-    def step(self, u: SimUser, step: Step) -> None:
+    def step(self, u: SimUser, step: Step, index: int) -> None:
         self.pii_dirty.add(u.user_id)
         if isinstance(step, SayStep):
             self.say(u, step)
@@ -229,7 +262,7 @@ class _Run:
             self.system.handle_event(event, at=step.at)
             self.result.inside_s += time.perf_counter() - mark
         else:
-            self.probe(u, step)
+            self.probe(u, step, index)
 
     def _turn(self, u: SimUser, session: str, text: str, at: float, meta: dict[str, Any]) -> Any:
         mark = time.perf_counter()
@@ -252,6 +285,7 @@ class _Run:
         refs: list[Ref] = []
         if result.stm.record is not None:
             self.stm_facts[result.stm.record.record_id] = (u.index, facts)
+            self.stm_sessions[result.stm.record.record_id] = result.stm.record.session_id
             refs.append(("stm", result.stm.record.record_id))
         if result.promoted is not None:
             fact = result.promoted
@@ -275,11 +309,12 @@ class _Run:
             if any(self._stored(u, ref) for ref in self.refs.get((u.index, fact_id), [])):
                 self._leak(u, step.at, fact_id, "still stored after the forget command")
 
-    def probe(self, u: SimUser, step: ProbeStep) -> None:
+    def probe(self, u: SimUser, step: ProbeStep, index: int) -> None:
+        session_id = self.shard.sessions[(u.index, step.session)]
         mark = time.perf_counter()
         recall = self.system.recall(
             user_id=u.user_id,
-            session_id=self.shard.sessions[(u.index, step.session)],
+            session_id=session_id,
             query=step.probe,
             at=step.at,
             k=step.k or self.shard.k,
@@ -287,34 +322,49 @@ class _Run:
         spent = time.perf_counter() - mark
         self.result.inside_s += spent
         self._record("recall", spent * 1000.0)
-        retrieved: set[str] = set()
-        hits: list[Memory] = [h.record for h in recall.stm_hits]
-        hits.extend(h.record for h in recall.ltm_hits)
-        for record in hits:
-            found = self._facts_of(record)
-            if found is not None:
-                retrieved.update(found[1])
+        found: dict[str, set[str]] = {"stm": set(), "ltm": set()}
+        hits: dict[str, list[dict[str, Any]]] = {"stm": [], "ltm": []}
+        layers: tuple[tuple[str, list[Any]], ...] = (
+            ("stm", recall.stm_hits), ("ltm", recall.ltm_hits)
+        )  # fmt: skip
+        for layer, layer_hits in layers:
+            for hit in layer_hits:
+                facts = (self._facts_of(hit.record) or (u.index, ()))[1]
+                found[layer].update(facts)
+                hits[layer].append(hit_record(hit.score, facts, hit.record.text))
         truth = self.shard.truth[u.index]
+        verdicts = judge(
+            step,
+            found["stm"] | found["ltm"],
+            state=lambda fact_id: truth.state(fact_id, step.at),
+            why_not=lambda fact_id: self._not_retrieved(u, fact_id, session_id),
+        )
         res = self.result
         res.probes += 1
-        stale = False
-        for fact_id in sorted(retrieved):
-            state = truth.state(fact_id, step.at)
-            if state is FactState.ERASED:
+        for fact_id, verdict in verdicts.items():
+            if verdict is Verdict.LEAK:
                 self._leak(u, step.at, fact_id, f"retrieved by probe {step.probe!r}")
-            elif state is FactState.STALE:
-                stale = True
-        res.stale_probes += stale
+        res.stale_probes += Verdict.STALE_HIT in verdicts.values()
         for fact_id in step.needed:
             res.needed += 1
-            if fact_id in retrieved:
-                res.retrieved += 1
-                continue
-            refs = self.refs.get((u.index, fact_id), [])
-            if not refs:
-                res.unstored += 1
-            elif not any(self._stored(u, ref) for ref in refs):
-                res.over_forgotten += 1
+            name = TALLY[verdicts[fact_id]]
+            setattr(res, name, getattr(res, name) + 1)
+            res.retrieved_stm += fact_id in found["stm"]
+            res.retrieved_ltm += fact_id in found["ltm"]
+        if not is_clean(verdicts):
+            record = probe_record(u.user.id, u.index, index, step, hits, verdicts)
+            res.probe_records.append(record)
+
+    def _not_retrieved(self, u: SimUser, fact_id: str, session_id: str) -> Verdict:
+        """Why a needed fact was not retrieved by a probe in `session_id` (`probes.py`):
+        STM is scoped to its session, so only this session's STM and LTM are reachable."""
+        refs = self.refs.get((u.index, fact_id), [])
+        reachable = [r for r in refs if r[0] == "ltm" or self.stm_sessions.get(r[1]) == session_id]
+        return needed_verdict(
+            stored=bool(refs),
+            reachable=bool(reachable),
+            live=any(self._stored(u, ref) for ref in reachable),
+        )
 
     # ------------------------------------------------------------------ time
     def tick(self, at: float) -> None:
@@ -414,7 +464,7 @@ class _Run:
 def _steps(u: SimUser) -> Iterator[tuple[float, int, int, int, Any]]:
     last = len(u.user.timeline) - 1
     for i, step in enumerate(u.user.timeline):
-        yield step.at, 2, u.index, i, (u, step, int(i == last))
+        yield step.at, 2, u.index, i, (u, step, i, int(i == last))
 
 
 __all__ = ["LATENCY_OPS", "LAYERS", "ShardReplayer", "ShardResult", "SimUser", "new_histogram"]
