@@ -9,6 +9,7 @@ import click
 from memharness.bench_cmd import bench
 from memharness.capacity_cmd import capacity, compare
 from memharness.cli_settings import settings_from_options
+from memharness.explain_cmd import explain
 from memharness.load_cmd import load
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
@@ -83,6 +84,7 @@ main.add_command(bench)
 main.add_command(scenarios)
 main.add_command(capacity)
 main.add_command(compare)
+main.add_command(explain)
 
 if __name__ == "__main__":
     main()

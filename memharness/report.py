@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memharness.diagnostics import disagreement_section, layer_table
+
 LAYERS = ("session", "stm", "ltm")
 MAX_SERIES_POINTS = 2000
 #: Points are labelled in place when this few and this short; else numbered, with a key.
@@ -34,8 +36,19 @@ _HOW_TO_READ = """\
 
 - **recall@k**: share of needed facts retrieved in the top-k of the layers.
 - **stale@k**: share of probes whose top-k held a superseded or invalidated fact.
-- **over-forget**: needed facts that had been stored but were stored nowhere at the probe.
+- **over-forget**: needed facts that had been reachable by the probe and no longer were.
 - **unstored**: needed facts the memory never stored.
+- **dense ceiling**: recall@k of a plain dense search, with the run's embedder, over \
+every turn the user said before the probe (no forgetting, no intent filter, no session \
+scope): what was findable at all. **of ceiling** is a strategy's recall@k over it (it can \
+pass 1: the memory returns the top-k of STM and of LTM, the ceiling k turns).
+- **recall STM / LTM**: share of needed facts in that layer's top-k (a fact both layers \
+return counts in each; probes do not search the session layer, which holds message ids).
+- Of the needed facts not retrieved: **missed** were still stored where the probe looks; \
+**over-forget** had been stored where the probe could find them (LTM, or the probe's own \
+session's STM) and no longer were; **unreachable** were stored only in other sessions' \
+STM, which a probe never sees (a scoping or promotion gap, not forgetting). With recall \
+and unstored, these add up to 1.
 - **leakage**: erased facts that came back — must be 0.
 - **PII max residency**: longest time raw PII was stored.
 - **peak records / bytes**: sum over the layers of each layer's own peak (the layers may \
@@ -266,12 +279,25 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
             f" · source `{scenario.get('source', '-')}`",
             "",
             summary_table(scenario),
+            *_diagnostics(Path(run_dir), scenario),
             *(f"![{_PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
         ]
     out.append(_HOW_TO_READ)
     path = Path(run_dir) / "summary.md"
     path.write_text("\n".join(out), encoding="utf-8")
     return path
+
+
+def _diagnostics(run_dir: Path, scenario: dict[str, Any]) -> list[str]:
+    """The ceiling and layer table, and the probes where strategies disagree; nothing
+    for results made before these figures existed."""
+    ok = [s.get("metrics") or {} for s in scenario.get("strategies") or []]
+    if "ceiling" not in scenario and not any("recall_stm_at_k" in m for m in ok):
+        return []
+    out = ["Recall against the dense retrieval ceiling, by layer, and why the rest was not:"]
+    out += ["", layer_table(scenario)]
+    disagree = disagreement_section(run_dir, scenario)
+    return [*out, disagree] if disagree else out
 
 
 # --------------------------------------------------------------------------- plots
