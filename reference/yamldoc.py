@@ -1,13 +1,28 @@
 """YAML documents with errors that name the file, the line and the field.
 
-Shared by the strategy loader (`reference.forgetting.loading`) and the scenario loader
-(`memharness.scenarios.loader`): the text is composed to YAML nodes first (refusing
-duplicate keys, which PyYAML would keep silently), and each validation error location is
-walked back through those nodes to the line of its key, giving `file:line: field: message`.
+Shared by the strategy loader (`reference.forgetting.loading`), the scenario loaders
+(`memharness.scenarios`) and the capacity target (`memharness.capacity.target`): the text
+is composed to YAML nodes first, and each validation error location is walked back through
+those nodes to the line of its key, giving `file:line: field: message`.
+
+Before anything is built from the nodes, `check_nodes` refuses, at the line and field where
+they occur, what would otherwise end in a traceback, a hang or a memory blow-up:
+
+- duplicate keys (PyYAML would keep the last one silently);
+- nesting deeper than `MAX_DEPTH` levels;
+- aliases that expand the document by more than `MAX_ALIAS_EXPANSION` nodes (an "alias
+  bomb": nine nested anchors of ten aliases each are 10^9 nodes), and recursive aliases;
+- integers of more than `MAX_INT_DIGITS` digits (Python refuses to convert 4,300 or more);
+- strings with a NUL character or an unpaired surrogate (a `"\ud800"` escape), which no
+  store can hold.
+
+Values YAML resolves but cannot build (`2024-13-45` as a timestamp) are reported at their
+line too. Size limits of the fields themselves (texts, ids) are the models' business.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +34,14 @@ from pydantic import ValidationError
 from reference.errors import InvalidInput
 
 __all__ = [
+    "MAX_ALIAS_EXPANSION",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
     "Loc",
     "Problem",
     "YamlDocError",
     "check_duplicate_keys",
+    "check_nodes",
     "compose_mapping",
     "dotted",
     "line_of",
@@ -34,6 +53,21 @@ __all__ = [
 
 #: A location in a document: mapping keys and list indexes, outermost first.
 Loc = tuple[int | str, ...]
+
+#: Deepest nesting of mappings and lists a document may have (real files need under 10).
+MAX_DEPTH = 64
+#: How many nodes aliases may add to a document, beyond the nodes written out in it.
+MAX_ALIAS_EXPANSION = 100_000
+#: Longest integer, in digits (a 64-bit integer has 19 or 20).
+MAX_INT_DIGITS = 100
+
+#: libyaml's loader when PyYAML was built with it: faster, and its parser bounds nesting
+#: itself where the pure-Python composer would recurse until RecursionError.
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_STR_TAG = "tag:yaml.org,2002:str"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,21 +130,24 @@ def compose_mapping(
     source: str | None,
     what: str,
     error: type[YamlDocError] = YamlDocError,
-    loader: Callable[[str], Any] = yaml.SafeLoader,
+    loader: Callable[[str], Any] = SAFE_LOADER,
 ) -> tuple[dict[Any, Any], yaml.Node]:
     """The plain data of a one-document YAML text, and its node tree (for `line_of`).
 
     `what` completes "(document): must be ..." when the document is not a mapping
-    (e.g. "a mapping of strategy fields"). Empty documents, YAML syntax errors and
-    duplicate keys raise `error` too; `loader` is the PyYAML loader class to parse with.
+    (e.g. "a mapping of strategy fields"). Empty documents, YAML syntax errors and what
+    `check_nodes` refuses raise `error` too; `loader` is the PyYAML loader class.
     """
     parser = loader(text)
     try:
-        node = parser.get_single_node()
+        try:
+            node = parser.get_single_node()
+        except RecursionError:  # the pure-Python composer recurses once per level
+            raise error.single("(yaml)", f"nested deeper than {MAX_DEPTH} levels", source) from None
         if node is None:
             raise error.single("(document)", "is empty", source, 1)
-        check_duplicate_keys(node, (), source, error=error)
-        data = parser.construct_document(node)
+        check_nodes(node, (), source, error=error)
+        data = construct(parser, node, source, error=error)
     except yaml.YAMLError as exc:
         raise error([yaml_problem(exc, source)]) from None
     finally:
@@ -120,28 +157,131 @@ def compose_mapping(
     return data, node
 
 
-def check_duplicate_keys(
+def construct(
+    loader: Any, node: yaml.Node, source: str | None, *, error: type[YamlDocError] = YamlDocError
+) -> Any:
+    """The plain data of `node` (checked by `check_nodes`); a scalar YAML resolves but
+    cannot build (a timestamp `2024-13-45`) raises `error` at its line."""
+    try:
+        return loader.construct_document(node)
+    except (ValueError, OverflowError, TypeError) as exc:
+        bad = _first_unbuildable(node, ())
+        if bad is None:
+            raise error.single("(document)", f"cannot be built: {exc}", source) from None
+        loc, scalar, message = bad
+        line = scalar.start_mark.line + 1
+        raise error.single(dotted(loc), f"{scalar.value[:40]!r} {message}", source, line) from None
+
+
+def _first_unbuildable(node: yaml.Node, path: Loc) -> tuple[Loc, yaml.Node, str] | None:
+    """The first scalar under `node` that a safe constructor fails to build, and why."""
+    builder = yaml.SafeLoader("")
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, Loc]] = [(node, path)]
+    while stack:
+        current, loc = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.ScalarNode):
+            try:
+                builder.construct_object(current)
+            except (ValueError, OverflowError, TypeError, yaml.YAMLError) as exc:
+                return loc, current, f"is not a valid {current.tag.rsplit(':', 1)[-1]}: {exc}"
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in reversed(current.value):
+                name = key.value if isinstance(key, yaml.ScalarNode) else "[key]"
+                stack += [(value, (*loc, name)), (key, (*loc, name))]
+        elif isinstance(current, yaml.SequenceNode):
+            stack += [(item, (*loc, i)) for i, item in reversed(list(enumerate(current.value)))]
+    return None
+
+
+def check_nodes(
     node: yaml.Node,
     path: Loc,
     source: str | None,
     *,
     error: type[YamlDocError] = YamlDocError,
 ) -> None:
-    """Raise `error` at the second of two equal keys anywhere under `node` (at `path`)."""
-    # PyYAML keeps the last of two equal keys silently; these documents must not.
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                line = key.start_mark.line + 1
-                if key.value in seen:
-                    message = f"duplicate key (first at line {seen[key.value]})"
-                    raise error.single(dotted((*path, key.value)), message, source, line)
-                seen[key.value] = line
-                check_duplicate_keys(value, (*path, key.value), source, error=error)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            check_duplicate_keys(item, (*path, index), source, error=error)
+    """Raise `error` at the first node under `node` (at `path`) the module docstring lists
+    as refused: a duplicate key, deep nesting, an alias bomb or a recursive alias, a huge
+    integer, a NUL or an unpaired surrogate in a string. Each node is visited once, so an
+    alias costs nothing to check, whatever it expands to."""
+    _NodeCheck(source, error).size(node, path, 0)
+
+
+#: The old name of `check_nodes` (it checks more than duplicate keys now).
+check_duplicate_keys = check_nodes
+
+
+class _NodeCheck:
+    """One walk of a node graph: every node once, its expanded size memoised."""
+
+    def __init__(self, source: str | None, error: type[YamlDocError]) -> None:
+        self.source = source
+        self.error = error
+        self.sizes: dict[int, int | None] = {}  # None while the node is being walked
+        self.heights: dict[int, int] = {}  # levels of nesting under each walked node
+        self.distinct = 0
+
+    def fail(self, loc: Loc, message: str, node: yaml.Node) -> YamlDocError:
+        return self.error.single(dotted(loc), message, self.source, node.start_mark.line + 1)
+
+    def size(self, node: yaml.Node, path: Loc, depth: int) -> int:
+        """How many nodes `node` stands for once every alias under it is expanded."""
+        if id(node) in self.sizes:  # written once, used again: an alias
+            known = self.sizes[id(node)]
+            if known is None:
+                raise self.fail(path, "an alias refers to a node that contains it", node)
+            if depth + self.heights[id(node)] > MAX_DEPTH:  # aliases nested in aliases
+                raise self.fail(path, f"nested deeper than {MAX_DEPTH} levels", node)
+            return known
+        if depth > MAX_DEPTH:
+            raise self.fail(path, f"nested deeper than {MAX_DEPTH} levels", node)
+        self.sizes[id(node)] = None
+        self.distinct += 1
+        total, height = 1, 0
+        if isinstance(node, yaml.ScalarNode):
+            self.scalar(node, path)
+        elif isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "[key]"
+                if isinstance(key, yaml.ScalarNode):
+                    line = key.start_mark.line + 1
+                    if key.value in seen:
+                        message = f"duplicate key (first at line {seen[key.value]})"
+                        raise self.fail((*path, key.value), message, key)
+                    seen[key.value] = line
+                for child in (key, value):
+                    total += self.size(child, (*path, name), depth + 1)
+                    height = max(height, 1 + self.heights[id(child)])
+                self.limit(total, (*path, name), value)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                total += self.size(item, (*path, index), depth + 1)
+                height = max(height, 1 + self.heights[id(item)])
+                self.limit(total, (*path, index), item)
+        self.sizes[id(node)] = total
+        self.heights[id(node)] = height
+        return total
+
+    def limit(self, total: int, loc: Loc, node: yaml.Node) -> None:
+        if total > self.distinct + MAX_ALIAS_EXPANSION:
+            message = (
+                f"aliases expand the document past {MAX_ALIAS_EXPANSION:,} more nodes than "
+                "it writes out (an alias bomb?)"
+            )
+            raise self.fail(loc, message, node)
+
+    def scalar(self, node: yaml.ScalarNode, path: Loc) -> None:
+        value = node.value
+        if node.tag == _INT_TAG and len(value) > MAX_INT_DIGITS:
+            message = f"is an integer of {len(value):,} digits; the limit is {MAX_INT_DIGITS}"
+            raise self.fail(path, message, node)
+        if node.tag == _STR_TAG and _UNSTORABLE.search(value):
+            raise self.fail(path, "contains a NUL character or an unpaired surrogate", node)
 
 
 def dotted(loc: Loc) -> str:

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
 
 from reference.models import MemoryType
+from reference.validation import MAX_TEXT_CHARS
 
 Loc = tuple[int | str, ...]
 STEP_KINDS = ("say", "event", "forget", "probe")
@@ -55,6 +56,9 @@ def iso(epoch: float) -> str:
 
 Timestamp = Annotated[float, BeforeValidator(to_epoch)]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
+#: What the memory is told or asked: the facade's limit (`MemorySystem.turn`, `recall`)
+#: applies, so a scenario that cannot run is refused when it loads, at its line.
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 MetaValue = str | int | float | bool
 
 
@@ -79,7 +83,7 @@ class SayStep(_Strict):
 
     at: Timestamp
     session: Id
-    say: str = Field(min_length=1)
+    say: Text
     facts: list[FactSpec] = Field(default_factory=list)
     sensitive: bool = False
     metadata: dict[str, MetaValue] = Field(default_factory=dict)
@@ -102,7 +106,7 @@ class ForgetStep(_Strict):
 
     at: Timestamp
     session: Id
-    forget: str = Field(min_length=1)
+    forget: Text
     scope: Literal["topic", "everything", "session"] = "topic"
     facts: list[Id] = Field(default_factory=list)
 
@@ -115,7 +119,7 @@ class ProbeStep(_Strict):
 
     at: Timestamp
     session: Id
-    probe: str = Field(min_length=1)
+    probe: Text
     needed: list[Id] = Field(default_factory=list)
     forbidden: list[Id] = Field(default_factory=list)
     k: int | None = Field(default=None, ge=1, le=1000)

@@ -20,7 +20,15 @@ from yaml.resolver import Resolver
 
 from memharness.scenarios.loader import ScenarioError, _without_tags
 from memharness.scenarios.model import Adversarial, Loc, Scenario, User, check_user
-from reference.yamldoc import Problem, check_duplicate_keys, dotted, line_of, yaml_problem
+from reference.yamldoc import (
+    MAX_DEPTH,
+    Problem,
+    check_nodes,
+    construct,
+    dotted,
+    line_of,
+    yaml_problem,
+)
 
 __all__ = ["ScenarioInfo", "stream_scenario"]
 
@@ -61,9 +69,14 @@ def stream_scenario(path: str | Path, on_user: Callable[[User], None]) -> Scenar
         raise ScenarioError([yaml_problem(exc, source)]) from None
 
 
-def _compose(loader: _EventLoader) -> yaml.Node:
+def _compose(loader: _EventLoader, source: str) -> yaml.Node:
     """The next node of the event stream (a key, a value or a list item)."""
-    node = loader.compose_node(None, None)  # type: ignore[arg-type]
+    try:
+        node = loader.compose_node(None, None)  # type: ignore[arg-type]
+    except RecursionError:  # PyYAML's composer recurses once per level of nesting
+        line = loader.peek_event().start_mark.line + 1
+        message = f"nested deeper than {MAX_DEPTH} levels"
+        raise ScenarioError([Problem(source, line, "(yaml)", message)]) from None
     if node is None:
         raise yaml.YAMLError("unexpected end of the document")
     return node
@@ -100,7 +113,7 @@ class _Reader:
         header: dict[str, Any] = {}
         seen: dict[str, int] = {}
         while not loader.check_event(yaml.MappingEndEvent):
-            key_node = _compose(loader)
+            key_node = _compose(loader, self.source)
             key, line = str(key_node.value), key_node.start_mark.line + 1
             if key in seen:
                 message = f"duplicate key (first at line {seen[key]})"
@@ -109,20 +122,21 @@ class _Reader:
             if key == "users" and loader.check_event(yaml.SequenceStartEvent):
                 loader.get_event()
                 while not loader.check_event(yaml.SequenceEndEvent):
-                    self.user(loader, _compose(loader), len(self.facts))
+                    self.user(loader, _compose(loader, self.source), len(self.facts))
                 loader.get_event()
                 header["users"] = [None]  # placeholder: users were validated one by one
             else:
-                value = _compose(loader)
-                check_duplicate_keys(value, (key,), self.source, error=ScenarioError)
-                header[key] = (loader.construct_document(value), value)
+                value = _compose(loader, self.source)
+                check_nodes(value, (key,), self.source, error=ScenarioError)
+                header[key] = (construct(loader, value, self.source, error=ScenarioError), value)
         return self.finish(header, top)
 
     def user(self, loader: _EventLoader, node: yaml.Node, index: int) -> None:
         loc: Loc = ("users", index)
-        check_duplicate_keys(node, loc, self.source, error=ScenarioError)
+        check_nodes(node, loc, self.source, error=ScenarioError)
+        data = construct(loader, node, self.source, error=ScenarioError)
         try:
-            user = User.model_validate(loader.construct_document(node))
+            user = User.model_validate(data)
         except ValidationError as exc:
             errors = [(_without_tags((*loc, *e["loc"])), e["msg"]) for e in exc.errors()]
             self.fail(node, loc, [(sub, m.removeprefix("Value error, ")) for sub, m in errors])
