@@ -10,6 +10,7 @@ a strategy's result file records only the others.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,8 @@ def _probe(record: dict[str, Any]) -> str:
             mark = " <- needed" if set(hit.get("facts") or []) & set(record["needed"]) else ""
             bad = [verdicts[f] for f in hit.get("facts") or [] if verdicts.get(f) in _BAD_HIT]
             mark += f" <- {', '.join(bad)}" if bad else ""
-            lines.append(f"    {rank}. {hit['score']:.4f} [{facts}] {hit.get('text', '')!r}{mark}")
+            text = json.dumps(hit.get("text", ""), ensure_ascii=False)
+            lines.append(f"    {rank}. {hit['score']:.4f} [{facts}] {text}{mark}")
     return "\n".join(lines)
 
 
