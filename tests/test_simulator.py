@@ -34,8 +34,12 @@ from reference.settings import Settings
 SUITE = Path(__file__).resolve().parents[1] / "scenarios"
 QUALITY = (
     "recall_at_k",
+    "recall_stm_at_k",
+    "recall_ltm_at_k",
     "stale_at_k",
+    "missed_rate",
     "over_forget_rate",
+    "unreachable_rate",
     "unstored_rate",
     "leakage",
     "pii_residency_max_s",
@@ -182,6 +186,9 @@ def test_one_or_three_workers_in_cohorts_give_the_same_results(
         assert quality(three[key]) == quality(outcome), key
         assert records(three[key]) == records(outcome), key
         assert three[key].figures["footprint"]["peak"] == outcome.figures["footprint"]["peak"]  # type: ignore[index]
+        # The per-probe records and the ceiling merge across workers in scenario order.
+        assert three[key].figures["probes"] == outcome.figures["probes"], key  # type: ignore[index]
+        assert three[key].figures["ceiling"] == outcome.figures["ceiling"], key  # type: ignore[index]
 
 
 def test_embedded_backends_give_the_quality_figures_of_the_memory_ones(
