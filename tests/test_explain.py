@@ -8,7 +8,7 @@ but the inline rules reaches LTM, and a fact said once stays in its session's ST
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,7 @@ def test_a_probe_record_holds_the_query_and_each_layers_hits(tmp_path: Path) -> 
 class _Fixed:
     """An embedder with vectors chosen by hand."""
 
-    def __init__(self, vectors: dict[str, Sequence[float]]) -> None:
+    def __init__(self, vectors: Mapping[str, Sequence[float]]) -> None:
         self.vectors = vectors
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
@@ -283,3 +283,11 @@ def test_the_summary_lists_the_probes_where_strategies_disagree(run_dir: Path) -
     assert "- `ann` step 7, “Where did I book a table?” — table over-forgotten: `one_hour`" in (
         summary
     )
+
+
+def test_compare_reads_the_ceiling_beside_the_strategies(run_dir: Path) -> None:
+    from memharness.capacity.compare import compare_runs
+
+    _, table = compare_runs(run_dir, run_dir)
+    row = table[(table["strategy"] == "(dense ceiling)") & (table["figure"] == "recall_at_k")]
+    assert list(row["B"]) == [pytest.approx(5 / 6)] and list(row["delta"]) == [0]

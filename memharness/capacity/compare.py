@@ -46,6 +46,10 @@ def _frame(kind: str, data: Any) -> tuple[pd.DataFrame, list[str]]:
     rows: list[dict[str, Any]] = []
     if kind == "results.json":
         for scenario in data.get("scenarios") or []:
+            ceiling = (scenario.get("ceiling") or {}).get("recall_at_k")
+            if ceiling is not None:  # the dense retrieval ceiling, beside the strategies
+                rows.append({"scenario": scenario.get("name"), "strategy": "(dense ceiling)",
+                             "figure": "recall_at_k", "value": ceiling})  # fmt: skip
             for s in scenario.get("strategies") or []:
                 base = {"scenario": scenario.get("name"), "strategy": s.get("label")}
                 for name, value in (s.get("metrics") or {}).items():
