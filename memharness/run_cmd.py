@@ -161,6 +161,7 @@ def run(
 ) -> None:
     """Replay scenarios under strategies on Ray; print and write the comparison."""
     # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
+    from memharness.diagnostics import layer_table
     from memharness.report import summary_table, write_report
     from memharness.sim.results import ResultWriter, ResumeError
     from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
@@ -255,6 +256,7 @@ def run(
                         position, scenario, pending, on_result=on_result, progress=bar.update
                     )
                 click.echo(summary_table(section))
+                click.echo(layer_table(section))  # the ceiling, recall per layer, misses
     except KeyboardInterrupt:
         bar.close()
         status = "interrupted"
