@@ -8,6 +8,7 @@ but the inline rules reaches LTM, and a fact said once stays in its session's ST
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -252,7 +253,6 @@ def test_explain_failed_and_unknown_names(run_dir: Path) -> None:
 
 
 def test_results_json_holds_the_ceiling_and_no_probe_records(run_dir: Path) -> None:
-    import json
 
     document = json.loads((run_dir / "results.json").read_text())
     [scenario] = document["scenarios"]
@@ -264,7 +264,6 @@ def test_results_json_holds_the_ceiling_and_no_probe_records(run_dir: Path) -> N
 
 
 def test_the_summary_lists_the_probes_where_strategies_disagree(run_dir: Path) -> None:
-    import json
 
     scenario = json.loads((run_dir / "results.json").read_text())["scenarios"][0]
     found = {(d.user, d.step): d.groups for d in disagreements(run_dir, scenario)}
@@ -291,3 +290,21 @@ def test_compare_reads_the_ceiling_beside_the_strategies(run_dir: Path) -> None:
     _, table = compare_runs(run_dir, run_dir)
     row = table[(table["strategy"] == "(dense ceiling)") & (table["figure"] == "recall_at_k")]
     assert list(row["B"]) == [pytest.approx(5 / 6)] and list(row["delta"]) == [0]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [{"a": 1, "probes": [{"x": 1}, {"y": [1, 2]}]}, {"a": 1, "probes": []}, {"a": {"b": 2}},
+     {"probes": [1]}, {"probes": None, "b": "ü"}],
+)  # fmt: skip
+def test_write_json_puts_one_record_per_line_and_reads_back(
+    tmp_path: Path, document: dict[str, Any]
+) -> None:
+    from memharness.sim.results import write_json
+
+    path = tmp_path / "own.json"
+    write_json(path, document, one_per_line="probes")
+    text = path.read_text()
+    assert json.loads(text) == document
+    if document.get("probes"):
+        assert f"\n    {json.dumps(document['probes'][-1])}\n  ]\n}}" in text

