@@ -308,3 +308,20 @@ def test_write_json_puts_one_record_per_line_and_reads_back(
     assert json.loads(text) == document
     if document.get("probes"):
         assert f"\n    {json.dumps(document['probes'][-1])}\n  ]\n}}" in text
+
+
+def test_a_resumed_run_keeps_the_ceiling_and_leaves_probe_records_in_their_files(
+    run_dir: Path,
+) -> None:
+    header = {"run_id": "r", "backend": "memory", "embedder": "hashing", "k": 5,
+              "seed": 7, "idle_sweep_s": IDLE_SWEEP_S, "sample_every_s": 86_400.0}  # fmt: skip
+    document = json.loads((run_dir / "results.json").read_text())
+    document.update(header)
+    (run_dir / "results.json").write_text(json.dumps(document))
+    writer = ResultWriter.resume(run_dir, header)
+    source = ScenarioInput("reach", "abc123", "test", None, parse_scenario(REACH).users)
+    section = writer.start_scenario(source)
+    strategy = _strategy(ONE_HOUR)
+    entry = writer.reuse(source, StrategySpec(name="one_hour", params=(), strategy=strategy))
+    assert entry is not None and "probes" not in entry
+    assert section["ceiling"]["found"] == 5
