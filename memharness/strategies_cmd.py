@@ -87,6 +87,9 @@ def summary(strategy: Strategy) -> str:
         )
     if strategy.oracle:
         parts.append("oracle")
+    if strategy.consolidates:  # `rules` is the default: only consolidation is news
+        floor = strategy.consolidation_rule.min_importance
+        parts.append("consolidate" + (f" importance>={floor:g}" if floor else ""))
     if not strategy.forget_commands:  # on by default: only its absence is news
         parts.append("no forget commands")
     return "; ".join(parts) or "no rules"

@@ -25,6 +25,9 @@ class MemoryType(StrEnum):
     ENTITY = "entity"
     KNOWLEDGE = "knowledge"
     SENSITIVE = "sensitive"
+    #: An utterance consolidated from STM into LTM when its session ended (the LTM
+    #: category of the same name; `reference.forgetting.consolidation`).
+    EPISODE = "episode"
 
 
 class Status(StrEnum):
@@ -46,6 +49,9 @@ class Category(StrEnum):
     ENTITY = "entity"
     FACT = "fact"
     KNOWLEDGE = "knowledge"
+    #: One utterance of an ended session, under a key of its own (`episode:<STM record
+    #: id>`), so episodes never supersede each other or a fact.
+    EPISODE = "episode"
 
 
 @dataclass(frozen=True, slots=True)

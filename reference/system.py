@@ -2,7 +2,8 @@
 
 The turn follows DESIGN.md: session gateway, PII masking, intent filter into STM,
 retrieval from STM (this session) and LTM (this user) with one query embedding,
-promotion of stable facts to LTM.
+promotion of stable facts to LTM. Under a strategy with `promotion: consolidate`, a
+session's STM records also become LTM episodes once it ends (TTL, or `close_session`).
 
 With a `ForgettingEngine` (`build_memory_system` always attaches one), the strategy
 governs every step: new records get its deadlines, retrieval re-ranks and stores each
@@ -28,6 +29,7 @@ import numpy as np
 from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput
 from reference.forgetting.commands import parse_forget_command
+from reference.forgetting.consolidation import Consolidation
 from reference.forgetting.engine import EventOutcome, ForgetReport, ForgettingEngine, SweepStats
 from reference.forgetting.policy import OracleAdvice
 from reference.intent import memoised
@@ -144,6 +146,7 @@ class MemorySystem:
         forgotten = None
         if self.engine is not None:
             self.engine.note_activity(user_id)
+            self.engine.note_session(user_id, session_id)
             command = _forget_command(masked)
             if command is not None:
                 forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
@@ -226,6 +229,18 @@ class MemorySystem:
         """Apply one business event now, in process (no bus)."""
         self._move_clock(at)
         return self._engine().handle_event(event)
+
+    def close_session(
+        self, *, user_id: str, session_id: str, at: float | datetime | None = None
+    ) -> Consolidation:
+        """End a conversation now: the session is closed and, under a strategy with
+        `promotion: consolidate`, its STM records become LTM episodes at once
+        (`reference.forgetting.consolidation`). Returns what was consolidated."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        self._move_clock(at)
+        self.session.close(user_id=user_id, session_id=session_id)
+        return self._engine().consolidate_session(user_id=user_id, session_id=session_id)
 
     def advise(self, oracle: OracleAdvice | None) -> None:
         """Give the engine the harness's knowledge of future probes (oracle strategy)."""

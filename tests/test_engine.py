@@ -29,7 +29,7 @@ from reference.forgetting.engine import EventOutcome
 from reference.forgetting.importance import expiry_delay, score_after_access
 from reference.forgetting.loading import BUILTINS, load_strategy
 from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import DAY_S
+from reference.forgetting.strategy import DAY_S, Strategy
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
@@ -70,10 +70,17 @@ def make_system(
     backend: str, clock: VirtualClock, namespace: Namespace, data_dir: Path, embedder: Embedder
 ) -> Iterator[MakeSystem]:
     """`make(strategy, k=5, **build_kwargs)`: a system on this test's backend and namespace.
-    Embedded tables, collection and keys are dropped afterwards."""
+    Embedded tables, collection and keys are dropped afterwards. A built-in named here
+    (or given) runs with inline promotion only (`promotion: rules`): these tests pin each layer's
+    deadlines, and consolidation would move STM records to LTM as their session ends
+    (tests/test_consolidation.py covers it)."""
     built: list[MemorySystem] = []
 
     def make(strategy: Any = "keep_all", *, k: int = 5, **kwargs: Any) -> MemorySystem:
+        if isinstance(strategy, str) and strategy in BUILTINS:
+            strategy = load_strategy(strategy)
+        if isinstance(strategy, Strategy) and strategy.consolidates:
+            strategy = strategy.with_params({"promotion": "rules", "consolidation": None})
         system = build_memory_system(
             settings(backend, namespace, data_dir, k=k),
             clock=clock,

@@ -12,7 +12,9 @@ step, for every user:
 - every audit entry of an erased fact, or under an erased key before the forget, has
   its values redacted;
 - "everything" leaves no session that started before it; a reset session's context
-  window holds no message and its task state no value from before the reset.
+  window holds no message and its task state no value from before the reset;
+- LTM episodes (sessions consolidated when they end: closed, or swept after their TTL)
+  go with a forget exactly as the record they came from, and hold no raw PII.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from reference.forgetting.policy import OracleAdvice
 from reference.forgetting.strategy import DAY_S
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, LtmFilter
-from reference.models import Event
+from reference.models import Category, Event, SessionStatus
 from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.system import MemorySystem
@@ -94,6 +96,8 @@ step = st.one_of(
     st.tuples(st.just("sweep")),
     st.tuples(st.just("event"), st.sampled_from(USERS), st.integers(0, len(EVENTS) - 1)),
     st.tuples(st.just("task"), st.sampled_from(USERS), st.sampled_from(SESSIONS)),
+    # Ends the session: consolidated at once under `promotion: consolidate`.
+    st.tuples(st.just("close"), st.sampled_from(USERS), st.sampled_from(SESSIONS)),
 )
 
 
@@ -160,6 +164,10 @@ def test_nothing_forgotten_is_ever_returned(
 def run(
     system: MemorySystem, model: Model, clock: VirtualClock, action: str, args: list[Any]
 ) -> None:
+    if action in ("say", "forget", "close", "task") and closed(
+        system, args[0], f"{args[0]}-{args[1]}"
+    ):
+        return  # a closed session takes no more turns
     if action == "say":
         user, session, index = args
         session = f"{user}-{session}"
@@ -179,6 +187,9 @@ def run(
         user, index = args
         event_name, payload = EVENTS[index]
         system.handle_event(Event(name=event_name, user_id=user, at=clock.now(), payload=payload))
+    elif action == "close":
+        user, session = args
+        system.close_session(user_id=user, session_id=f"{user}-{session}")
     elif action == "task":
         user, session = args
         session = f"{user}-{session}"
@@ -188,6 +199,11 @@ def run(
                 user_id=user, session_id=session, task_state={"note": value}
             )
             model.task_values.setdefault((user, session), set()).add(value)
+
+
+def closed(system: MemorySystem, user: str, session: str) -> bool:
+    state = system.session.peek(user_id=user, session_id=session)
+    return state is not None and state.status is SessionStatus.CLOSED
 
 
 def forget(
@@ -212,7 +228,14 @@ def forget(
             for r in records
             if word in r.text.casefold() or r.metadata.get("topic") in keys
         }
-        must_facts = {f.fact_id for f in facts if f.key in keys or word in f.text.casefold()}
+        # An episode goes as the record it was consolidated from would.
+        must_facts = {
+            f.fact_id
+            for f in facts
+            if f.key in keys
+            or word in f.text.casefold()
+            or (f.category is Category.EPISODE and f.value.get("topic") in keys)
+        }
     said = system.turn(user_id=user, session_id=session, text=text)
     report = said.forgotten
     assert report is not None and report.scope == command.scope
@@ -243,6 +266,12 @@ def check(system: MemorySystem, model: Model) -> None:
         facts = system.ltm.facts(filter=LtmFilter(user_id=user, include_dead=True))
         assert not model.stm_gone[user] & {r.record_id for r in records}
         assert not model.facts_gone[user] & {f.fact_id for f in facts}
+        for episode in (f for f in facts if f.category is Category.EPISODE):
+            # Consolidated from a masked STM record: the text holds no raw PII, and the
+            # value is masked (any original sealed) as a promoted fact's is.
+            assert system.pii.mask(episode.text) == episode.text
+            shown = {k: v for k, v in episode.value.items() if k not in ("_sealed", "_sealed_at")}
+            assert system.pii.mask(repr(shown)) == repr(shown)
         for session, query in itertools.product(SESSIONS, ("address", "phone jazz email")):
             session = f"{user}-{session}"
             recalled = system.recall(user_id=user, session_id=session, query=query)

@@ -669,7 +669,7 @@ def test_migration_3_backfills_sealed_at(
         for n, value in enumerate(SEAL_CASES):
             cur.execute(insert, (f"f{n:02d}", f"k{n:02d}", Jsonb(value), vector, T0, T0, T0))
     store.setup()  # applies migration 3
-    assert store.schema_versions() == [1, 2, 3]
+    assert store.schema_versions() == [1, 2, 3, 4]
     column = sql.SQL("SELECT fact_id, value, sealed_at FROM {} ORDER BY fact_id").format(
         sql.Identifier(namespace.facts_table)
     )
@@ -746,7 +746,7 @@ def test_setup_is_idempotent_and_safe_in_parallel(
     assert errors == []
     assert ltm_store.get(user_id="u1", category="preference", key="kept") is not None
     if isinstance(ltm_store, PostgresLongTermStore):
-        assert ltm_store.schema_versions() == [1, 2, 3]
+        assert ltm_store.schema_versions() == [1, 2, 3, 4]
         assert others[0].count() == 1
 
 
@@ -913,3 +913,41 @@ def test_query_matches_the_in_memory_oracle_on_2000_facts(
             for s in (ltm_store, oracle)
         )
         assert got_facts == want_facts
+
+
+# ---------------------------------------------------------------------------- episodes
+
+
+def test_episodes_are_facts_under_a_key_of_their_own(ltm_store: LongTermStore):
+    # Consolidated utterances (reference.forgetting.consolidation): one key each, so two
+    # episodes never supersede each other, and a query finds them beside the facts.
+    a = put(ltm_store, "episode:r1", category="episode", seed=1, value={"topic": "seat"})
+    b = put(ltm_store, "episode:r2", category="episode", seed=2, value={"topic": "seat"})
+    put(ltm_store, "seat", category="preference", seed=3)
+    assert (a.version, b.version, a.category) == (1, 1, Category.EPISODE)
+    hits = ltm_store.query(user_id="u1", embedding=unit(2), k=3, touch=False)
+    assert hits[0].record.key == "episode:r2" and len(hits) == 3
+    only = LtmFilter(user_id="u1", categories=frozenset({Category.EPISODE}))
+    assert sorted(f.key for f in ltm_store.facts(filter=only)) == ["episode:r1", "episode:r2"]
+
+
+def test_migration_4_admits_episodes_in_a_namespace_made_before_them(
+    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch
+):
+    store = pg_only(ltm_store_factory())
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:3])
+        store.setup()
+    assert store.schema_versions() == [1, 2, 3]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        put(store, "episode:r1", category="episode")
+    put(store, "kept", category="fact")
+    store.setup()  # applies migration 4
+    assert store.schema_versions() == [1, 2, 3, 4]
+    assert put(store, "episode:r1", category="episode").category is Category.EPISODE
+    with store._transaction() as cur, pytest.raises(psycopg.errors.CheckViolation):
+        cur.execute(
+            sql.SQL("UPDATE {} SET category = 'nonsense' WHERE key = 'kept'").format(
+                sql.Identifier(store.namespace.facts_table)
+            )
+        )

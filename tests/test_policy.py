@@ -328,7 +328,9 @@ def test_profile_update_archives_older_facts_and_notes_on_those_fields() -> None
     assert all(d.user_id == "alice" and "profile_updated" in d.reason for d in decisions)
 
 
-def test_order_completion_deletes_that_orders_temporary_preferences() -> None:
+def test_order_completion_deletes_what_was_said_for_that_order() -> None:
+    # Whatever its type: "for this order please ship it by express" is an instruction,
+    # and consolidated into an episode it would outlive the order.
     event = Event("order_completed", "alice", T0 + HOUR, {"order_id": 42})
     records = [
         record("pref", type=MemoryType.PREFERENCE, order_id="42"),
@@ -341,7 +343,11 @@ def test_order_completion_deletes_that_orders_temporary_preferences() -> None:
         fact("profile", value={"order_id": "42"}),
     ]
     decisions = invalidations_for(event, records, facts, strategy=strategy("event_driven"))
-    assert acts(decisions) == [("pref", "delete"), ("ltm-pref", "delete")]
+    assert acts(decisions) == [
+        ("pref", "delete"),
+        ("instruction", "delete"),
+        ("ltm-pref", "delete"),
+    ]
 
 
 def test_ticket_closed_deletes_its_claims_and_payloads_without_the_field_do_nothing() -> None:

@@ -47,6 +47,7 @@ def test_the_registry_lists_exactly_the_shipped_yaml_files() -> None:
         "recency_decay",
         "event_driven",
         "hybrid",
+        "hybrid_rules",
         "oracle",
     ]
 
@@ -80,7 +81,17 @@ def test_builtins_say_what_design_md_says() -> None:
     assert sensitive is not None and sensitive <= HOUR
 
     hybrid = load_strategy("hybrid")
-    assert hybrid.ttl == load_strategy("typed_ttl").ttl
+    # typed_ttl's TTLs, but for episodes: typed_ttl keeps them a month, hybrid until
+    # archival (its consolidation floor chooses them, decay ranks them).
+    assert typed.ttl_for(Category.EPISODE) == 30 * DAY_S
+    assert hybrid.ttl is not None and hybrid.ttl.ttl_for(Category.EPISODE) is None
+    assert hybrid.ttl == typed.model_copy(
+        update={
+            "by_type": {**typed.by_type, MemoryType.EPISODE: None},
+            "by_category": {**typed.by_category, Category.EPISODE: None},
+        }
+    )
+    assert hybrid.consolidates and not load_strategy("hybrid_rules").consolidates
     assert hybrid.decay is not None and hybrid.pii is not None and hybrid.archival is not None
     assert {rule.event for rule in hybrid.events} >= {
         "profile_updated",

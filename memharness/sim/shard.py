@@ -38,6 +38,7 @@ from memharness.sim.probes import (
 )
 from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
+from reference.forgetting.consolidation import episode_source
 from reference.forgetting.policy import Memory, OracleAdvice
 from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
@@ -245,7 +246,11 @@ class _Run:
         if isinstance(memory, MemoryRecord):
             return self.stm_facts.get(memory.record_id)
         if isinstance(memory, Fact):
-            return self.ltm_facts.get((memory.fact_id, memory.version))
+            found = self.ltm_facts.get((memory.fact_id, memory.version))
+            source = episode_source(memory)
+            if found is None and source is not None:  # an episode carries its record's facts
+                return self.stm_facts.get(source)
+            return found
         return None
 
     # ------------------------------------------------------------------ steps
@@ -375,6 +380,8 @@ class _Run:
         self._record("sweep", spent * 1000.0)
         for layer in stats.by_layer.values():
             self.pii_dirty.update(d.user_id for d in layer.decisions)
+        for episode in stats.episodes:  # consolidated from STM: stored where, carrying what
+            self._consolidated(episode)
         if self.pii_dirty and self.pii:
             # Only users whose memories changed since the last check (a sweep decision on
             # one of their records, or a step of theirs) can have had raw PII leave the
@@ -385,6 +392,20 @@ class _Run:
                 if item.user_id not in self.pii_dirty or not self._resolved(item, at)
             ]
         self.pii_dirty.clear()
+
+    def _consolidated(self, episode: Fact) -> None:
+        found = self._facts_of(episode)
+        if found is None:
+            return
+        self.ltm_facts[(episode.fact_id, episode.version)] = found
+        user, facts = found
+        ref: Ref = ("ltm", episode.category.value, episode.key, episode.fact_id, episode.version)
+        for fact_id in facts:
+            self.refs.setdefault((user, fact_id), []).append(ref)
+        source: Ref = ("stm", episode_source(episode) or "")
+        for item in self.pii:  # PII said in the record may live on in the episode's value
+            if source in item.refs:
+                item.refs.append(ref)
 
     def sample(self, at: float) -> None:
         self.system.clock.set(at)  # type: ignore[attr-defined]

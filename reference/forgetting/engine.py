@@ -34,6 +34,7 @@ from reference.clock import Clock
 from reference.crypto import FieldCipher, seal_value, unseal_value
 from reference.errors import ConfigurationError, InvalidInput
 from reference.forgetting.commands import ForgetCommand
+from reference.forgetting.consolidation import Consolidation, SessionTracker, consolidate_session
 from reference.forgetting.events import EventBus, IdempotentHandler
 from reference.forgetting.forgetter import ForgetReport, apply_forget
 from reference.forgetting.policy import (
@@ -142,6 +143,8 @@ class ForgettingEngine:
         # advice came are not in its index): the first sweep after `advise` scans.
         self._oracle_scanned = False
         self._activity_lock = threading.Lock()
+        #: Sessions touched by turns and not yet consolidated (`consolidation.py`).
+        self.sessions = SessionTracker()
         self._bus: tuple[EventBus, str, str] | None = None
 
     # ------------------------------------------------------------------ write
@@ -280,6 +283,24 @@ class ForgettingEngine:
         if advance and idle:
             self._inactive_through = max(idle.values())
         return sorted(idle)
+
+    # ------------------------------------------------------------------ consolidation
+    def note_session(self, user_id: str, session_id: str) -> None:
+        """A turn of this session (called by the facade): under `promotion: consolidate`
+        it is consolidated once it ends (`consolidation.py`)."""
+        if self.strategy.consolidates:
+            self.sessions.note(user_id, session_id, self.clock.now() + self.session.ttl_s)
+
+    def consolidate_session(
+        self, *, user_id: str, session_id: str, dry_run: bool = False
+    ) -> Consolidation:
+        """Consolidate a session that ended now (it was closed), whatever the sweeps do
+        next; nothing under `promotion: rules`."""
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        if not self.strategy.consolidates:
+            return Consolidation()
+        return consolidate_session(self, user_id, session_id, self.clock.now(), dry_run=dry_run)
 
     def drop_activity(self, user_id: str) -> None:
         """Forget the user's activity everywhere (erasure of everything about them)."""

@@ -5,7 +5,8 @@
   - by key: an LTM key in `topic_keys(topic)`, or an STM record whose `topic` metadata
     (the key its fact was promoted under) is one of those keys or the key of a fact
     erased here, so the record a fact was promoted from goes with it and cannot promote
-    it again;
+    it again; an LTM episode (`consolidation.py`) by the `topic` of the record it was
+    consolidated from, as that record would be;
   - by wording: the text contains the topic or a synonym of its keys (`promotion`'s
     lexicon, Chinese and English);
   - by meaning: cosine similarity to the topic at least `forget_min_similarity`.
@@ -34,7 +35,7 @@ from reference.errors import InvalidInput
 from reference.forgetting.commands import ForgetCommand, topic_keys
 from reference.lexicon import PROFILE_KEYS, SAFETY, TOPICS, key_family
 from reference.ltm.base import LtmFilter
-from reference.models import MemoryRecord
+from reference.models import Category, Fact, MemoryRecord
 from reference.stm.base import StmFilter
 
 if TYPE_CHECKING:
@@ -153,7 +154,11 @@ def _topic(engine: ForgettingEngine, user_id: str, topic: str) -> _Parts:
     erased = [
         f
         for f in facts
-        if f.key in keys or key_family(f.key) in keys or f.fact_id in close or matcher.says(f.text)
+        if f.key in keys
+        or key_family(f.key) in keys
+        or _in_keys(_episode_topic(f), keys)
+        or f.fact_id in close
+        or matcher.says(f.text)
     ]
     fact_ids = {f.fact_id for f in erased}
     if fact_ids:
@@ -183,6 +188,15 @@ def _in_keys(key: str | None, keys: set[str]) -> bool:
     """Whether a record's key is one of `keys`, or of their family ("allergy:peanut@ann"
     is in the family "allergy"; a speaker's "address@ann" in "address")."""
     return key is not None and (key in keys or key_family(key) in keys)
+
+
+def _episode_topic(fact: Fact) -> str | None:
+    """The key of the fact an episode's utterance stated (its record's `topic`): an
+    episode is matched as the record it came from."""
+    if fact.category is not Category.EPISODE:
+        return None
+    value = fact.value.get("topic")
+    return value if isinstance(value, str) else None
 
 
 def _topic_of(record: MemoryRecord) -> str | None:

@@ -114,6 +114,7 @@ BUILTINS: dict[str, str] = {
         "recency_decay",
         "event_driven",
         "hybrid",
+        "hybrid_rules",
         "oracle",
     )
 }

@@ -370,7 +370,8 @@ def invalidations_for(
     event: Event, records: Iterable[MemoryRecord], facts: Iterable[Fact], *, strategy: Strategy
 ) -> list[Decision]:
     """What the strategy's rules for this event invalidate: STM records and LTM facts of
-    the event's user written strictly before the event (see `EventRule`).
+    the event's user written strictly before the event (see `EventRule`). An LTM
+    episode is matched as the STM record it was consolidated from (`_episode_matches`).
 
     Idempotent for at-least-once delivery: archived memories are not archived again. A
     memory matched by several rules gets one decision, the strongest (delete > archive).
@@ -407,7 +408,16 @@ def _in_scope(memory: Memory, rule: EventRule, event: Event) -> bool:
         return False
     if memory.status is Status.ARCHIVED and rule.action == "archive":
         return False
-    return _written_at(memory) < event.at
+    return _said_at(memory) < event.at
+
+
+def _said_at(memory: Memory) -> float:
+    # An episode was written when its session was consolidated, but said before that.
+    if isinstance(memory, Fact) and memory.category is Category.EPISODE:
+        said = memory.value.get("said_at")
+        if isinstance(said, int | float) and not isinstance(said, bool):
+            return float(said)
+    return _written_at(memory)
 
 
 def _stm_matches(
@@ -425,9 +435,28 @@ def _stm_matches(
 def _fact_matches(fact: Fact, rule: EventRule, event: Event, keys: set[str] | None) -> bool:
     if not _in_scope(fact, rule, event):
         return False
+    if fact.category is Category.EPISODE:
+        return _episode_matches(fact, rule, event, keys)
     if rule.categories is not None and fact.category not in rule.categories:
         return False
     if keys is not None and _norm_key(fact.key) not in keys:
+        return False
+    return all(_same(fact.value.get(f), event.payload[f]) for f in rule.match_on)
+
+
+def _episode_matches(fact: Fact, rule: EventRule, event: Event, keys: set[str] | None) -> bool:
+    # An episode is an STM record consolidated into LTM: in scope where the rule reaches
+    # that record in STM (`types` by its `kind`) or names episodes in LTM (no
+    # `categories`, or `episode` among them); then matched as the record (keys by its
+    # `topic`, `match_on` by its metadata: all kept in the episode's value).
+    kind = fact.value.get("kind")
+    in_stm = "stm" in rule.layers and (rule.types is None or kind in rule.types)
+    in_ltm = "ltm" in rule.layers and (
+        rule.categories is None or Category.EPISODE in rule.categories
+    )
+    if not (in_stm or in_ltm):
+        return False
+    if keys is not None and _norm_key(fact.value.get(rule.topic_field)) not in keys:
         return False
     return all(_same(fact.value.get(f), event.payload[f]) for f in rule.match_on)
 

@@ -153,6 +153,17 @@ class ArchivalRule(_Block):
     delete_after_s: Seconds = 30 * DAY_S
 
 
+class ConsolidationRule(_Block):
+    """Which utterances of an ended session become LTM episodes (`promotion:
+    consolidate`): those whose initial importance (`consolidation.initial_importance`)
+    is at least `min_importance`. The others leave STM with their session."""
+
+    min_importance: float = Field(0.0, ge=0, le=10)
+
+
+Promotion = Literal["rules", "consolidate"]
+
+
 class Strategy(_Block):
     """A named configuration of the forgetting engine. Immutable; `with_params` derives."""
 
@@ -168,6 +179,11 @@ class Strategy(_Block):
     archival: ArchivalRule | None = None
     sweep_interval_s: Seconds = 300.0
     sweep_batch_size: int = Field(1000, ge=1, le=1_000_000)
+    #: `rules`: only the inline promotion of stable facts reaches LTM (`reference.
+    #: promotion`). `consolidate`: that, and when a session ends its STM records become
+    #: LTM episodes (`reference.forgetting.consolidation`).
+    promotion: Promotion = "rules"
+    consolidation: ConsolidationRule | None = None
     # Last, so that its validator sees the rule blocks above.
     oracle: bool = False
 
@@ -177,6 +193,26 @@ class Strategy(_Block):
         if "\n" in value.strip():
             raise _fail("must be one line")
         return value.strip()
+
+    @field_validator("consolidation")
+    @classmethod
+    def _consolidation_needs_consolidate(
+        cls, value: ConsolidationRule | None, info: Any
+    ) -> ConsolidationRule | None:
+        promotion = info.data.get("promotion")
+        if value is not None and promotion == "rules":
+            raise _fail("applies only with promotion: consolidate (promotion is 'rules')")
+        return value
+
+    @property
+    def consolidates(self) -> bool:
+        """Whether ended sessions are consolidated into LTM episodes."""
+        return self.promotion == "consolidate"
+
+    @property
+    def consolidation_rule(self) -> ConsolidationRule:
+        """The consolidation settings (defaults when the block is omitted)."""
+        return self.consolidation or ConsolidationRule()
 
     @field_validator("oracle")
     @classmethod
@@ -204,6 +240,8 @@ class Strategy(_Block):
     def fingerprint(self) -> str:
         """A short stable hash of the behaviour (every field but name and description)."""
         config = self.model_dump(mode="json", exclude={"name", "description"})
+        if self.promotion == "rules":  # the default: fingerprints made before it stay
+            del config["promotion"], config["consolidation"]
         blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

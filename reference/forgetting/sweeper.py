@@ -1,7 +1,8 @@
 """One sweep of the forgetting engine over every layer, in batches, with a dry run.
 
 Order: events waiting on the attached bus, buffered user activity, then sessions
-(`sweep_expired` until a batch comes back short), STM and LTM.
+(`sweep_expired` until a batch comes back short), the consolidation of ended sessions
+into LTM episodes under `promotion: consolidate` (`consolidation.py`), STM and LTM.
 
 A sweep visits only what is due (the due index, DESIGN.md "Time"), in three passes per
 layer, each a page at a time (`strategy.sweep_batch_size`):
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from reference.crypto import anonymise_value
 from reference.errors import ConfigurationError
+from reference.forgetting.consolidation import consolidate_ended
 from reference.forgetting.policy import Action, Decision, due_rule, select_for_forgetting
 from reference.forgetting.strategy import Layer
 from reference.ltm.base import FactChanges, LtmFilter
@@ -85,6 +87,11 @@ class SweepStats:
     dry_run: bool = False
     events: int = 0
     by_layer: dict[str, LayerStats] = field(default_factory=dict)
+    #: Ended sessions consolidated, and the LTM episodes written from them (a dry run
+    #: writes none: `consolidated` counts the records it would consolidate).
+    sessions_consolidated: int = 0
+    consolidated: int = 0
+    episodes: tuple[Fact, ...] = ()
 
     @property
     def examined_per_s(self) -> float:
@@ -106,6 +113,7 @@ def run_sweep(engine: ForgettingEngine, *, dry_run: bool, full_scan: bool = Fals
         events = engine.consume_attached()
         engine.flush_activity()
     session = _sweep_sessions(engine, dry_run)
+    consolidation = consolidate_ended(engine, dry_run=dry_run)
     if full_scan:
         stm, ltm = _sweep_stm(engine, dry_run), _sweep_ltm(engine, dry_run)
     else:
@@ -121,6 +129,9 @@ def run_sweep(engine: ForgettingEngine, *, dry_run: bool, full_scan: bool = Fals
         dry_run=dry_run,
         events=events,
         by_layer=layers,
+        sessions_consolidated=consolidation.sessions,
+        consolidated=consolidation.consolidated,
+        episodes=consolidation.episodes,
     )
 
 

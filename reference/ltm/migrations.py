@@ -21,6 +21,7 @@ from reference.keys import Namespace
 from reference.models import Category
 
 EMBEDDING_DIM = 384
+_FIRST_CATEGORIES = ("preference", "profile", "entity", "fact", "knowledge")
 
 # Every get and query touches the facts it returns (last_accessed_at, access_count). A row
 # with its vector is ~1.7 kB, so at the default fillfactor a page has no room for the new
@@ -61,7 +62,9 @@ def index_name(namespace: Namespace, suffix: str) -> str:
 def _initial_schema(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
     facts = sql.Identifier(ns.facts_table)
     audit = sql.Identifier(ns.audit_table)
-    categories = sql.SQL(", ").join(sql.Literal(c.value) for c in Category)
+    # The categories as they were when this migration was written: a migration never
+    # changes once applied somewhere (later categories come with migrations of their own).
+    categories = sql.SQL(", ").join(sql.Literal(c) for c in _FIRST_CATEGORIES)
     # Timestamps are epoch seconds from the injected clock, never the server's now():
     # a virtual clock may be months ahead of the server.
     return [
@@ -221,10 +224,39 @@ def _due_index(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
     ]
 
 
+def _episodes(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
+    """The `episode` category (consolidation): the category CHECK of migration 1 is
+    replaced by a named one over every `Category`. Migration 1's CHECK is unnamed and
+    the facts table has others (version, status): it is found by its definition."""
+    facts = sql.Identifier(ns.facts_table)
+    drop_check = sql.SQL(
+        """
+        DO $$
+        DECLARE c text;
+        BEGIN
+          FOR c IN SELECT conname FROM pg_constraint
+                   WHERE conrelid = {table}::regclass AND contype = 'c'
+                     AND pg_get_constraintdef(oid) LIKE '%category%'
+          LOOP
+            EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', {name}, c);
+          END LOOP;
+        END $$
+        """
+    ).format(table=sql.Literal(ns.facts_table), name=sql.Literal(ns.facts_table))
+    categories = sql.SQL(", ").join(sql.Literal(c.value) for c in Category)
+    return [
+        drop_check,
+        sql.SQL("ALTER TABLE {facts} ADD CONSTRAINT {name} CHECK (category IN ({cats}))").format(
+            facts=facts, name=sql.Identifier(index_name(ns, "category_ck")), cats=categories
+        ),
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "facts, audit log, HNSW cosine index", _initial_schema),
     Migration(2, "erase/anonymise audit actions, user activity for archival", _forgetting),
     Migration(3, "due index: sealed_at column, partial indexes by deadline", _due_index),
+    Migration(4, "episode category (consolidation of ended sessions)", _episodes),
 ]
 
 

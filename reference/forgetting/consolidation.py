@@ -1,0 +1,327 @@
+"""Consolidation: when a session ends, its short-term records settle into long-term memory
+as episodes (seed 000 §2.2: data settles layer by layer, distilled by the forgetting
+engine), under a strategy with `promotion: consolidate`.
+
+**When a session ends.** A session ends when its sliding TTL runs out (the session layer
+no longer has it live) or when it is closed (`MemorySystem.close_session`). What it
+consolidates is what STM held live when it ended, even if the sweep comes later than
+a record's own STM deadline (sweeps run every few minutes, or hours when idle). The engine
+learns of every session a turn touches (`SessionTracker.note`, with the moment its TTL
+would run out); each sweep asks the session layer about the sessions due by then
+(`peek`, which refreshes nothing): one still live was extended by a later turn and is
+due again at its new expiry, the others have ended and are consolidated. A user's next
+session does not end the previous one: a person may keep two conversations open, and
+the sweep that follows the previous one's TTL consolidates it (off the turn's path).
+The tracker lives in the engine's process, as the activity buffer does: a process that
+restarts forgets which sessions were open, and their records stay in STM until their own
+TTL (a consolidation of a session already consolidated finds nothing to do).
+
+**What becomes an episode.** Every live STM record of the session, one episode per
+utterance (never a summary: summaries would make recall incomparable across
+strategies), unless
+
+- its initial importance is under the strategy's `consolidation.min_importance`, or
+- a long-term fact stated at or after it holds its key (`topic`): the fact is the
+  distilled value (the same statement, promoted inline, or a newer one that superseded
+  it); an older fact does not hold back a newer statement.
+
+An episode is an LTM fact of category `episode` under the key `episode:<STM record id>`,
+so episodes never supersede each other or a fact. Its text is the record's masked text
+(STM never held the raw one), embedded again (a cache hit where texts are cached); its
+value holds the record's metadata (what events match on: `order_id`, `ticket_id`, the
+`topic` key, the `speaker`), the session, when it was said and its memory type
+(`kind`), sealed by the engine as any LTM value (PII still detected in the metadata is
+masked and its original encrypted). The strategy gives it its expiry as any LTM value
+of category `episode` (`ttl.by_category.episode`, the importance rule from its score);
+decay, archival, anonymisation, events and forget commands treat it as a fact, and
+events and forget commands match it as the record it came from (`kind`, `topic`).
+
+A statement supersedes the user's older episodes under the same key (`topic`), as a
+newer value supersedes a fact's older one: they are deleted (the audit keeps their
+values, as it keeps a superseded fact value).
+
+Then the session's records leave STM, consolidated or not: the session is over, and
+STM is its working memory (seed 000 §2.2: "the current session's active window").
+
+**Initial importance** (seed 002 §4.1: a score from keywords and intent, 0-10): a
+health or safety fact 10 and an explicit "remember that ..." 9 (`reference.promotion`);
+otherwise by the record's intent (profile 7, preference 6, fact 5, instruction 4,
+conversation 3), one point more when it carries a detail (a number or a date), two
+points less when it asks rather than tells, and two less when the speaker says nothing
+about themselves (no "I", "my", "we", "我": small talk about the other person or the
+world). Clamped to 0-10.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reference.dueindex import DueIndex
+from reference.intent import is_question
+from reference.ltm.base import FactChanges, LtmFilter
+from reference.models import Category, Fact, MemoryRecord, MemoryType, SessionStatus
+from reference.promotion import DEFAULT_IMPORTANCE, extract_fact
+from reference.stm.base import StmFilter
+
+if TYPE_CHECKING:
+    from reference.forgetting.engine import ForgettingEngine
+
+CONSOLIDATION_ACTOR = "consolidation"
+EPISODE_KEY_PREFIX = "episode:"
+
+#: The initial score of an utterance by its intent (seed 002 §4.1), before details.
+_BY_KIND: dict[MemoryType, float] = {
+    MemoryType.PROFILE: 7.0,
+    MemoryType.PREFERENCE: 6.0,
+    MemoryType.FACT: 5.0,
+    MemoryType.INSTRUCTION: 4.0,
+    MemoryType.CONVERSATION: 3.0,
+}
+_DETAIL_BONUS = 1.0
+_QUESTION_PENALTY = 2.0
+_NOT_ABOUT_SPEAKER_PENALTY = 2.0
+_DETAIL = re.compile(r"\d")
+# The speaker speaking of themselves: what a memory of a person is made of.
+_FIRST_PERSON = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours)\b"
+    r"|我",
+    re.IGNORECASE,
+)
+MAX_SCORE = 10.0
+
+
+def initial_importance(record: MemoryRecord) -> float:
+    """The score an utterance starts with as an episode (module docstring)."""
+    speaker = record.metadata.get("speaker")
+    speaker = speaker if isinstance(speaker, str) and speaker.strip() else None
+    candidate = extract_fact(record.text, record.type, speaker=speaker)
+    if candidate is not None and candidate.urgent:
+        return candidate.importance
+    score = _BY_KIND.get(record.type, DEFAULT_IMPORTANCE)
+    if _DETAIL.search(record.text):
+        score += _DETAIL_BONUS
+    if is_question(record.text):
+        score -= _QUESTION_PENALTY
+    if not _FIRST_PERSON.search(_said(record.text)):
+        score -= _NOT_ABOUT_SPEAKER_PENALTY
+    return max(0.0, min(MAX_SCORE, score))
+
+
+def _said(text: str) -> str:
+    # A transcript line names its speaker first ("Caroline: ..."): the name is no content.
+    head, sep, rest = text.partition(": ")
+    return rest if sep and len(head) <= 40 and "\n" not in head else text
+
+
+def episode_key(record_id: str) -> str:
+    """The LTM key of the episode consolidated from this STM record."""
+    return EPISODE_KEY_PREFIX + record_id
+
+
+def episode_source(fact: Fact) -> str | None:
+    """The STM record id an episode was consolidated from (None: not an episode)."""
+    if fact.category is not Category.EPISODE or not fact.key.startswith(EPISODE_KEY_PREFIX):
+        return None
+    return fact.key[len(EPISODE_KEY_PREFIX) :]
+
+
+def episode_value(record: MemoryRecord) -> dict[str, Any]:
+    """What an episode's value holds besides its text (module docstring)."""
+    return {
+        **record.metadata,
+        "session_id": record.session_id,
+        "said_at": record.created_at,
+        "kind": record.type.value,
+    }
+
+
+# ---------------------------------------------------------------------- open sessions
+class SessionTracker:
+    """The sessions turns have touched and not yet consolidated, indexed by the moment
+    each would end if no turn came (its session TTL from the last turn)."""
+
+    def __init__(self) -> None:
+        self._due = DueIndex()
+        self._sessions: dict[str, tuple[str, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def note(self, user_id: str, session_id: str, ends_at: float) -> None:
+        """A turn of this session; without another, it ends at `ends_at`."""
+        ident = f"{user_id} {session_id}"
+        self._sessions[ident] = (user_id, session_id)
+        self._due.set(ident, ends_at)
+
+    def due(self, now: float) -> list[tuple[str, str, float]]:
+        """(user_id, session_id, ends_at) of the sessions that may have ended by `now`,
+        in the order they fell due; it changes nothing."""
+        out = []
+        for ident in self._due.due(now):
+            user_id, session_id = self._sessions[ident]
+            ends_at = self._due.get(ident)
+            out.append((user_id, session_id, now if ends_at is None else ends_at))
+        return out
+
+    def done(self, user_id: str, session_id: str) -> None:
+        """The session was consolidated (or is gone): forget it."""
+        ident = f"{user_id} {session_id}"
+        self._sessions.pop(ident, None)
+        self._due.discard(ident)
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    """What consolidating ended sessions did (or, in a dry run, would do)."""
+
+    sessions: int = 0
+    #: STM records of the ended sessions (each became an episode or was dropped).
+    records: int = 0
+    #: The episodes written (empty in a dry run), in the order written.
+    episodes: tuple[Fact, ...] = ()
+    #: How many records a dry run would consolidate (equal to len(episodes) otherwise).
+    consolidated: int = 0
+
+
+def consolidate_ended(engine: ForgettingEngine, *, dry_run: bool) -> Consolidation:
+    """Consolidate every tracked session that has ended by now (module docstring)."""
+    if not engine.strategy.consolidates:
+        return Consolidation()
+    now = engine.clock.now()
+    sessions = records = consolidated = 0
+    episodes: list[Fact] = []
+    for user_id, session_id, ends_at in engine.sessions.due(now):
+        state = engine.session.peek(user_id=user_id, session_id=session_id)
+        if state is not None and state.status is SessionStatus.ACTIVE:
+            if not dry_run:  # a later turn extended it: due again at its new expiry
+                engine.sessions.note(user_id, session_id, state.expires_at)
+            continue
+        ended_at = min(ends_at, now)
+        done = consolidate_session(engine, user_id, session_id, ended_at, dry_run=dry_run)
+        sessions += done.sessions
+        records += done.records
+        consolidated += done.consolidated
+        episodes.extend(done.episodes)
+    return Consolidation(sessions, records, tuple(episodes), consolidated)
+
+
+def consolidate_session(
+    engine: ForgettingEngine,
+    user_id: str,
+    session_id: str,
+    ended_at: float,
+    *,
+    dry_run: bool = False,
+) -> Consolidation:
+    """Consolidate the STM records of a session that ended at `ended_at` into LTM
+    episodes, and remove all its records from STM (module docstring); a dry run decides
+    the same and writes nothing. The records are those live when the session ended: a
+    sweep may come later than a record's own STM deadline."""
+    every = engine.stm.records(filter=_every(user_id, session_id))
+    records = [r for r in every if r.is_live(ended_at)]
+    chosen = _chosen(engine, user_id, records)
+    episodes: list[Fact] = []
+    if not dry_run:
+        stale = _superseded(engine, user_id, records)
+        if stale:
+            engine.ltm.apply_changes(FactChanges(delete=stale), actor=CONSOLIDATION_ACTOR)
+        if chosen:
+            vectors = engine.embedder.embed([r.text for r, _ in chosen])
+            for (record, score), vector in zip(chosen, vectors, strict=True):
+                episodes.append(_write(engine, record, score, vector))
+        gone = {r.record_id for r in every}
+        if gone:
+            engine.stm.purge(record_ids=gone)
+        engine.sessions.done(user_id, session_id)
+    return Consolidation(1, len(records), tuple(episodes), len(chosen))
+
+
+def _chosen(
+    engine: ForgettingEngine, user_id: str, records: list[MemoryRecord]
+) -> list[tuple[MemoryRecord, float]]:
+    """The records that become episodes, with their initial importance."""
+    floor = engine.strategy.consolidation_rule.min_importance
+    topics = {t for r in records if (t := _topic(r)) is not None}
+    held: dict[str, float] = {}  # key -> when its live fact was last written
+    if topics:
+        for fact in engine.ltm.facts(filter=LtmFilter(user_id=user_id, keys=frozenset(topics))):
+            if fact.category is not Category.EPISODE:
+                held[fact.key] = max(fact.updated_at, held.get(fact.key, fact.updated_at))
+    chosen = []
+    for record in records:
+        topic = _topic(record)
+        if topic is not None and topic in held and held[topic] >= record.created_at:
+            continue  # the fact is this statement, or a newer one
+        score = initial_importance(record)
+        if score >= floor:
+            chosen.append((record, score))
+    return chosen
+
+
+def _superseded(
+    engine: ForgettingEngine, user_id: str, records: list[MemoryRecord]
+) -> frozenset[str]:
+    """The user's episodes that a statement of this session supersedes: same `topic`
+    key, said before it (as a newer value of a key supersedes a fact's older one)."""
+    latest: dict[str, float] = {}
+    for record in records:
+        topic = _topic(record)
+        if topic is not None:
+            latest[topic] = max(record.created_at, latest.get(topic, record.created_at))
+    if not latest:
+        return frozenset()
+    flt = LtmFilter(user_id=user_id, categories=frozenset({Category.EPISODE}))
+    return frozenset(
+        f.fact_id
+        for f in engine.ltm.facts(filter=flt)
+        if (topic := f.value.get("topic")) in latest and _said_at(f) < latest[topic]
+    )
+
+
+def _said_at(episode: Fact) -> float:
+    said = episode.value.get("said_at")
+    return float(said) if isinstance(said, int | float) else episode.created_at
+
+
+def _write(engine: ForgettingEngine, record: MemoryRecord, score: float, vector: Any) -> Fact:
+    key = episode_key(record.record_id)
+    value = engine.seal(
+        user_id=record.user_id, category=Category.EPISODE, key=key, value=episode_value(record)
+    )
+    fact = engine.ltm.upsert(
+        user_id=record.user_id,
+        category=Category.EPISODE,
+        key=key,
+        value=value,
+        text=record.text,
+        importance=score,
+        actor=CONSOLIDATION_ACTOR,
+        embedding=vector,
+        expires_at=engine.ltm_expires_at(Category.EPISODE, importance=score),
+    )
+    engine.note_written(fact)
+    return fact
+
+
+def _topic(record: MemoryRecord) -> str | None:
+    topic = record.metadata.get("topic")
+    return topic.strip() if isinstance(topic, str) and topic.strip() else None
+
+
+def _every(user_id: str, session_id: str) -> StmFilter:
+    return StmFilter(user_id=user_id, session_id=session_id, include_dead=True)
+
+
+__all__ = [
+    "CONSOLIDATION_ACTOR",
+    "Consolidation",
+    "SessionTracker",
+    "consolidate_ended",
+    "consolidate_session",
+    "episode_key",
+    "episode_source",
+    "episode_value",
+    "initial_importance",
+]
