@@ -224,15 +224,19 @@ def test_the_suite_shows_each_strategys_known_trade_off(
     assert m[("pii_disclosure", "keep_all")]["pii_residency_max_s"] == 0
 
 
-def test_a_failing_strategy_is_recorded_and_the_others_complete(
-    ray_session: None, tmp_path: Path
+@pytest.mark.parametrize("workers", [1, 2])  # sharing each strategy's users; or whole ones
+def test_a_failing_strategy_is_recorded_and_the_others_complete_in_order(
+    ray_session: None, tmp_path: Path, workers: int
 ) -> None:
     settings = _settings("memory", tmp_path).model_copy(update={"encryption_key": None})
-    specs = [StrategySpec.parse("hybrid"), StrategySpec.parse("keep_all")]  # hybrid seals
-    found = simulate(settings, [file_scenario(SUITE / "drift.yaml", None)], specs, 1)
+    names = ["keep_all", "hybrid", "typed_ttl"]  # hybrid seals PII: it needs the key
+    specs = [StrategySpec.parse(name) for name in names]
+    found = simulate(settings, [file_scenario(SUITE / "drift.yaml", None)], specs, workers)
+    assert [label for _, label in found] == names  # reported in the order given
     assert found[("drift", "hybrid")].status == "failed"
     assert "encryption" in (found[("drift", "hybrid")].error or "").lower()
     assert found[("drift", "keep_all")].status == "ok"
+    assert found[("drift", "typed_ttl")].status == "ok"
 
 
 def test_an_interrupt_keeps_the_finished_strategies(ray_session: None, tmp_path: Path) -> None:

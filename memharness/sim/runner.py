@@ -8,6 +8,14 @@ one strategy run in parallel, and its result is written as soon as all its shard
 so Ctrl-C or a failure loses only the strategy in flight. A strategy that raises is
 recorded as failed with its error; the others complete.
 
+How the work is split: when there are at least as many strategies as workers and the
+scenario fits in one cohort, each worker replays the whole scenario under a strategy of
+its own, taking the next one when it finishes (results are still reported in the order
+given); otherwise the strategies run one after another and the workers share each
+strategy's users. Every shard runs every sweep tick of the scenario, so sharding repeats
+the ticks on each worker; whole strategies do not (a scenario of a few users spanning
+months is mostly ticks).
+
 A worker holds at most `RunOptions.cohort_users` users at a time: a larger shard is
 replayed in cohorts, one after another, each in its own namespace under the same sweep
 ticks and footprint samples, and the cohorts' tallies add up as shards do. Users never
@@ -193,8 +201,11 @@ class Simulator:
         on_result: Callable[[StrategyOutcome], None],
         progress: Progress | None = None,
     ) -> None:
-        """Replay `scenario` under each spec in turn, calling `on_result` after each."""
+        """Replay `scenario` under each spec, calling `on_result` for each in order."""
         n, size = len(self.workers), self.options.cohort_users
+        if len(specs) >= n > 1 and len(scenario.users) <= size:
+            self._run_whole(position, scenario, specs, on_result=on_result, progress=progress)
+            return
         shards: list[list[SimUser]] = [[] for _ in range(n)]
         for index, user in enumerate(scenario.users):
             shards[shard_of(index, n)].append(SimUser(index, user))
@@ -207,9 +218,7 @@ class Simulator:
         total = sum(len(user.timeline) for user in scenario.users)
         loaded = self._load(f"{position}-{scenario.hash}", rounds[0]) if len(rounds) == 1 else ""
         for j, spec in enumerate(specs):
-            interval = spec.strategy.sweep_interval_s
-            ticks = sweep_ticks(times, interval, max(interval, self.options.idle_sweep_s))
-            prefix = f"{self.settings.prefix}_{self.run_tag}_{position}_{j}"[:36]
+            ticks, prefix = self._ticks(spec, times), self._prefix(position, j)
             results: list[list[ShardResult]] = []  # per round, a result per worker
             before = (0, 0)  # steps and users of the cohorts replayed so far
             try:
@@ -234,6 +243,73 @@ class Simulator:
                 continue
             by_worker = [join_cohorts(list(worker)) for worker in zip(*results, strict=True)]
             on_result(StrategyOutcome(spec, "ok", figures=merge(by_worker)))
+
+    def _run_whole(
+        self,
+        position: int,
+        scenario: ScenarioInput,
+        specs: Sequence[StrategySpec],
+        *,
+        on_result: Callable[[StrategyOutcome], None],
+        progress: Progress | None,
+    ) -> None:
+        """Each worker replays the whole scenario under one strategy at a time."""
+        users = [SimUser(index, user) for index, user in enumerate(scenario.users)]
+        key = self._load(f"{position}-{scenario.hash}", [users] * len(self.workers))
+        times = [step.at for user in scenario.users for step in user.timeline]
+        samples = sample_times(times, self.options.sample_every_s)
+        total = sum(len(user.timeline) for user in scenario.users)
+        queue = list(enumerate(specs))
+        running: dict[Any, tuple[int, int]] = {}  # ref -> (worker, spec index)
+        outcomes: dict[int, StrategyOutcome] = {}
+        reported = 0
+        began = time.perf_counter()
+        try:
+            while queue or running:
+                idle = set(range(len(self.workers))) - {w for w, _ in running.values()}
+                for i in sorted(idle):
+                    if queue:
+                        j, spec = queue.pop(0)
+                        ref = self.workers[i].replay.remote(
+                            key,
+                            spec.strategy,
+                            self._prefix(position, j),
+                            self._ticks(spec, times),
+                            samples,
+                        )
+                        running[ref] = (i, j)
+                done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+                for ref in done:
+                    _, j = running.pop(ref)
+                    spec = specs[j]
+                    try:
+                        figures = merge([ray.get(ref)])
+                    except Exception as exc:  # a failing strategy is a result
+                        outcomes[j] = StrategyOutcome(spec, "failed", _error_text(exc))
+                    else:
+                        outcomes[j] = StrategyOutcome(spec, "ok", figures=figures)
+                while reported in outcomes:  # in the order given
+                    on_result(outcomes.pop(reported))
+                    reported += 1
+                if progress is not None and running:
+                    now = ray.get([self.workers[i].progress.remote() for i, _ in running.values()])
+                    label = ", ".join(specs[j].label for _, j in running.values())
+                    steps = sum(d[0] for d in now)
+                    progress(label, steps, total * len(running), sum(d[1] for d in now),
+                             time.perf_counter() - began)  # fmt: skip
+        except KeyboardInterrupt:
+            for j in sorted(outcomes):  # finished, waiting for an earlier one: kept
+                on_result(outcomes[j])
+            for _, j in running.values():
+                on_result(StrategyOutcome(specs[j], "interrupted", "interrupted by the user"))
+            raise
+
+    def _prefix(self, position: int, j: int) -> str:
+        return f"{self.settings.prefix}_{self.run_tag}_{position}_{j}"[:36]
+
+    def _ticks(self, spec: StrategySpec, times: list[float]) -> list[float]:
+        interval = spec.strategy.sweep_interval_s
+        return sweep_ticks(times, interval, max(interval, self.options.idle_sweep_s))
 
     def _load(self, key: str, cohorts: list[list[SimUser]]) -> str:
         """Give each worker its cohort of users under `key` (embedded ahead); `key`."""
