@@ -92,7 +92,7 @@ def test_builtins_say_what_design_md_says() -> None:
         }
     )
     assert hybrid.consolidates and not load_strategy("hybrid_rules").consolidates
-    assert hybrid.decay is not None and hybrid.pii is not None and hybrid.archival is not None
+    assert hybrid.decay is None and hybrid.pii is not None and hybrid.archival is not None
     assert {rule.event for rule in hybrid.events} >= {
         "profile_updated",
         "order_completed",
