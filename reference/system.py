@@ -240,7 +240,9 @@ class MemorySystem:
         check_id("session_id", session_id)
         self._move_clock(at)
         self.session.close(user_id=user_id, session_id=session_id)
-        return self._engine().consolidate_session(user_id=user_id, session_id=session_id)
+        if self.engine is None:
+            return Consolidation()
+        return self.engine.consolidate_session(user_id=user_id, session_id=session_id)
 
     def advise(self, oracle: OracleAdvice | None) -> None:
         """Give the engine the harness's knowledge of future probes (oracle strategy)."""

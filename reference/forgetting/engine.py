@@ -9,7 +9,10 @@ What it does, and when (the facade calls the first three inside a turn):
 - **forget commands**: `forget` (see `forgetter.py`), under every strategy;
 - **events**: `handle_event` applies `invalidations_for`; `consume_events` reads them
   from an `EventBus` through `IdempotentHandler` (at-least-once delivery, one effect);
-- **sweeps**: `sweep` (see `sweeper.py`), in batches, with a dry run.
+- **sweeps**: `sweep` (see `sweeper.py`), in batches, with a dry run;
+- **consolidation** (`promotion: consolidate`): each turn notes its session
+  (`note_session`); a sweep consolidates the sessions that have ended into LTM episodes,
+  and `consolidate_session` one that was closed (see `consolidation.py`).
 
 Activity for archival: every turn notes the user's time in a buffer that `sweep` (and
 `flush_activity`) writes to the LTM store's per-user activity table, so a turn pays no

@@ -1,5 +1,8 @@
 """The long-term layer: stable facts, unique by `(user_id, category, key)`, versioned, audited.
 
+Episodes (category `episode`, the utterances of ended sessions, `reference.forgetting.
+consolidation`) are facts like any other here, each under a key of its own.
+
 Lifecycle of a `LongTermStore`: built once per process (or per Ray actor) by
 `reference.factory`; `setup()` applies pending schema migrations (idempotent) and must
 run before use; `dispose()` closes the connection pool. `upsert`, `get` and `query` are
