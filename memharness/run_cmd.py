@@ -30,6 +30,7 @@ from memharness.sim.plan import (
     ScenarioInput,
     SpecError,
     StrategySpec,
+    parse_fault,
     plan_specs,
     scenario_hash,
 )
@@ -141,6 +142,13 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     "file is complete are kept, the others (missing, failed, interrupted) run; the "
     "settings that shape the figures must be the run's",
 )
+@click.option(
+    "--fault",
+    default=None,
+    help="inject a fault to watch what a run does: 'worker:kill@30%' kills worker 0's "
+    "process (SIGKILL) at 30% of its first replay; that strategy is recorded as failed, "
+    "a new worker takes over, --resume runs it again",
+)
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def run(
     scenario_files: tuple[Path, ...],
@@ -157,6 +165,7 @@ def run(
     out: Path,
     run_id: str | None,
     resume_dir: Path | None,
+    fault: str | None,
     progress: bool,
 ) -> None:
     """Replay scenarios under strategies on Ray; print and write the comparison."""
@@ -173,6 +182,7 @@ def run(
         if given:
             raise click.UsageError(f"--resume names the run's directory: drop {given[0]}")
     try:
+        kill_worker_at = parse_fault(fault) if fault is not None else None
         specs = plan_specs(strategy_specs, grid_specs, [s.name for s in list_strategies()])
         if scenario_files:
             inputs = [file_scenario(path, users) for path in scenario_files]
@@ -250,6 +260,7 @@ def run(
                             k=k,
                             idle_sweep_s=idle_sweep_s,
                             cohort_users=cohort_users,
+                            kill_worker_at=kill_worker_at,
                         )
                         sim = stack.enter_context(Simulator(settings, options, run_tag=tag))
                     sim.run_scenario(

@@ -35,6 +35,20 @@ COHORT_USERS = 5_000
 _SPEC_RE = re.compile(r"^(?P<name>[^:\[\]]+?)(?::(?P<params>.*))?$")
 
 
+_FAULT_RE = re.compile(r"^worker:kill@(?P<share>\d+(?:\.\d+)?)%$")
+
+
+def parse_fault(text: str) -> float:
+    """`worker:kill@P%` (the first replay of worker 0 is killed at P% of its steps) as a
+    share, 0-1."""
+    match = _FAULT_RE.match(text.strip())
+    if match is None or not 0 < float(match["share"]) < 100:
+        raise SpecError(
+            f"--fault {text!r}: expected worker:kill@P% with 0 < P < 100, e.g. worker:kill@30%"
+        )
+    return float(match["share"]) / 100.0
+
+
 class SpecError(ValueError):
     """A `--strategy` or `--grid` argument that does not name a strategy, sets a bad
     parameter, or repeats a strategy."""

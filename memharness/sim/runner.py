@@ -33,7 +33,9 @@ replay runs (a threaded actor); `__ray_terminate__` ends it so embedded servers 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import signal
 import threading
 import time
 import traceback
@@ -67,6 +69,8 @@ from reference.settings import Settings
 from reference.system import MemorySystem
 
 EMBED_BATCH = 256
+#: A worker that does not answer a call this long (seconds) is taken for dead.
+WORKER_ANSWER_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,9 @@ class RunOptions:
     sample_every_s: float = SAMPLE_EVERY_S
     #: Users a worker replays at once (a bigger shard goes in cohorts; module docstring).
     cohort_users: int = COHORT_USERS
+    #: `--fault worker:kill@P%`: the first replay of worker 0 kills its process at P% of
+    #: its steps (a share, 0-1), once per run.
+    kill_worker_at: float | None = None
 
 
 class ShardWorker:
@@ -113,12 +120,23 @@ class ShardWorker:
             return shard.steps_total
 
     def replay(
-        self, key: str, strategy: Strategy, prefix: str, ticks: list[float], samples: list[float]
+        self,
+        key: str,
+        strategy: Strategy,
+        prefix: str,
+        ticks: list[float],
+        samples: list[float],
+        die_at: float | None = None,
     ) -> ShardResult:
+        """Replay the shard under `strategy`; `die_at` (a share of the shard's steps, for
+        `--fault`) kills this process with SIGKILL once that share is replayed."""
         with self.lock:
             shard, embedder = self.shard, self.embedder
             if shard is None or key != self.key:
                 raise RuntimeError(f"replay of {key!r}, but this worker holds {self.key!r}")
+            if die_at is not None:
+                shard.steps_done = 0
+                threading.Thread(target=_die_at, args=(shard, die_at), daemon=True).start()
 
             def build(
                 clock: VirtualClock, namespace: Namespace, oracle: OracleAdvice | None
@@ -133,6 +151,10 @@ class ShardWorker:
                 )
 
             return shard.run(build, strategy, Namespace(prefix), ticks=ticks, samples=samples)
+
+    def pid(self) -> int:
+        """This actor's process id (to watch it, or to kill it in a fault test)."""
+        return os.getpid()
 
     def progress(self) -> tuple[int, int]:
         """(steps done, users done) of the replay in flight."""
@@ -161,6 +183,10 @@ class Simulator:
         self.options = options
         self.run_tag = run_tag
         self.workers: list[Any] = []
+        self.actor: Any = None
+        self.loaded: tuple[str, list[list[SimUser]]] | None = None  # key, a cohort each
+        self.replaced = 0  # workers that died and were replaced
+        self.fault_pending = options.kill_worker_at is not None
 
     def __enter__(self) -> Simulator:
         if not ray.is_initialized():
@@ -174,11 +200,34 @@ class Simulator:
         # actors would wait for a core forever). Threaded (2): `progress` answers while
         # `replay` runs; a lock keeps replays serial.
         share = min(1.0, float(ray.cluster_resources().get("CPU", 1.0)) / self.options.workers)
-        actor: Any = ray.remote(ShardWorker).options(num_cpus=share, max_concurrency=2)
-        self.workers = [actor.remote(self._worker_settings(i)) for i in range(self.options.workers)]
-        for worker in self.workers:
-            ray.get(worker.start_servers.remote())
+        self.actor = ray.remote(ShardWorker).options(num_cpus=share, max_concurrency=2)
+        self.workers = [self._new_worker(i) for i in range(self.options.workers)]
         return self
+
+    def _new_worker(self, index: int) -> Any:
+        worker = self.actor.remote(self._worker_settings(index))
+        ray.get(worker.start_servers.remote())
+        return worker
+
+    def replace_dead_workers(self) -> int:
+        """Replace every worker whose process died (killed, out of memory, its node lost)
+        by a new one holding the same users, so the strategies after a failed one run;
+        returns how many. A replacement starts its embedded servers in a data directory of
+        its own: the dead worker's servers may still hold the old one."""
+        dead = []
+        for i, worker in enumerate(self.workers):
+            try:
+                ray.get(worker.pid.remote(), timeout=WORKER_ANSWER_S)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                dead.append(i)
+        for i in dead:
+            ray.kill(self.workers[i])  # a hung one too
+            self.replaced += 1
+            self.workers[i] = self._new_worker(i)
+            if self.loaded is not None:
+                key, cohorts = self.loaded
+                ray.get(self.workers[i].load.remote(key, cohorts[i], self.options.k))
+        return len(dead)
 
     def __exit__(self, *exc: object) -> None:
         for worker in self.workers:  # a graceful exit runs atexit: embedded servers stop
@@ -188,9 +237,8 @@ class Simulator:
     def _worker_settings(self, index: int) -> Settings:
         if self.settings.backend == "memory":
             return self.settings
-        return self.settings.model_copy(
-            update={"data_dir": self.settings.data_dir / "sim" / f"w{index}"}
-        )
+        name = f"w{index}" + (f"r{self.replaced}" if self.replaced else "")
+        return self.settings.model_copy(update={"data_dir": self.settings.data_dir / "sim" / name})
 
     def run_scenario(
         self,
@@ -226,7 +274,9 @@ class Simulator:
                     key = loaded or self._load(f"{position}-{scenario.hash}-c{c}", cohorts)
                     # A namespace is dropped after its replay: the next cohort starts empty.
                     refs = [
-                        w.replay.remote(key, spec.strategy, f"{prefix}_w{i}", ticks, samples)
+                        w.replay.remote(
+                            key, spec.strategy, f"{prefix}_w{i}", ticks, samples, self._die_at(i)
+                        )
                         for i, w in enumerate(self.workers)
                     ]
                     results.append(self._wait(refs, spec.label, total, before, progress))
@@ -240,6 +290,7 @@ class Simulator:
                 raise
             except Exception as exc:  # a failing strategy is a result; the others go on
                 on_result(StrategyOutcome(spec, "failed", _error_text(exc)))
+                self.replace_dead_workers()
                 continue
             by_worker = [join_cohorts(list(worker)) for worker in zip(*results, strict=True)]
             on_result(StrategyOutcome(spec, "ok", figures=merge(by_worker)))
@@ -276,6 +327,7 @@ class Simulator:
                             self._prefix(position, j),
                             self._ticks(spec, times),
                             samples,
+                            self._die_at(i),
                         )
                         running[ref] = (i, j)
                 done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
@@ -286,13 +338,14 @@ class Simulator:
                         figures = merge([ray.get(ref)])
                     except Exception as exc:  # a failing strategy is a result
                         outcomes[j] = StrategyOutcome(spec, "failed", _error_text(exc))
+                        self.replace_dead_workers()
                     else:
                         outcomes[j] = StrategyOutcome(spec, "ok", figures=figures)
                 while reported in outcomes:  # in the order given
                     on_result(outcomes.pop(reported))
                     reported += 1
                 if progress is not None and running:
-                    now = ray.get([self.workers[i].progress.remote() for i, _ in running.values()])
+                    now = _progress([self.workers[i] for i, _ in running.values()])
                     label = ", ".join(specs[j].label for _, j in running.values())
                     steps = sum(d[0] for d in now)
                     progress(label, steps, total * len(running), sum(d[1] for d in now),
@@ -303,6 +356,13 @@ class Simulator:
             for _, j in running.values():
                 on_result(StrategyOutcome(specs[j], "interrupted", "interrupted by the user"))
             raise
+
+    def _die_at(self, worker: int) -> float | None:
+        """The `--fault` share for this call of `replay` on `worker` (once per run)."""
+        if worker != 0 or not self.fault_pending:
+            return None
+        self.fault_pending = False
+        return self.options.kill_worker_at
 
     def _prefix(self, position: int, j: int) -> str:
         return f"{self.settings.prefix}_{self.run_tag}_{position}_{j}"[:36]
@@ -319,6 +379,7 @@ class Simulator:
                 for w, cohort in zip(self.workers, cohorts, strict=True)
             ]
         )
+        self.loaded = (key, cohorts)
         return key
 
     def _wait(
@@ -334,11 +395,30 @@ class Simulator:
         while pending:
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
             if progress is not None:
-                now = ray.get([w.progress.remote() for w in self.workers])
+                now = _progress(self.workers)
                 steps = before[0] + sum(d[0] for d in now)
                 users = before[1] + sum(d[1] for d in now)
                 progress(label, steps, total, users, time.perf_counter() - began)
         return list(ray.get(refs))
+
+
+def _progress(workers: list[Any]) -> list[tuple[int, int]]:
+    """(steps, users) done by each worker's replay in flight; (0, 0) from a dead one (its
+    replay's own result says what happened)."""
+    out = []
+    for ref in [w.progress.remote() for w in workers]:
+        try:
+            out.append(ray.get(ref))
+        except ray.exceptions.RayActorError:
+            out.append((0, 0))
+    return out
+
+
+def _die_at(shard: ShardReplayer, share: float) -> None:
+    target = max(1, math.ceil(shard.steps_total * share))
+    while shard.steps_done < target:
+        time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def join_cohorts(cohorts: list[ShardResult]) -> ShardResult:
