@@ -39,7 +39,7 @@ from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact,
 from reference.session.base import SessionStore
 from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
 from reference.text import Embedder, IntentDecision, PiiMasker
-from reference.validation import check_id, check_k, check_text
+from reference.validation import check_id, check_k, check_metadata, check_text
 
 #: Timing keys of a turn, in milliseconds. "stm" and "ltm" exclude the query embedding,
 #: which is computed once per turn and reported as "embed".
@@ -125,6 +125,7 @@ class MemorySystem:
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         check_text("text", text)
+        check_metadata("metadata", metadata)  # before any layer is written
         self._move_clock(at)
         timings: dict[str, float] = {}
         started = time.perf_counter()

@@ -72,6 +72,42 @@ def _check_encodable(field: str, value: str) -> None:
         raise InvalidInput(field, "contains unpaired surrogates (not valid UTF-8)") from None
 
 
+def check_metadata(field: str, value: object) -> dict[str, str | int | float | bool]:
+    """Caller metadata of a turn (order ids, a speaker): string keys, not empty and not
+    starting with '_'; values str, 64-bit int, finite float or bool; no NUL or unpaired surrogate
+    anywhere; strings up to `MAX_TEXT_CHARS`, the whole up to `MAX_VALUE_BYTES` as JSON.
+    Checked before anything is written, as every layer that keeps it could refuse it."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(field, f"must be a dict, got {type(value).__name__}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or key.startswith("_"):
+            raise InvalidInput(
+                field, f"key {key!r} must be a non-empty string not starting with '_'"
+            )
+        if "\x00" in key:
+            raise InvalidInput(field, f"key {key[:40]!r} must not contain NUL characters")
+        _check_encodable(field, key)
+        where = f"{field}.{key}"
+        if isinstance(item, str):
+            if len(item) > MAX_TEXT_CHARS:
+                message = f"is {len(item)} characters long; the limit is {MAX_TEXT_CHARS}"
+                raise InvalidInput(where, message)
+            if "\x00" in item:
+                raise InvalidInput(where, "must not contain NUL characters")
+            _check_encodable(where, item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInput(where, f"must be a finite number, got {item!r}")
+        elif isinstance(item, int) and not -(2**63) <= item < 2**63:  # Chroma's int64
+            raise InvalidInput(where, f"{item} does not fit in a signed 64-bit integer")
+        elif not isinstance(item, int | float | bool):
+            message = f"must be str, int, float or bool, got {type(item).__name__}"
+            raise InvalidInput(where, message)
+    check_json_object(field, value)  # the size
+    return value
+
+
 def check_timestamp(field: str, value: object) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise InvalidInput(field, f"must be a finite epoch timestamp, got {value!r}")

@@ -107,20 +107,34 @@ class YamlDocError(InvalidInput):
 
 
 def read_yaml_file(path: str | Path, *, error: type[YamlDocError] = YamlDocError) -> str:
-    """The UTF-8 text of `path`; an unreadable file raises `error` naming the file."""
+    """The UTF-8 text of `path`; an unreadable file raises `error` naming the file (and
+    for bytes that are not UTF-8, their line)."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise error.single("(file)", f"cannot be read: {exc}", str(path)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"is not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {column})"
+        raise error.single("(file)", message, str(path), line) from None
 
 
-def yaml_problem(exc: yaml.YAMLError, source: str | None) -> Problem:
-    """A PyYAML error as a `(yaml)` problem, with its line when the error has a mark."""
+def yaml_problem(exc: yaml.YAMLError, source: str | None, text: str | None = None) -> Problem:
+    """A PyYAML error as a `(yaml)` problem, with its line when the error has a mark (or,
+    for a character the reader refuses, when `text` is the document's text)."""
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         return Problem(source, line, "(yaml)", str(exc.problem or exc))
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1 if text is not None else None
+        char = exc.character
+        code = ord(char) if isinstance(char, str) else char
+        return Problem(source, line, "(yaml)", f"character #x{code:04x}: {exc.reason}")
     return Problem(source, None, "(yaml)", str(exc))
 
 
@@ -149,7 +163,7 @@ def compose_mapping(
         check_nodes(node, (), source, error=error)
         data = construct(parser, node, source, error=error)
     except yaml.YAMLError as exc:
-        raise error([yaml_problem(exc, source)]) from None
+        raise error([yaml_problem(exc, source, text)]) from None
     finally:
         parser.dispose()
     if not isinstance(data, dict):
@@ -208,7 +222,7 @@ def check_nodes(
     as refused: a duplicate key, deep nesting, an alias bomb or a recursive alias, a huge
     integer, a NUL or an unpaired surrogate in a string. Each node is visited once, so an
     alias costs nothing to check, whatever it expands to."""
-    _NodeCheck(source, error).size(node, path, 0)
+    _NodeCheck(source, error).size(node, path, 0, node.start_mark.line + 1)
 
 
 #: The old name of `check_nodes` (it checks more than duplicate keys now).
@@ -225,63 +239,66 @@ class _NodeCheck:
         self.heights: dict[int, int] = {}  # levels of nesting under each walked node
         self.distinct = 0
 
-    def fail(self, loc: Loc, message: str, node: yaml.Node) -> YamlDocError:
-        return self.error.single(dotted(loc), message, self.source, node.start_mark.line + 1)
+    def fail(self, loc: Loc, message: str, line: int) -> YamlDocError:
+        return self.error.single(dotted(loc), message, self.source, line)
 
-    def size(self, node: yaml.Node, path: Loc, depth: int) -> int:
-        """How many nodes `node` stands for once every alias under it is expanded."""
+    def size(self, node: yaml.Node, path: Loc, depth: int, line: int) -> int:
+        """How many nodes `node` stands for once every alias under it is expanded; `line`
+        is where it is used (an alias's node carries the line of its anchor, not its own)."""
         if id(node) in self.sizes:  # written once, used again: an alias
             known = self.sizes[id(node)]
             if known is None:
-                raise self.fail(path, "an alias refers to a node that contains it", node)
+                raise self.fail(path, "an alias refers to a node that contains it", line)
             if depth + self.heights[id(node)] > MAX_DEPTH:  # aliases nested in aliases
-                raise self.fail(path, f"nested deeper than {MAX_DEPTH} levels", node)
+                raise self.fail(path, f"nested deeper than {MAX_DEPTH} levels", line)
             return known
+        line = node.start_mark.line + 1
         if depth > MAX_DEPTH:
-            raise self.fail(path, f"nested deeper than {MAX_DEPTH} levels", node)
+            raise self.fail(path, f"nested deeper than {MAX_DEPTH} levels", line)
         self.sizes[id(node)] = None
         self.distinct += 1
         total, height = 1, 0
         if isinstance(node, yaml.ScalarNode):
-            self.scalar(node, path)
+            self.scalar(node, path, line)
         elif isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key, value in node.value:
                 name = key.value if isinstance(key, yaml.ScalarNode) else "[key]"
+                key_line = key.start_mark.line + 1 if id(key) not in self.sizes else line
                 if isinstance(key, yaml.ScalarNode):
-                    line = key.start_mark.line + 1
                     if key.value in seen:
                         message = f"duplicate key (first at line {seen[key.value]})"
-                        raise self.fail((*path, key.value), message, key)
-                    seen[key.value] = line
+                        raise self.fail((*path, key.value), message, key_line)
+                    seen[key.value] = key_line
                 for child in (key, value):
-                    total += self.size(child, (*path, name), depth + 1)
+                    total += self.size(child, (*path, name), depth + 1, key_line)
                     height = max(height, 1 + self.heights[id(child)])
-                self.limit(total, (*path, name), value)
+                self.limit(total, (*path, name), key_line)
         elif isinstance(node, yaml.SequenceNode):
             for index, item in enumerate(node.value):
-                total += self.size(item, (*path, index), depth + 1)
+                item_line = item.start_mark.line + 1 if id(item) not in self.sizes else line
+                total += self.size(item, (*path, index), depth + 1, item_line)
                 height = max(height, 1 + self.heights[id(item)])
-                self.limit(total, (*path, index), item)
+                self.limit(total, (*path, index), item_line)
         self.sizes[id(node)] = total
         self.heights[id(node)] = height
         return total
 
-    def limit(self, total: int, loc: Loc, node: yaml.Node) -> None:
+    def limit(self, total: int, loc: Loc, line: int) -> None:
         if total > self.distinct + MAX_ALIAS_EXPANSION:
             message = (
                 f"aliases expand the document past {MAX_ALIAS_EXPANSION:,} more nodes than "
                 "it writes out (an alias bomb?)"
             )
-            raise self.fail(loc, message, node)
+            raise self.fail(loc, message, line)
 
-    def scalar(self, node: yaml.ScalarNode, path: Loc) -> None:
+    def scalar(self, node: yaml.ScalarNode, path: Loc, line: int) -> None:
         value = node.value
         if node.tag == _INT_TAG and len(value) > MAX_INT_DIGITS:
             message = f"is an integer of {len(value):,} digits; the limit is {MAX_INT_DIGITS}"
-            raise self.fail(path, message, node)
+            raise self.fail(path, message, line)
         if node.tag == _STR_TAG and _UNSTORABLE.search(value):
-            raise self.fail(path, "contains a NUL character or an unpaired surrogate", node)
+            raise self.fail(path, "contains a NUL character or an unpaired surrogate", line)
 
 
 def dotted(loc: Loc) -> str:

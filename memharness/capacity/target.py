@@ -23,7 +23,8 @@ class TargetError(YamlDocError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan would pass `gt=0` and turn the plan into inf and nan.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class NodeShape(_Strict):
@@ -54,7 +55,7 @@ class Target(_Strict):
     peak_factor: float = Field(default=3.0, ge=1)
     #: How long memories must be kept (days): the horizon of long-term growth.
     retention_days: float = Field(default=90, gt=0)
-    strategy: str = "hybrid"
+    strategy: str = Field(default="hybrid", min_length=1, max_length=200)
     slo_ms: Slo = Slo()
     #: Plan every CPU to at most this utilisation at peak (headroom for bursts, failover).
     utilisation_ceiling: float = Field(default=0.6, gt=0, lt=1)

@@ -31,8 +31,10 @@ def to_epoch(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("must be an ISO-8601 timestamp or epoch seconds, not a boolean")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise ValueError("epoch seconds must be a finite number >= 0")
+        if not math.isfinite(value) or not 0 <= value <= MAX_EPOCH:
+            raise ValueError(
+                f"epoch seconds must be a number from 0 to {MAX_EPOCH:.0f} (year 9999)"
+            )
         return float(value)
     if isinstance(value, str):
         try:
@@ -46,6 +48,10 @@ def to_epoch(value: Any) -> float:
             value = value.replace(tzinfo=UTC)
         return value.timestamp()
     raise ValueError("must be an ISO-8601 timestamp or epoch seconds")
+
+
+#: The last second a timestamp may name (datetime stops at year 9999).
+MAX_EPOCH = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 def iso(epoch: float) -> str:

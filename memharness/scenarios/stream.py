@@ -66,7 +66,10 @@ def stream_scenario(path: str | Path, on_user: Callable[[User], None]) -> Scenar
     except OSError as exc:
         raise ScenarioError([Problem(source, None, "(file)", f"cannot be read: {exc}")]) from None
     except yaml.YAMLError as exc:
-        raise ScenarioError([yaml_problem(exc, source)]) from None
+        text = None
+        if isinstance(exc, yaml.reader.ReaderError):  # its position is in the file's text
+            text = Path(path).read_bytes().decode("utf-8", errors="replace")
+        raise ScenarioError([yaml_problem(exc, source, text)]) from None
 
 
 def _compose(loader: _EventLoader, source: str) -> yaml.Node:
@@ -87,13 +90,14 @@ class _Reader:
         self.source = source
         self.on_user = on_user
         self.facts: dict[str, frozenset[str]] = {}
+        self.top_line = 1  # the line of the document's mapping, for problems of the whole
 
     def fail(self, node: yaml.Node | None, loc: Loc, messages: list[tuple[Loc, str]]) -> NoReturn:
         raise ScenarioError(
             [
                 Problem(
                     self.source,
-                    line_of(node, sub[len(loc) :]) if node is not None else None,
+                    line_of(node, sub[len(loc) :]) if node is not None else self.top_line,
                     dotted(sub),
                     message,
                 )
@@ -110,6 +114,7 @@ class _Reader:
             line = loader.peek_event().start_mark.line + 1
             raise ScenarioError([Problem(self.source, line, "(document)", "must be a mapping")])
         top = loader.get_event()
+        self.top_line = top.start_mark.line + 1
         header: dict[str, Any] = {}
         seen: dict[str, int] = {}
         while not loader.check_event(yaml.MappingEndEvent):
