@@ -40,8 +40,9 @@ _HOW_TO_READ = """\
 - **unstored**: needed facts the memory never stored.
 - **dense ceiling**: recall@k of a plain dense search, with the run's embedder, over \
 every turn the user said before the probe (no forgetting, no intent filter, no session \
-scope): what was findable at all. **of ceiling** is a strategy's recall@k over it (it can \
-pass 1: the memory returns the top-k of STM and of LTM, the ceiling k turns).
+scope): what was findable at all. **of ceiling** is a strategy's recall@k over it. It \
+can pass 1: the memory returns the top-k of STM and of LTM, the ceiling k turns, and the \
+memory's intent filter drops small talk that the ceiling ranks.
 - **recall STM / LTM**: share of needed facts in that layer's top-k (a fact both layers \
 return counts in each; probes do not search the session layer, which holds message ids).
 - Of the needed facts not retrieved: **missed** were still stored where the probe looks; \
