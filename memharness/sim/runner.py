@@ -32,6 +32,7 @@ replay runs (a threaded actor); `__ray_terminate__` ends it so embedded servers 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -41,6 +42,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -186,6 +188,7 @@ class Simulator:
         self.actor: Any = None
         self.loaded: tuple[str, list[list[SimUser]]] | None = None  # key, a cohort each
         self.replaced = 0  # workers that died and were replaced
+        self.data_dirs: dict[int, Path] = {}  # each worker's embedded servers' directory
         self.fault_pending = options.kill_worker_at is not None
 
     def __enter__(self) -> Simulator:
@@ -205,7 +208,9 @@ class Simulator:
         return self
 
     def _new_worker(self, index: int) -> Any:
-        worker = self.actor.remote(self._worker_settings(index))
+        settings = self._worker_settings(index)
+        self.data_dirs[index] = settings.data_dir
+        worker = self.actor.remote(settings)
         ray.get(worker.start_servers.remote())
         return worker
 
@@ -222,6 +227,8 @@ class Simulator:
                 dead.append(i)
         for i in dead:
             ray.kill(self.workers[i])  # a hung one too
+            if self.settings.backend != "memory":  # its servers' directory is its own
+                _stop_orphaned_postgres(self.data_dirs[i])
             self.replaced += 1
             self.workers[i] = self._new_worker(i)
             if self.loaded is not None:
@@ -400,6 +407,15 @@ class Simulator:
                 users = before[1] + sum(d[1] for d in now)
                 progress(label, steps, total, users, time.perf_counter() - began)
         return list(ray.get(refs))
+
+
+def _stop_orphaned_postgres(data_dir: Path) -> None:
+    """Stop the embedded PostgreSQL a killed worker left running in `data_dir`, when that
+    directory is on this machine (pgserver's server outlives its parent; on another node
+    of a cluster it stays until that node's next reboot or `pg_ctl stop`)."""
+    for pid_file in data_dir.glob("**/postmaster.pid"):
+        with contextlib.suppress(ValueError, IndexError, ProcessLookupError, PermissionError):
+            os.kill(int(pid_file.read_text().splitlines()[0]), signal.SIGTERM)
 
 
 def _progress(workers: list[Any]) -> list[tuple[int, int]]:
