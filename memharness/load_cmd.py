@@ -20,7 +20,7 @@ import click
 __all__ = ["build_locust_command", "default_locustfile", "load"]
 
 _DURATION_RE = re.compile(r"\d+|(?:\d+h)?(?:\d+m)?(?:\d+s)?")
-_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # a directory name
 _RATES_RE = re.compile(r"auto|\d+(?:\.\d+)?(?:,\d+(?:\.\d+)?)*")
 _STEP_S_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[smh]?)")
 #: Read by loadtests/locustfile.py and loadtests/steps.py (not imported: loadtests is not
@@ -192,10 +192,11 @@ def load(
         raise click.UsageError(f"--duration {duration!r}: expected e.g. 90, 90s, 5m, 1h30m")
     run_id = run_id or time.strftime("load-%Y%m%d-%H%M%S")
     if not _RUN_ID_RE.fullmatch(run_id):
-        raise click.UsageError(f"--run-id {run_id!r}: letters, digits, '.', '_', '-' only")
+        raise click.UsageError(f"--run-id {run_id[:60]!r}: 1-100 letters, digits, '.', '_', '-'")
     locustfile = locustfile or default_locustfile()
     if not locustfile.is_file():
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
+    _check_shape_options(locustfile, steps=steps, sla=sla)
     run_dir = out / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     command = build_locust_command(
@@ -222,6 +223,26 @@ def load(
     code = subprocess.run(command, env=env, check=False).returncode
     click.echo(f"memharness load: exit code {code}; reports in {run_dir}/", err=True)
     sys.exit(code)
+
+
+def _check_shape_options(locustfile: Path, *, steps: str | None, sla: str | None) -> None:
+    """--steps and --sla parsed as the Locust process will parse them, so a bad value is
+    a usage error naming the option before anything starts (not a traceback inside it)."""
+    if steps is None and sla is None:
+        return
+    checkout = str(locustfile.resolve().parent.parent)
+    sys.path.insert(0, checkout)  # loadtests is not installed: it lives in the checkout
+    try:
+        from loadtests.shape import parse_steps
+        from loadtests.sla import parse_slas
+    finally:
+        sys.path.remove(checkout)
+    for option, text, parse in (("--steps", steps, parse_steps), ("--sla", sla, parse_slas)):
+        if text is not None:
+            try:
+                parse(text)
+            except ValueError as exc:
+                raise click.UsageError(f"{option} {text!r}: {exc}") from None
 
 
 def _environment(

@@ -132,7 +132,12 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     help="virtual seconds between sweeps when no one is active (PII residency resolution)",
 )
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"))
-@click.option("--run-id", default=None, help="default: the UTC time and a random suffix")
+@click.option(
+    "--run-id",
+    default=None,
+    callback=lambda ctx, param, value: _check_run_id(value),
+    help="letters, digits, '.', '_', '-' (default: the UTC time and a random suffix)",
+)
 @click.option(
     "--resume",
     "resume_dir",
@@ -281,6 +286,19 @@ def run(
         click.echo(f"\nreport: {summary}")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
+
+
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def _check_run_id(value: str | None) -> str | None:
+    """A run id names a directory under --out: no '/', no '..', nothing a shell mangles."""
+    if value is not None and not _RUN_ID_RE.fullmatch(value):
+        message = (
+            f"{value[:60]!r}: 1-100 letters, digits, '.', '_', '-', starting with a letter or digit"
+        )
+        raise click.BadParameter(message, param_hint="--run-id")
+    return value
 
 
 def _one_line(entry: dict[str, Any]) -> str:

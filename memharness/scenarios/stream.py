@@ -174,6 +174,9 @@ class _Reader:
                 )
                 found.append(Problem(self.source, line, dotted(err["loc"]), err["msg"]))
             raise ScenarioError(found) from None
+        users = header.get("users")
+        if isinstance(users, tuple) and not isinstance(users[0], list):  # not a sequence
+            self.fail(users[1], ("users",), [(("users",), "Input should be a valid list")])
         if "users" in data and not self.facts:
             self.fail(None, (), [(("users",), "List should have at least 1 item")])
         node = header["adversarial"][1] if "adversarial" in header else None

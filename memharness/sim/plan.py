@@ -82,7 +82,10 @@ class StrategySpec:
             key, sep, raw = part.partition("=")
             if not sep or not key.strip():
                 raise SpecError(f"--strategy {text!r}: {part!r} is not key=value")
-            params.append((key.strip(), yaml.safe_load(raw)))
+            try:
+                params.append((key.strip(), yaml.safe_load(raw)))
+            except yaml.YAMLError:
+                raise SpecError(f"--strategy {text!r}: {raw!r} is not a YAML value") from None
         try:
             strategy = base.with_params(dict(params)) if params else base
         except Exception as exc:  # a validation error names the field
