@@ -1,4 +1,9 @@
-"""Checks on caller input. Every failure raises `InvalidInput` naming the field."""
+"""Checks on caller input. Every failure raises `InvalidInput` naming the field.
+
+The limits below are the facade's documented ones (README, "Bad input and isolation"):
+a turn's text or a recall's query over `MAX_TEXT_CHARS` is refused, as are ids outside
+`[A-Za-z0-9_.@-]` or over `MAX_ID_LENGTH`, before anything is written.
+"""
 
 from __future__ import annotations
 

@@ -307,11 +307,12 @@ def test_the_worst_inputs_fail_fast_and_small(loader: str, case: str, tmp_path: 
     path = tmp_path / "worst.yaml"
     path.write_bytes(WORST[case]((_data(source), loader)))
     result, seconds, peak_mb = _measured(loader, path)
+    print(f"\nworst[{loader}, {case}]: {result}, {seconds:.2f} s, peak {peak_mb:.1f} MB")
     assert result != "ok", f"{case} loaded"
-    # Bounds with a wide margin over what was measured (each well under a second and the
-    # 10 MB string's own few copies), so a shared machine does not fail them; a bomb
-    # expanding or a quadratic walk would be far beyond them.
-    assert seconds < 5, f"{case}: {seconds:.1f} s"
+    # Bounds with a wide margin over what was measured (`pytest -s` prints it), so a
+    # shared machine does not fail them; a bomb expanding (10^9 nodes) or a quadratic
+    # walk would be far beyond them.
+    assert seconds < 20, f"{case}: {seconds:.1f} s"
     assert peak_mb < 120, f"{case}: {peak_mb:.0f} MB"
 
 
