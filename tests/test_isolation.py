@@ -23,10 +23,12 @@ Examples per backend: `EXAMPLES` below (scaled by `MEMH_ISOLATION_SCALE`, defaul
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -454,7 +456,7 @@ def test_no_user_reads_or_changes_another_users_records(
     def attack(users: list[str], steps: list[tuple[Any, ...]]) -> None:
         prefix = f"iso{uuid.uuid4().hex[:10]}"
         before = servers.inventory()
-        with _system(backend, prefix, data_dir, embedder) as system:
+        with hybrid_system(backend, prefix, data_dir, embedder) as system:
             run_steps(system, users, steps)
             assert_nothing_outside(before, servers.inventory(), prefix)
 
@@ -467,7 +469,7 @@ def test_no_user_reads_or_changes_another_users_records(
 def test_the_facade_refuses_bad_ids_naming_the_field(
     bad: str, embedder: Embedder, tmp_path: Path
 ) -> None:
-    with _system("memory", "isobad", tmp_path, embedder) as system:
+    with hybrid_system("memory", "isobad", tmp_path, embedder) as system:
         for field_name, call in [
             ("user_id", lambda: system.turn(user_id=bad, session_id="s1", text="hi there")),
             ("session_id", lambda: system.turn(user_id="u1", session_id=bad, text="hi there")),
@@ -480,7 +482,7 @@ def test_the_facade_refuses_bad_ids_naming_the_field(
 
 
 def test_texts_over_the_limit_are_refused_at_the_facade(embedder: Embedder, tmp_path: Path) -> None:
-    with _system("memory", "isolong", tmp_path, embedder) as system:
+    with hybrid_system("memory", "isolong", tmp_path, embedder) as system:
         system.turn(user_id="u1", session_id="s1", text="y" * MAX_TEXT_CHARS)
         for call, field_name in [
             (
@@ -500,20 +502,19 @@ def test_texts_over_the_limit_are_refused_at_the_facade(embedder: Embedder, tmp_
             assert f"the limit is {MAX_TEXT_CHARS}" in str(err.value)
 
 
-class _system:
+@contextlib.contextmanager
+def hybrid_system(
+    backend: str, prefix: str, data_dir: Path, embedder: Embedder
+) -> Iterator[MemorySystem]:
     """A hybrid-strategy system on `backend` in namespace `prefix`, dropped afterwards."""
-
-    def __init__(self, backend: str, prefix: str, data_dir: Path, embedder: Embedder) -> None:
-        self.system = build_memory_system(
-            backend_settings(backend, prefix, data_dir),
-            clock=VirtualClock(T0),
-            embedder=embedder,
-            namespace=Namespace(prefix),
-            strategy="hybrid",
-        )
-
-    def __enter__(self) -> MemorySystem:
-        return self.system
-
-    def __exit__(self, *exc: object) -> None:
-        self.system.drop()
+    system = build_memory_system(
+        backend_settings(backend, prefix, data_dir),
+        clock=VirtualClock(T0),
+        embedder=embedder,
+        namespace=Namespace(prefix),
+        strategy="hybrid",
+    )
+    try:
+        yield system
+    finally:
+        system.drop()
