@@ -46,14 +46,37 @@ from locust import LoadTestShape, User, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
 
+from loadtests.consistency import check_consistency, check_erased  # noqa: E402
 from loadtests.conversations import Conversation, load_conversations, render  # noqa: E402
+from loadtests.errors import ErrorLog, describe, layer_of_failure  # noqa: E402
 from loadtests.hdr import OpHistograms  # noqa: E402
 from loadtests.options import LoadOptions, add_arguments  # noqa: E402
 from loadtests.pacing import ArrivalSchedule, run_paced  # noqa: E402
-from loadtests.procstats import discover_processes, sample_processes  # noqa: E402
-from loadtests.report import build_report, format_table, ordered_ops, write_report  # noqa: E402
+from loadtests.procstats import (  # noqa: E402
+    ProcessSample,
+    discover_processes,
+    pg_url,
+    sample_processes,
+    summarize_series,
+)
+from loadtests.report import (  # noqa: E402
+    build_report,
+    format_consistency,
+    format_errors,
+    format_processes,
+    format_table,
+    ordered_ops,
+    write_report,
+)
 from loadtests.shape import STEPS_ENV, step_at, steps_from_env, steps_requested  # noqa: E402
-from loadtests.sla import QUEUE, TURN_INTENDED, TURN_QUEUED, check_slas, failed  # noqa: E402
+from loadtests.sla import (  # noqa: E402
+    QUEUE,
+    QUEUE_INTENDED,
+    TURN_INTENDED,
+    TURN_QUEUED,
+    check_slas,
+    failed,
+)
 from loadtests.steps import (  # noqa: E402
     RATES_ENV,
     STEP_S_ENV,
@@ -70,6 +93,11 @@ from reference.system import TIMING_KEYS, MemorySystem  # noqa: E402
 
 log = logging.getLogger("memharness.load")
 SLA_EXIT_CODE = 3
+CONSISTENCY_EXIT_CODE = 4
+#: The layers of a turn, in order: a failed turn is charged to the first one that did not
+#: finish (`loadtests.errors.layer_of_failure`).
+LAYERS = tuple(key for key in TIMING_KEYS if key != "turn")
+_TURN_CODE = MemorySystem.turn.__code__
 _EVENT_TYPES = frozenset({"layer", "turn", "wait"})
 #: Rate steps: how long the backlog of the last step may take to drain before the stop.
 DRAIN_S = 30.0
@@ -121,6 +149,8 @@ class LoadRun:
     """What one Locust process keeps for the run: the memory, the histograms, the users."""
 
     hists: OpHistograms = field(default_factory=OpHistograms)
+    #: Failed operations: never in `hists` (a failure is not a fast success).
+    errors: ErrorLog = field(default_factory=ErrorLog)
     options: LoadOptions = field(default_factory=LoadOptions)
     system: MemorySystem | None = None
     backends: dict[str, str] = field(default_factory=dict)
@@ -144,9 +174,17 @@ class LoadRun:
     roles: dict[str, int] = field(default_factory=dict)
     process_notes: dict[str, str] = field(default_factory=dict)
     calibration: dict[str, object] = field(default_factory=dict)
+    #: Every --sample-every seconds: (seconds since the test start, each role's sample).
+    process_series: list[tuple[float, dict[str, ProcessSample]]] = field(default_factory=list)
+    settings: Settings | None = None
+    consistency: dict[str, object] | None = None
+    #: The cache counts when the memory was released at the end.
+    cache_final: tuple[int, int] | None = None
 
     def cache_counts(self) -> tuple[int, int]:
         """Embedding cache hits and misses since the test started, in this process."""
+        if self.system is None and self.cache_final is not None:
+            return self.cache_final
         hits, misses = self._cache_totals()
         return hits - self.cache_base[0], misses - self.cache_base[1]
 
@@ -158,12 +196,16 @@ class LoadRun:
         """Forget the previous test of this process (Locust's UI can run several)."""
         self.options = options
         self.hists.reset()
+        self.errors.reset()
+        self.process_series.clear()
+        self.consistency = None
         self.started_at = time.time()
         self.stopped = False
         self.workers.clear()
         self.final_reports.clear()
         self.worker_cache.clear()
         self.cache_base = self._cache_totals()
+        self.cache_final = None
         self.turn_slot = BoundedSemaphore(1) if options.serial else nullcontext()
         self.schedule = None
 
@@ -206,7 +248,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
             sys.exit(2)
     if not _runs_users(environment):
         return
-    settings = Settings()
+    settings = run.settings = Settings()
     run.backends = {**describe_backends(settings), "embedder": settings.embedder}
     started = time.perf_counter()
     run.system = build_memory_system(settings, clock=SystemClock())
@@ -214,6 +256,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
     for text in render(run.conversations[0], random.Random(0)):
         run.system.turn(user_id=warm_user, session_id=f"{warm_user}-c0", text=text)
     run.system.delete_user_data(user_id=warm_user)
+    if rates_requested() or run.options.sample_every > 0:
+        run.roles, run.process_notes = discover_processes(settings)
     if rates_requested():
         _prepare_rate_steps(run, settings)
     log.info(
@@ -226,7 +270,6 @@ def _on_init(environment: Environment, **_: Any) -> None:
 def _prepare_rate_steps(run: LoadRun, settings: Settings) -> None:
     """Rate steps: find the processes to sample and, for `auto`, calibrate the rates."""
     assert run.system is not None
-    run.roles, run.process_notes = discover_processes(settings)
     rates = parse_rates(os.environ[RATES_ENV])
     if rates is None:  # auto: time turns one at a time, capacity ~ 1 / median turn
         user = f"load-{run.token}-calibration"
@@ -259,11 +302,23 @@ def _sample_steps(run: LoadRun, recorder: StepRecorder) -> None:
         recorder.sample(time.perf_counter(), sample_processes(run.roles), run.cache_counts())
 
 
+def _sample_periodically(run: LoadRun, every_s: float) -> None:
+    """Greenlet: every `every_s` seconds, each process's CPU and RSS (memory bounded?)."""
+    started = time.perf_counter()
+    while not run.stopped:
+        at = time.perf_counter() - started
+        run.process_series.append((at, sample_processes(run.roles)))
+        gevent.sleep(every_s)
+    run.process_series.append((time.perf_counter() - started, sample_processes(run.roles)))
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
     run.restart(LoadOptions.from_parsed(environment.parsed_options))
     run.recorder = None
+    if run.roles and run.options.sample_every > 0 and _runs_users(environment):
+        gevent.spawn(_sample_periodically, run, run.options.sample_every)
     if run.rates is not None and _runs_users(environment):
         if isinstance(environment.runner, WorkerRunner):
             log.error("rate steps run on a local runner only; this worker offers nothing")
@@ -292,15 +347,26 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
 @events.request.add_listener
 def _on_request(
-    request_type: str, name: str, response_time: float, context: Any = None, **_: Any
+    request_type: str,
+    name: str,
+    response_time: float,
+    context: Any = None,
+    exception: BaseException | None = None,
+    **_: Any,
 ) -> None:
     env = context.get("memh_env") if isinstance(context, dict) else None
     if request_type in _EVENT_TYPES and env is not None:
         run = run_for(env)
-        run.hists.record_ms(name, response_time)
         step = context.get("memh_step")
-        if run.recorder is not None and step is not None:
-            run.recorder.record_ms(step, name, response_time)
+        recorder = run.recorder if step is not None else None
+        if exception is not None:  # an error, not a fast success: kept apart
+            run.errors.record(name, response_time, describe(exception))
+            if recorder is not None:
+                recorder.record_error(step, name)
+            return
+        run.hists.record_ms(name, response_time)
+        if recorder is not None:
+            recorder.record_ms(step, name, response_time)
 
 
 @events.test_stop.add_listener
@@ -314,6 +380,7 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None
     for env, run in list(_RUNS.items()):
         if isinstance(env.runner, WorkerRunner):
             data["memh_hdr"] = run.hists.take_encoded()
+            data["memh_errors"] = run.errors.take_encoded()
             data["memh_final"] = run.stopped
             data["memh_backends"] = run.backends
             data["memh_cache"] = list(run.cache_counts())
@@ -325,6 +392,7 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
     for env, run in list(_RUNS.items()):
         if isinstance(env.runner, MasterRunner) and "memh_hdr" in data:
             run.hists.merge_encoded(data["memh_hdr"])
+            run.errors.merge_encoded(data.get("memh_errors") or {})
             run.workers.add(client_id)
             run.backends = data.get("memh_backends") or run.backends
             run.worker_cache[client_id] = tuple(data.get("memh_cache") or (0, 0))
@@ -335,24 +403,55 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
 @events.quitting.add_listener
 def _on_quitting(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
+    if run.system is not None:
+        run.cache_final = run.cache_counts()
+        try:
+            _check_and_erase(run, run.system)
+        finally:
+            try:
+                run.system.dispose()
+            except Exception as exc:  # a dead server: the report still has to be written
+                log.warning("could not release the memory's connections: %s", exc)
+            run.system = None
     if not isinstance(environment.runner, WorkerRunner) and run.started_at is not None:
         _report(environment, run)
-    if run.system is not None:
+
+
+def _check_and_erase(run: LoadRun, system: MemorySystem) -> None:
+    """The servers' consistency after the run, the erasure of its users, and that erasure's
+    completeness (`loadtests/consistency.py`); logged, and kept for the report."""
+    reports = []
+    if run.options.check_consistency:
+        reports.append(
+            check_consistency(
+                system,
+                user_ids=run.user_ids,
+                marker=f"load-{run.token}-",
+                pg_url=pg_url(run.settings) if run.settings is not None else None,
+            )
+        )
+    if not run.options.keep_data:
         try:
-            if not run.options.keep_data:
-                for user_id in run.user_ids:
-                    run.system.delete_user_data(user_id=user_id)
-        except Exception as exc:  # a turn killed at the stop may have broken a connection
+            for user_id in run.user_ids:
+                system.delete_user_data(user_id=user_id)
+        except Exception as exc:  # a dead server or a connection broken by the stop
             log.warning("could not erase the load users' records: %s", exc)
-        finally:
-            run.system.dispose()
-            run.system = None
+        else:
+            if run.options.check_consistency:
+                reports.append(check_erased(system, user_ids=run.user_ids))
+    if reports:
+        run.consistency = {report.name: report.as_dict() for report in reports}
+    for report in reports:
+        (log.info if report.ok else log.error)("%s", report.summary())
 
 
 def _report(environment: Environment, run: LoadRun) -> None:
-    """Master or local runner: the HDR table, load_hdr.json, and the SLA exit code."""
+    """Master or local runner: the HDR table, errors, load_hdr.json, and the exit code."""
     options = run.options
-    verdicts = check_slas(run.hists, options.slas, measure_as={"turn": options.turn_measure})
+    errors = run.errors.counts()
+    verdicts = check_slas(
+        run.hists, options.slas, measure_as={"turn": options.turn_measure}, errors=errors
+    )
     broken = failed(verdicts, gate=options.sla_gate)
     missing = sorted(run.workers - run.final_reports)
     steps = os.environ.get(STEPS_ENV) if steps_requested() else None
@@ -379,16 +478,25 @@ def _report(environment: Environment, run: LoadRun) -> None:
             "hit_ratio": round(hits / (hits + misses), 4) if hits + misses else None,
         },
         "sla_gate": options.sla_gate,
+        "processes": summarize_series(run.process_series) if run.process_series else None,
+        "process_notes": run.process_notes or None,
+        "consistency": run.consistency,
     }
-    report = build_report(run.hists, verdicts, failed=broken, meta=meta)
+    report = build_report(run.hists, verdicts, failed=broken, meta=meta, errors=run.errors)
     path = write_report(report, Path(options.out_dir) / options.run_id)
     summaries = run.hists.summaries(ordered_ops(run.hists.ops))
     print(f"\nHDR latency per operation (run {options.run_id}, {meta['mode']}):", flush=True)
-    print(format_table(summaries, verdicts), flush=True)
+    print(format_table(summaries, verdicts, errors), flush=True)
     for verdict in verdicts:
         print("  " + verdict.message, flush=True)
+    for line in format_errors(report):
+        print("  " + line, flush=True)
     if hits + misses:
         print(f"  embedding cache: {hits} hits, {misses} misses", flush=True)
+    for line in format_processes(meta["processes"]):
+        print("  " + line, flush=True)
+    for line in format_consistency(run.consistency):
+        print("  " + line, flush=True)
     print(f"HDR report: {path}", flush=True)
     if run.recorder is not None:
         _report_steps(run, run.recorder, meta)
@@ -398,6 +506,8 @@ def _report(environment: Environment, run: LoadRun) -> None:
         for verdict in broken:
             log.error("SLA failed: %s", verdict.message)
         environment.process_exit_code = SLA_EXIT_CODE
+    if run.consistency and not all(part["ok"] for part in run.consistency.values()):
+        environment.process_exit_code = CONSISTENCY_EXIT_CODE
 
 
 def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object]) -> None:
@@ -407,7 +517,10 @@ def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object])
         "process_notes": run.process_notes,
         "calibration": run.calibration or None,
     }
-    document = recorder.document({**meta, **extra})
+    options = run.options
+    document = recorder.document(
+        {**meta, **extra}, slas=options.slas, measure_as={"turn": options.turn_measure}
+    )
     path = recorder.write(Path(run.options.out_dir) / run.options.run_id, document)
     print("\n" + format_steps(document), flush=True)
     print(f"steps report: {path}", flush=True)
@@ -457,9 +570,9 @@ class ConversationUser(User):
         if self.load.schedule is None:
             self._turn(text)
             return
-        ok, paced = run_paced(self.load.schedule, lambda: self._turn(text))
-        if ok:
-            self._fire("turn", TURN_INTENDED, paced.response_ms)
+        error, paced = run_paced(self.load.schedule, lambda: self._turn(text))
+        self._fire("wait", QUEUE_INTENDED, paced.lag_ms)
+        self._fire("turn", TURN_INTENDED, paced.response_ms, error)
 
     def _stepped_turn(self, recorder: StepRecorder) -> None:
         """Rate steps: claim the next intended start (None: the timeline is over, idle)."""
@@ -473,16 +586,19 @@ class ConversationUser(User):
             ahead = intended - time.perf_counter()
             if ahead > 0:
                 gevent.sleep(ahead)
-            ok = self._turn(self.pending.pop(0))
+            started = time.perf_counter()
+            error = self._turn(self.pending.pop(0))
             finished = time.perf_counter()
-            if ok:
-                self._fire("turn", TURN_INTENDED, (finished - intended) * 1000.0)
-            recorder.finished(finished, ok=ok, step=self.step)
+            self._fire("wait", QUEUE_INTENDED, max(0.0, started - intended) * 1000.0)
+            self._fire("turn", TURN_INTENDED, (finished - intended) * 1000.0, error)
+            recorder.finished(finished, ok=error is None, step=self.step)
         finally:
             recorder.in_flight -= 1
 
-    def _turn(self, text: str) -> bool:
-        """One turn; fires its events. False when it failed (fired as a failure)."""
+    def _turn(self, text: str) -> Exception | None:
+        """One turn; fires its events. On failure, returns the error after firing it as a
+        failure of the layer that raised and of the turn (the layers that finished before
+        it are fired as the successes they were)."""
         system = self.load.system
         assert system is not None, "the memory is built at init in every process with users"
         ready = time.perf_counter()
@@ -491,18 +607,27 @@ class ConversationUser(User):
             try:
                 result = system.turn(user_id=self.user_id, session_id=self.session_id, text=text)
             except Exception as exc:
-                self._fire("turn", "turn", (time.perf_counter() - started) * 1000.0, exc)
-                return False
+                finished = time.perf_counter()
+                where = layer_of_failure(exc, _TURN_CODE, LAYERS)
+                for key, ms in where.finished.items():
+                    self._fire("layer", key, ms)
+                if where.layer is not None and where.layer_ms is not None:
+                    self._fire("layer", where.layer, where.layer_ms, exc)
+                self._fire("turn", "turn", (finished - started) * 1000.0, exc)
+                if self.load.options.serial:
+                    self._fire("wait", QUEUE, (started - ready) * 1000.0)
+                    self._fire("turn", TURN_QUEUED, (finished - ready) * 1000.0, exc)
+                return exc
         finished = time.perf_counter()
         for key in TIMING_KEYS:
             self._fire("turn" if key == "turn" else "layer", key, result.timings_ms[key])
         if self.load.options.serial:
             self._fire("wait", QUEUE, (started - ready) * 1000.0)
             self._fire("turn", TURN_QUEUED, (finished - ready) * 1000.0)
-        return True
+        return None
 
     def _fire(
-        self, request_type: str, name: str, ms: float, exception: Exception | None = None
+        self, request_type: str, name: str, ms: float, exception: BaseException | None = None
     ) -> None:
         self.environment.events.request.fire(
             request_type=request_type,

@@ -85,6 +85,21 @@ def add_arguments(parser: Any) -> None:
         default=False,
         help="Do not erase the load users' records from the memory at the end.",
     )
+    group.add_argument(
+        "--no-consistency-check",
+        dest="check_consistency",
+        action="store_false",
+        default=True,
+        help="Skip the servers' consistency check after the run (loadtests/consistency.py: "
+        "session bookkeeping, STM -> session, LTM -> audit, namespace; then the erasure).",
+    )
+    group.add_argument(
+        "--sample-every",
+        type=float,
+        default=5.0,
+        help="Seconds between samples of each process's CPU and RSS (load, Redis, "
+        "PostgreSQL, a local Chroma server); 0: none. Default: %(default)s.",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +117,8 @@ class LoadOptions:
     run_id: str = "load"
     out_dir: str = "reports"
     keep_data: bool = False
+    check_consistency: bool = True
+    sample_every: float = 5.0
     #: Worker processes sharing --rate (Locust forwards --expect-workers to workers).
     workers: int = 1
 
@@ -138,8 +155,12 @@ class LoadOptions:
             run_id=str(get(parsed, "run_id", None) or default_run_id()),
             out_dir=str(get(parsed, "out_dir", "reports")),
             keep_data=bool(get(parsed, "keep_data", False)),
+            check_consistency=bool(get(parsed, "check_consistency", True)),
+            sample_every=float(get(parsed, "sample_every", 5.0)),
             workers=max(1, int(get(parsed, "expect_workers", 1) or 1)),
         )
+        if not options.sample_every >= 0:
+            raise ValueError(f"--sample-every {options.sample_every}: must be >= 0 seconds")
         if options.rate < 0:
             raise ValueError(f"--rate {options.rate}: must be >= 0")
         if options.open_loop and options.rate <= 0:

@@ -18,12 +18,18 @@ so a backend that exits mid-step is still counted.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["ProcessSample", "discover_processes", "sample_processes"]
+__all__ = [
+    "ProcessSample",
+    "discover_processes",
+    "pg_url",
+    "sample_processes",
+    "summarize_series",
+]
 
 try:  # psutil comes with Locust; the /proc fallback keeps this module usable without it
     import psutil
@@ -173,7 +179,7 @@ def discover_processes(settings: Any) -> tuple[dict[str, int], dict[str, str]]:
         return roles, notes
     finders: Iterable[tuple[str, Any]] = (
         ("redis", lambda: _redis_pid(_redis_url(settings))),
-        ("postgres", lambda: _postgres_pid(_pg_url(settings))),
+        ("postgres", lambda: _postgres_pid(pg_url(settings))),
     )
     for role, find in finders:
         try:
@@ -204,7 +210,8 @@ def _redis_url(settings: Any) -> str:
     return start_embedded_redis(settings.data_dir / "redis").url
 
 
-def _pg_url(settings: Any) -> str:
+def pg_url(settings: Any) -> str:
+    """The PostgreSQL URL of `settings`: MEMH_PG_URL, else the embedded server's."""
     if settings.pg_url:
         return str(
             settings.pg_url.get_secret_value()
@@ -214,3 +221,35 @@ def _pg_url(settings: Any) -> str:
     from reference.ltm.embedded_pg import start_embedded_postgres
 
     return str(start_embedded_postgres(settings.data_dir / "pg").url)
+
+
+def summarize_series(
+    series: Sequence[tuple[float, Mapping[str, ProcessSample]]],
+) -> dict[str, dict[str, Any]]:
+    """Per role, over samples taken through a run: RSS first, peak, last and at each
+    sample (seconds since the start, MB), and the CPU seconds between first and last.
+
+    Memory is *bounded* when the peak of the run's second half is not far over the peak
+    of its first half; `rss_growth_second_half` is that ratio (1.0: no growth).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    roles = {role for _, samples in series for role in samples}
+    for role in sorted(roles):
+        points = [(at, s[role]) for at, s in series if role in s and s[role].pids]
+        if not points:
+            continue
+        mb = [p.rss_bytes / 2**20 for _, p in points]
+        half = len(points) // 2
+        first_half, second_half = mb[: max(half, 1)], mb[max(half, 1) :] or mb[-1:]
+        out[role] = {
+            "samples": len(points),
+            "rss_mb_first": round(mb[0], 2),
+            "rss_mb_peak": round(max(mb), 2),
+            "rss_mb_last": round(mb[-1], 2),
+            "rss_growth_second_half": round(max(second_half) / max(first_half), 4),
+            "cpu_s": round(points[-1][1].cpu_s - points[0][1].cpu_s, 3),
+            "rss_mb_series": [
+                [round(at, 1), round(v, 1)] for (at, _), v in zip(points, mb, strict=True)
+            ],
+        }
+    return out

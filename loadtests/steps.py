@@ -26,6 +26,7 @@ from typing import Any
 
 from loadtests.hdr import OpHistograms
 from loadtests.procstats import ProcessSample
+from loadtests.sla import Sla, check_slas, failed
 
 __all__ = [
     "AUTO_FRACTIONS",
@@ -127,6 +128,8 @@ class StepRecorder:
     hists: list[OpHistograms] = field(default_factory=list)
     completed: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    #: Per step: failed operations by name (they are not in `hists`).
+    errors: list[dict[str, int]] = field(default_factory=list)
     late_completions: int = 0
     samples: list[dict[str, ProcessSample]] = field(default_factory=list)
     sample_times: list[float] = field(default_factory=list)
@@ -138,9 +141,13 @@ class StepRecorder:
         self.hists = [OpHistograms() for _ in range(n)]
         self.completed = [0] * n
         self.failed = [0] * n
+        self.errors = [{} for _ in range(n)]
 
     def record_ms(self, step: int, op: str, ms: float) -> None:
         self.hists[step].record_ms(op, ms)
+
+    def record_error(self, step: int, op: str) -> None:
+        self.errors[step][op] = self.errors[step].get(op, 0) + 1
 
     def finished(self, at: float, *, ok: bool, step: int) -> None:
         """A turn ended at clock time `at`: counted in the step whose window holds `at`."""
@@ -162,8 +169,16 @@ class StepRecorder:
         self.samples.append(dict(processes))
         self.cache.append(cache)
 
-    def document(self, meta: Mapping[str, Any]) -> dict[str, Any]:
-        """What `steps.json` holds: the run's meta, then one entry per step."""
+    def document(
+        self,
+        meta: Mapping[str, Any],
+        *,
+        slas: Sequence[Sla] = (),
+        measure_as: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """What `steps.json` holds: the run's meta, then one entry per step, each with its
+        SLA verdicts (errors counted) when `slas` are given: `sla_held` tells whether the
+        step's offered rate held every SLA (the `ci` gate)."""
         schedule = self.schedule
         steps = []
         for k, rate in enumerate(schedule.rates):
@@ -176,10 +191,15 @@ class StepRecorder:
                 "intended": schedule.claimed[k],
                 "completed_in_window": self.completed[k],
                 "failed": self.failed[k],
+                "errors": dict(self.errors[k]),
                 "achieved_rate": round(self.completed[k] / schedule.step_s, 4),
                 "ops": {op: _clean(hists.summary(op).as_dict()) for op in hists.ops},
                 "histograms": hists.encode(),
             }
+            if slas:
+                verdicts = check_slas(hists, slas, measure_as=measure_as, errors=self.errors[k])
+                entry["slas"] = [v.as_dict() for v in verdicts]
+                entry["sla_held"] = not failed(verdicts)
             if turn is not None and turn.count:
                 # Little's law: turns in progress = throughput x time in the turn.
                 entry["concurrency"] = round(entry["achieved_rate"] * turn.mean_ms / 1000.0, 4)
