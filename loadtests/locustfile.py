@@ -506,7 +506,7 @@ def _report(environment: Environment, run: LoadRun) -> None:
         for verdict in broken:
             log.error("SLA failed: %s", verdict.message)
         environment.process_exit_code = SLA_EXIT_CODE
-    if run.consistency and not all(part["ok"] for part in run.consistency.values()):
+    if run.consistency and any(part["problem_count"] for part in run.consistency.values()):
         environment.process_exit_code = CONSISTENCY_EXIT_CODE
 
 
