@@ -371,7 +371,12 @@ def _on_request(
 
 @events.test_stop.add_listener
 def _on_test_stop(environment: Environment, **_: Any) -> None:
-    run_for(environment).stopped = True
+    """The users are stopped: check the servers' consistency and erase the run's users
+    here, while Locust's own greenlets (CSV writer) still run, not at `quitting`."""
+    run = run_for(environment)
+    run.stopped = True
+    if run.system is not None:
+        _check_and_erase(run, run.system)
 
 
 @events.report_to_master.add_listener
@@ -406,15 +411,19 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     if run.system is not None:
         run.cache_final = run.cache_counts()
         try:
-            _check_and_erase(run, run.system)
-        finally:
-            try:
-                run.system.dispose()
-            except Exception as exc:  # a dead server: the report still has to be written
-                log.warning("could not release the memory's connections: %s", exc)
-            run.system = None
+            run.system.dispose()
+        except Exception as exc:  # a dead server: the report still has to be written
+            log.warning("could not release the memory's connections: %s", exc)
+        run.system = None
     if not isinstance(environment.runner, WorkerRunner) and run.started_at is not None:
         _report(environment, run)
+
+
+def _pg_url_of(settings: Settings | None) -> str | None:
+    """The PostgreSQL server the LTM layer uses, if any (none on the memory backend)."""
+    if settings is None or settings.backend == "memory":
+        return None
+    return pg_url(settings)
 
 
 def _check_and_erase(run: LoadRun, system: MemorySystem) -> None:
@@ -427,7 +436,7 @@ def _check_and_erase(run: LoadRun, system: MemorySystem) -> None:
                 system,
                 user_ids=run.user_ids,
                 marker=f"load-{run.token}-",
-                pg_url=pg_url(run.settings) if run.settings is not None else None,
+                pg_url=_pg_url_of(run.settings),
             )
         )
     if not run.options.keep_data:

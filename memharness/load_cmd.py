@@ -3,17 +3,27 @@
 Locust runs as a subprocess (its gevent monkey-patching must own the process from the
 start), in this interpreter, with the checkout on PYTHONPATH. Its CSV and HTML reports
 and the HDR report go to OUT/RUN_ID/; the command exits with Locust's exit code: 0 when
-every SLA holds, 3 when one is broken (named in the output), 1 when turns failed.
+every SLA holds, 3 when one is broken (named in the output), 1 when turns failed, 4 when
+the servers' consistency check after the run found a problem.
+
+`--overload` runs a rate-step search for the highest rate that holds the SLAs (or takes
+it from `--sustainable-rate` / `--sustainable-from steps.json`), then offers twice that
+(`--overload-factor`) open loop for 2 minutes, and writes `overload.json`: whether the
+process stayed up, its memory stayed bounded, the SLA was reported broken with the
+queueing time, and the servers were consistent afterwards (`loadtests/overload.py`).
+It exits 0 when the memory survived, 5 when it did not.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -26,6 +36,8 @@ _STEP_S_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[smh]?)")
 #: Read by loadtests/locustfile.py and loadtests/steps.py (not imported: loadtests is not
 #: part of the installed package).
 RATES_ENV, STEP_S_ENV = "MEMH_LOAD_RATES", "MEMH_LOAD_STEP_S"
+OVERLOAD_FAILED_EXIT_CODE = 5
+_OVERLOAD_USERS = 16
 
 
 def default_locustfile() -> Path:
@@ -95,7 +107,10 @@ def build_locust_command(
     "users pace themselves to it. Unset: closed loop with 1-3 s of think time per user.",
 )
 @click.option(
-    "--duration", "-d", default="60s", show_default=True, help="Run time: 90, 90s, 5m, 1h30m."
+    "--duration",
+    "-d",
+    default=None,
+    help="Run time: 90, 90s, 5m, 1h30m [default: 60s; with --overload: 2m].",
 )
 @click.option(
     "--spawn-rate",
@@ -130,6 +145,33 @@ def build_locust_command(
 )
 @click.option("--sla", default=None, help="SLAs as op=ms[@pNN],... [default: DESIGN.md's].")
 @click.option(
+    "--overload",
+    is_flag=True,
+    help="Overload run: find the highest rate that holds the SLAs (a --rates auto run, "
+    "--step-duration each step), then offer --overload-factor times it open loop for "
+    "--duration (default 2m); writes overload.json (stayed up, memory bounded, SLA broken "
+    "with the queueing time, servers consistent). Exit 0: survived; 5: not.",
+)
+@click.option(
+    "--overload-factor",
+    type=click.FloatRange(min=0, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="With --overload: the multiple of the sustainable rate offered.",
+)
+@click.option(
+    "--sustainable-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --overload: the highest rate known to hold the SLAs (skips the search).",
+)
+@click.option(
+    "--sustainable-from",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="With --overload: a steps.json of an earlier --rates run to take it from.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("reports"),
@@ -158,6 +200,10 @@ def load(
     rates: str | None,
     step_duration: str,
     sla: str | None,
+    overload: bool,
+    overload_factor: float,
+    sustainable_rate: float | None,
+    sustainable_from: Path | None,
     out: Path,
     run_id: str | None,
     backend: str | None,
@@ -168,9 +214,22 @@ def load(
     """Load-test the memory with Locust: conversations in-process, per-layer HDR latency.
 
     Extra arguments after `--` go to Locust unchanged. Exits with Locust's exit code
-    (3: an SLA is broken).
+    (3: an SLA is broken; 4: the servers are inconsistent after the run).
     """
     step_s: float | None = None
+    if (sustainable_rate is not None or sustainable_from is not None) and not overload:
+        raise click.UsageError("--sustainable-rate and --sustainable-from go with --overload")
+    if overload:
+        if rates is not None or steps is not None or open_loop or rate is not None:
+            raise click.UsageError("--overload replaces --rates, --steps, --open-loop and --rate")
+        if sustainable_rate is not None and sustainable_from is not None:
+            raise click.UsageError("--sustainable-rate or --sustainable-from, not both")
+    duration = duration or ("2m" if overload else "60s")
+    if rates is not None or overload:
+        match = _STEP_S_RE.fullmatch(step_duration.strip())
+        if match is None or float(match["n"]) <= 0:
+            raise click.UsageError(f"--step-duration {step_duration!r}: expected e.g. 20s, 1m")
+        step_s = float(match["n"]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match["unit"]]
     if rates is not None:
         if steps is not None or open_loop or rate is not None:
             raise click.UsageError("--rates replaces --steps, --open-loop and --rate")
@@ -179,13 +238,9 @@ def load(
             r.lstrip("0.") or "0" for r in rates.split(",")
         ):
             raise click.UsageError(f"--rates {rates!r}: expected 'auto' or R1,R2,... turns/s > 0")
-        match = _STEP_S_RE.fullmatch(step_duration.strip())
-        if match is None or float(match["n"]) <= 0:
-            raise click.UsageError(f"--step-duration {step_duration!r}: expected e.g. 20s, 1m")
-        step_s = float(match["n"]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match["unit"]]
         numbers = [float(r) for r in rates.split(",")] if rates != "auto" else [1.0]
         open_loop, rate = True, max(numbers)
-    users = users or (16 if rates is not None else 10)
+    users = users or (_OVERLOAD_USERS if rates is not None or overload else 10)
     if open_loop and rate is None:
         raise click.UsageError("--open-loop needs --rate (turns per second)")
     if not _DURATION_RE.fullmatch(duration) or not duration:
@@ -197,6 +252,24 @@ def load(
     if not locustfile.is_file():
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
     _check_shape_options(locustfile, steps=steps, sla=sla)
+    if overload:
+        assert step_s is not None
+        code = _overload(
+            locustfile=locustfile,
+            out=out,
+            run_id=run_id,
+            users=users,
+            duration=duration,
+            step_s=step_s,
+            factor=overload_factor,
+            sustainable_rate=sustainable_rate,
+            sustainable_from=sustainable_from,
+            arrivals=arrivals,
+            sla=sla,
+            extra=locust_args,
+            env=_environment(locustfile, backend=backend, embedder=embedder, steps=None),
+        )
+        sys.exit(code)
     run_dir = out / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     command = build_locust_command(
@@ -262,3 +335,127 @@ def _environment(
     else:
         env.pop("MEMH_LOAD_STEPS", None)  # a stray variable would silently replace -u/-t
     return env
+
+
+def _duration_s(text: str) -> float:
+    """Seconds of a --duration that matched _DURATION_RE ("90", "2m", "1h30m")."""
+    if text.isdigit():
+        return float(text)
+    seconds, number = 0.0, ""
+    for char in text:
+        if char.isdigit():
+            number += char
+        else:
+            seconds += int(number) * {"h": 3600, "m": 60, "s": 1}[char]
+            number = ""
+    return seconds
+
+
+def _overload(
+    *,
+    locustfile: Path,
+    out: Path,
+    run_id: str,
+    users: int,
+    duration: str,
+    step_s: float,
+    factor: float,
+    sustainable_rate: float | None,
+    sustainable_from: Path | None,
+    arrivals: str,
+    sla: str | None,
+    extra: tuple[str, ...],
+    env: dict[str, str],
+) -> int:
+    """The sustainable rate (given, read or searched), then the overload run and its verdict."""
+    overload_mod = _import_loadtests(locustfile, "loadtests.overload")
+    common: dict[str, Any] = {
+        "locustfile": locustfile,
+        "users": users,
+        "spawn_rate": float(users),
+        "arrivals": arrivals,
+        "serial": False,
+        "steps": None,
+        "sla": sla,
+        "extra": extra,
+    }
+    if sustainable_rate is not None:
+        source = "--sustainable-rate"
+    else:
+        if sustainable_from is None:  # search: a rate-step run, its steps judged on the SLAs
+            search_id = f"{run_id}-steps"[:100]
+            search_dir = out / search_id
+            search_dir.mkdir(parents=True, exist_ok=True)
+            command = build_locust_command(
+                run_dir=search_dir,
+                run_id=search_id,
+                duration="0s",
+                rate=1.0,
+                open_loop=True,
+                rate_steps=True,
+                **common,
+            )
+            search_env = {**env, RATES_ENV: "auto", STEP_S_ENV: f"{step_s:g}"}
+            click.echo(f"memharness load --overload: searching, {' '.join(command[2:])}", err=True)
+            subprocess.run(command, env=search_env, check=False)
+            sustainable_from = search_dir / "steps.json"
+            if not sustainable_from.is_file():
+                click.echo(f"memharness load --overload: no {sustainable_from}", err=True)
+                return OVERLOAD_FAILED_EXIT_CODE
+        steps = json.loads(sustainable_from.read_text(encoding="utf-8"))
+        sustainable_rate = overload_mod.sustainable_rate(steps)
+        source = str(sustainable_from)
+        if sustainable_rate is None:
+            click.echo(
+                f"memharness load --overload: no step of {sustainable_from} held the SLAs; "
+                "give --sustainable-rate",
+                err=True,
+            )
+            return OVERLOAD_FAILED_EXIT_CODE
+    offered = sustainable_rate * factor
+    run_dir = out / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = build_locust_command(
+        run_dir=run_dir,
+        run_id=run_id,
+        duration=duration,
+        rate=offered,
+        open_loop=True,
+        **common,
+    )
+    env = {k: v for k, v in env.items() if k not in (RATES_ENV, STEP_S_ENV)}
+    click.echo(
+        f"memharness load --overload: {factor:g} x {sustainable_rate:g}/s ({source}) = "
+        f"{offered:g}/s for {duration}: {' '.join(command[2:])}",
+        err=True,
+    )
+    code = subprocess.run(command, env=env, check=False).returncode
+    report_path = run_dir / "load_hdr.json"
+    if not report_path.is_file():
+        click.echo(f"memharness load --overload: exit code {code} and no {report_path}", err=True)
+        return OVERLOAD_FAILED_EXIT_CODE
+    summary = overload_mod.judge_overload(
+        json.loads(report_path.read_text(encoding="utf-8")),
+        exit_code=code,
+        sustainable=sustainable_rate,
+        factor=factor,
+        duration_s=_duration_s(duration),
+        source=source,
+    )
+    path = run_dir / "overload.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    click.echo(overload_mod.format_overload(summary))
+    click.echo(f"memharness load --overload: {path}", err=True)
+    return 0 if summary["survived"] else OVERLOAD_FAILED_EXIT_CODE
+
+
+def _import_loadtests(locustfile: Path, module: str) -> Any:
+    """A module of loadtests/ (not installed: it lives in the checkout of `locustfile`)."""
+    import importlib
+
+    checkout = str(locustfile.resolve().parent.parent)
+    sys.path.insert(0, checkout)
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(checkout)
