@@ -25,7 +25,35 @@ class SessionClosed(MemoryStoreError):
 
 
 class BackendUnavailable(MemoryStoreError, ConnectionError):
-    """A configured server could not be reached or started."""
+    """A configured server could not be reached or started, or failed or timed out during
+    an operation. Raised by a layer, the message starts with the layer and the server
+    ("session: Redis at unix:///...: ..."); `in_doubt` says the operation may have been
+    applied (its reply was lost), so it is not repeated unless idempotent
+    (`reference.resilience`)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        layer: str | None = None,
+        server: str | None = None,
+        in_doubt: bool = False,
+    ) -> None:
+        prefix = ": ".join(part for part in (layer, server) if part)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+        self.layer = layer
+        self.server = server
+        self.detail = message
+        self.in_doubt = in_doubt
+
+    def after(self, tries: int, elapsed_s: float) -> BackendUnavailable:
+        """This error, saying it is the last of `tries` tries over `elapsed_s` seconds."""
+        return BackendUnavailable(
+            f"{self.detail} (gave up after {tries} tries in {elapsed_s:.1f} s)",
+            layer=self.layer,
+            server=self.server,
+            in_doubt=self.in_doubt,
+        )
 
 
 class ConfigurationError(MemoryStoreError):

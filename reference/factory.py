@@ -136,7 +136,7 @@ def build_event_bus(
         from reference.forgetting.events_memory import InMemoryEventServer
 
         return InMemoryEventBus(namespace, server=InMemoryEventServer(clock=clock))
-    return RedisStreamEventBus.from_url(_redis_url(settings), namespace)
+    return RedisStreamEventBus.from_url(_redis_url(settings), namespace, timeouts=settings.timeouts)
 
 
 def start_embedded_servers(settings: Settings) -> list[object]:
@@ -154,7 +154,7 @@ def start_embedded_servers(settings: Settings) -> list[object]:
     _redis_url(settings)
     from reference.stm.chroma_client import make_chroma_client
 
-    make_chroma_client(settings.chroma_url, settings.data_dir)
+    make_chroma_client(settings.chroma_url, settings.data_dir, timeouts=settings.timeouts)
     return handles
 
 
@@ -201,7 +201,9 @@ def _build_session(
     if settings.backend == "memory":
         store: SessionStore = load_backend("session", "memory")(**common)
         return store
-    store = load_backend("session", "redis").from_url(_redis_url(settings), **common)
+    store = load_backend("session", "redis").from_url(
+        _redis_url(settings), timeouts=settings.timeouts, retry=settings.retry, **common
+    )
     return store
 
 
@@ -221,11 +223,12 @@ def _build_stm(
         return store
     from reference.stm.chroma_client import make_chroma_client
 
-    client = make_chroma_client(settings.chroma_url, settings.data_dir)
+    client = make_chroma_client(settings.chroma_url, settings.data_dir, timeouts=settings.timeouts)
     store = load_backend("stm", "chroma")(
         client=client,
         ef_search=settings.stm.hnsw_ef_search,
         scan_limit=settings.stm.scan_limit,
+        retry=settings.retry,
         **common,
     )
     return store
@@ -250,6 +253,8 @@ def _build_ltm(
         hnsw_ef_search=settings.ltm.hnsw_ef_search,
         hnsw_m=settings.ltm.hnsw_m,
         hnsw_ef_construction=settings.ltm.hnsw_ef_construction,
+        timeouts=settings.timeouts,
+        retry=settings.retry,
         **common,
     )
     return store

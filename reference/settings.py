@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reference.resilience import RetryPolicy, Timeouts
+
 
 class SessionSettings(BaseModel):
     ttl_s: float = Field(1800.0, gt=0, description="sliding session lifetime")
@@ -59,6 +61,11 @@ class Settings(BaseSettings):
     session: SessionSettings = SessionSettings()
     stm: ShortTermSettings = ShortTermSettings()
     ltm: LongTermSettings = LongTermSettings()
+    #: Every client's connect and operation timeouts, and the one retry policy of
+    #: idempotent operations (`reference.resilience`; README, "What happens when a
+    #: server dies").
+    timeouts: Timeouts = Timeouts()
+    retry: RetryPolicy = RetryPolicy()
     # MEMH_ENCRYPTION_KEY: 32 random bytes as base64 (44 characters) or 64 hex characters;
     # during a rotation, several keys separated by commas (the first encrypts, all decrypt).
     # Unset, the layers that must encrypt refuse to start (reference.crypto.FieldCipher).

@@ -12,8 +12,10 @@ statement writing `value` writes with it (`value_sealed_at`, i.e. `policy.sealed
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -26,6 +28,31 @@ from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilte
 from reference.ltm.common import audit_draft, storable_json
 from reference.ltm.pg_rows import columns, fact
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate
+from reference.resilience import call_with_retry
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def pg_guarded(*, idempotent: bool | Callable[[dict[str, Any]], bool]) -> Callable[[F], F]:
+    """Run a primitive (one transaction) under the store's retry policy: retried when it
+    failed before its commit, or when repeating it is harmless (`idempotent`, or a
+    function of the call's keyword arguments saying so)."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            safe = idempotent(kwargs) if callable(idempotent) else idempotent
+            return call_with_retry(
+                lambda: method(self, *args, **kwargs),
+                idempotent=safe,
+                policy=self.retry,
+                on_retry=self._suspect,
+            )
+
+        return run  # type: ignore[return-value]
+
+    return wrap
+
 
 _REDACT = {"redacted": Jsonb(REDACTED)}
 _SEAL_KEYS = {"sealed": SEALED, "sealed_at": SEALED_AT, "anonymised": Jsonb({ANONYMISED: True})}
@@ -193,6 +220,7 @@ class PostgresForgetting:
 
         def _write_audit(self, cur: psycopg.Cursor[Any], entries: list[AuditEntry]) -> None: ...
 
+    @pg_guarded(idempotent=False)
     def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
         params = {
             "user_id": user_id,
@@ -205,6 +233,7 @@ class PostgresForgetting:
             cur.execute(self._fsql.update_retention, params)
             return cur.rowcount
 
+    @pg_guarded(idempotent=True)
     def _erase(self, flt: LtmFilter, *, actor: str, now: float) -> int:
         where, params = erase_where(flt)
         with self._transaction() as cur:
@@ -214,12 +243,14 @@ class PostgresForgetting:
             self._write_audit(cur, _drafts(rows, "erase", actor, now))
         return len(rows)
 
+    @pg_guarded(idempotent=True)
     def _scan(self, after: str | None, limit: int) -> list[Fact]:
         statement = self._fsql.scan_first if after is None else self._fsql.scan_after
         with self._transaction() as cur:
             rows = cur.execute(statement, {"after": after, "limit": limit}).fetchall()
         return [fact(r) for r in rows]
 
+    @pg_guarded(idempotent=False)
     def _apply_changes(self, changes: FactChanges, *, actor: str, now: float) -> FactChangeCounts:
         q = self._fsql
         removed = changes.delete | changes.erase
@@ -269,6 +300,7 @@ class PostgresForgetting:
             anonymised=len(rewritten),
         )
 
+    @pg_guarded(idempotent=True)
     def _scan_due(self, now: float, rule: DueRule, after: str | None, limit: int) -> list[Fact]:
         margin = due_margin(now)
         params: dict[str, Any] = {"now": now, "after": after, "limit": limit}
@@ -281,22 +313,26 @@ class PostgresForgetting:
             rows = cur.execute(statement, params).fetchall()
         return [fact(r) for r in rows]
 
+    @pg_guarded(idempotent=True)
     def _inactive_users(self, after: float, until: float) -> list[str]:
         with self._transaction() as cur:
             rows = cur.execute(self._fsql.inactive_users, {"after": after, "until": until})
             return [str(r[0]) for r in rows.fetchall()]
 
+    @pg_guarded(idempotent=True)
     def _mark_active(self, activity: dict[str, float]) -> None:
         users = sorted(activity)
         params = {"users": users, "ats": [activity[u] for u in users]}
         with self._transaction() as cur:
             cur.execute(self._fsql.mark_active, params)
 
+    @pg_guarded(idempotent=True)
     def _last_active(self, user_ids: list[str]) -> dict[str, float]:
         with self._transaction() as cur:
             rows = cur.execute(self._fsql.last_active, {"users": user_ids}).fetchall()
         return {str(r[0]): float(r[1]) for r in rows}
 
+    @pg_guarded(idempotent=True)
     def _forget_activity(self, user_id: str) -> bool:
         with self._transaction() as cur:
             cur.execute(self._fsql.forget_activity, {"user_id": user_id})

@@ -13,14 +13,26 @@ rows, leaving fewer than k). Before 0.8 the store therefore scores the user's li
 exactly (the per-user index finds them, a materialised CTE keeps the planner off the HNSW
 index). From 0.8 on, `hnsw.iterative_scan = strict_order` keeps scanning until k rows
 pass the filter, and the planner may use the index.
+
+Faults (`reference.resilience`): connections open within `Timeouts.connect_s`; a
+statement is bounded by the server's `statement_timeout` and, for a server that answers
+nothing (paused, or a lost network), by a client-side deadline that shuts the socket down
+after `Timeouts.operation_s`; the pool waits at most that long for a connection. Failures
+are raised as `BackendUnavailable("long-term memory: PostgreSQL at <url>: ...")`. A
+transaction that failed before its commit was sent was rolled back, so it is retried
+whatever it does (`RetryPolicy`); one whose commit got no answer is `in_doubt` and is
+retried only if repeating it is harmless (reads, deletes, sweeps, erasure), never an
+upsert (a second version and audit row) or a touch (access counts). A fact and its audit
+row are written in one transaction: a kill in the middle leaves both or neither.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -43,9 +55,19 @@ from reference.ltm.pg_rows import fact as _fact
 from reference.ltm.postgres_forgetting import (
     ForgettingStatements,
     PostgresForgetting,
+    pg_guarded,
     value_sealed_at,
 )
 from reference.models import AuditEntry, Category, Fact, Hit
+from reference.resilience import (
+    DEFAULT_RETRY,
+    DEFAULT_TIMEOUTS,
+    LONG_TERM,
+    RetryPolicy,
+    SocketDeadlines,
+    Timeouts,
+    redact_conninfo,
+)
 from reference.text import Embedder
 
 _AUDIT_COLUMNS = [
@@ -54,6 +76,10 @@ _AUDIT_COLUMNS = [
 ]
 _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s)"
 _UPSERT_ATTEMPTS = 5
+#: SQLSTATEs that mean the server or the connection went away, or a statement outlived
+#: `statement_timeout`: 08 connection exceptions, 57P01-03 shutdowns (pg_terminate_backend
+#: is 57P01), 57014 query canceled.
+_GONE = ("57P01", "57P02", "57P03", "57014")
 
 
 class PostgresLongTermStore(PostgresForgetting, LongTermStore):
@@ -73,16 +99,24 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
         exact_search: bool | None = None,
-        connect_timeout: float = 10.0,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         """`exact_search` None: exact per-user scoring before pgvector 0.8, the index after."""
         super().__init__(clock=clock, namespace=namespace, embedder=embedder)
         self._url = url
+        self.server = f"PostgreSQL at {redact_conninfo(url)}"
+        self.timeouts = timeouts
+        self.retry = retry
+        self._deadlines = SocketDeadlines(timeouts.operation_s)
+        #: Until then (monotonic), pooled connections are checked before use: set after
+        #: a failure, when the pool may still hold connections the server dropped.
+        self._check_until = 0.0
         self._pool_size = pool_size
         self._ef_search = hnsw_ef_search
         self._hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction)
         self._exact_search = exact_search
-        self._connect_timeout = connect_timeout
+        self._connect_timeout = max(2, round(timeouts.connect_s))  # libpq: whole seconds, >= 2
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._setup_lock = threading.Lock()
         self.pgvector_version: tuple[int, ...] | None = None
@@ -100,7 +134,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
                         "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
                     ).fetchone()
             except psycopg.OperationalError as exc:
-                raise BackendUnavailable(f"PostgreSQL for the long-term layer: {exc}") from exc
+                raise self._unavailable(f"setup: {exc}") from exc
             assert row is not None  # the first migration created the extension
             self.pgvector_version = tuple(int(p) for p in str(row[0]).split(".")[:3])
             if self._exact_search is None:
@@ -113,15 +147,45 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
                     configure=self._configure,
                     open=False,
                     name=f"memh-ltm-{self.namespace.prefix}",
-                    kwargs={"connect_timeout": int(self._connect_timeout)},
+                    kwargs=self._connection_kwargs(),
+                    timeout=self.timeouts.operation_s,
+                    check=self._check,
                 )
                 try:
                     pool.open(wait=True, timeout=self._connect_timeout)
                 except PoolTimeout as exc:
                     pool.close()
-                    raise BackendUnavailable(f"PostgreSQL pool did not open: {exc}") from exc
+                    raise self._unavailable(f"the connection pool did not open: {exc}") from exc
                 self._pool = pool
 
+    def _connection_kwargs(self) -> dict[str, Any]:
+        """Timeouts of the pool's connections. Keepalives and tcp_user_timeout bound a
+        lost TCP peer (libpq ignores them on a Unix socket, where the deadline does)."""
+        op_ms = int(self.timeouts.operation_s * 1000)
+        return {
+            "connect_timeout": self._connect_timeout,
+            "options": f"-c statement_timeout={op_ms}",
+            "keepalives": 1,
+            "keepalives_idle": max(1, round(self.timeouts.operation_s)),
+            "keepalives_interval": 1,
+            "keepalives_count": 3,
+            "tcp_user_timeout": op_ms,
+        }
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection it hands out, after a failure only: one
+        round trip under the deadline, and a dead connection is replaced."""
+        if time.monotonic() < self._check_until:
+            with self._deadlines.guard(_fileno(conn)):
+                ConnectionPool.check_connection(conn)
+
+    def _suspect(self, _exc: BackendUnavailable) -> None:
+        self._check_until = time.monotonic() + self.retry.budget_s + self.timeouts.operation_s
+
+    def _unavailable(self, detail: str, *, in_doubt: bool = False) -> BackendUnavailable:
+        return BackendUnavailable(detail, layer=LONG_TERM, server=self.server, in_doubt=in_doubt)
+
+    @pg_guarded(idempotent=True)
     def drop(self) -> None:
         with self._transaction() as cur:
             drop_schema(cur.connection, self.namespace)
@@ -133,7 +197,10 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+            self._deadlines.close()
+            self._deadlines = SocketDeadlines(self.timeouts.operation_s)
 
+    @pg_guarded(idempotent=True)
     def schema_versions(self) -> list[int]:
         """Migration versions recorded for this namespace (inspection, tests)."""
         with self._transaction() as cur:
@@ -150,19 +217,34 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction: committed when the block ends, rolled back if it raises.
+        Failures of the server or the connection become `BackendUnavailable`, `in_doubt`
+        if they came during the commit."""
         pool = self._pool
         if pool is None:
             raise MemoryStoreError("PostgresLongTermStore: call setup() before use")
+        committing = False
+        fired = [False]
         try:
-            # Commits when the block ends, rolls back if it raises.
-            with pool.connection() as conn, conn.cursor() as cur:
-                yield cur
+            with pool.connection() as conn, self._deadlines.guard(_fileno(conn)) as fired:
+                with conn.cursor() as cur:
+                    yield cur
+                committing = True
+                conn.commit()
         except PoolTimeout as exc:
-            raise BackendUnavailable(f"no PostgreSQL connection available: {exc}") from exc
+            raise self._unavailable(
+                f"no connection within {self.timeouts.operation_s:g} s ({exc})"
+            ) from exc
         except psycopg.OperationalError as exc:
-            if exc.sqlstate is None or exc.sqlstate.startswith("08"):
-                raise BackendUnavailable(f"PostgreSQL connection lost: {exc}") from exc
-            raise
+            state = exc.sqlstate
+            if state is not None and not state.startswith("08") and state not in _GONE:
+                raise
+            detail = str(exc).strip() or type(exc).__name__
+            if fired[0]:
+                detail = f"no reply within {self.timeouts.operation_s:g} s ({detail})"
+            if committing:
+                detail = f"the commit's outcome is unknown: {detail}"
+            raise self._unavailable(detail, in_doubt=committing) from exc
 
     def _write_audit(self, cur: psycopg.Cursor[Any], entries: list[AuditEntry]) -> None:
         """Insert audit rows in the caller's transaction (the hook failure tests patch)."""
@@ -175,6 +257,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             cur.executemany(self._sql.insert_audit, rows)
 
     # ------------------------------------------------------------------ primitives
+    @pg_guarded(idempotent=False)
     def _upsert(
         self,
         *,
@@ -222,12 +305,14 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             self._write_audit(cur, [audit_draft(fact, action, actor, now, old_value, fact.value)])
         return fact
 
+    @pg_guarded(idempotent=False)
     def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
         params = {"user_id": user_id, "category": category.value, "key": key, "now": now}
         with self._transaction() as cur:
             row = cur.execute(self._sql.get_touch, params).fetchone()
         return None if row is None else _fact(row)
 
+    @pg_guarded(idempotent=lambda kw: not kw["touch"])
     def _query(
         self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
     ) -> list[Hit[Fact]]:
@@ -241,6 +326,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         rows.sort(key=lambda r: (r[-1], r[0]))
         return [Hit(record=_fact(r), score=1.0 - float(r[-1])) for r in rows]
 
+    @pg_guarded(idempotent=True)
     def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
         where, params = _where(flt, now)
         with self._transaction() as cur:
@@ -249,6 +335,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             self._write_audit(cur, entries)
         return len(entries)
 
+    @pg_guarded(idempotent=True)
     def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
         # Deleting means gone for good: archived and expired facts are included.
         where, params = _where(dataclasses.replace(flt, include_dead=True), now)
@@ -257,12 +344,14 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             self._write_audit(cur, _deleted(rows, actor, now))
         return len(rows)
 
+    @pg_guarded(idempotent=True)
     def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
         where, params = _where(flt, now)
         with self._transaction() as cur:
             rows = cur.execute(self._sql.list_facts(where), params).fetchall()
         return [_fact(r) for r in rows]
 
+    @pg_guarded(idempotent=True)
     def _count(self, flt: LtmFilter | None, now: float) -> int:
         where: sql.Composable
         if flt is None:
@@ -273,6 +362,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             row = cur.execute(self._sql.count(where), params).fetchone()
         return 0 if row is None else int(row[0])
 
+    @pg_guarded(idempotent=True)
     def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
         with self._transaction() as cur:
             rows = cur.execute(
@@ -280,6 +370,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             ).fetchall()
         return [_audit_entry(r) for r in rows]
 
+    @pg_guarded(idempotent=True)
     def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
         with self._transaction() as cur:
             rows = cur.execute(self._sql.sweep, {"now": now, "batch": batch_size}).fetchall()
@@ -430,3 +521,15 @@ def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float) -> list[AuditE
 
 def _new_fact_id() -> str:
     return uuid.uuid4().hex
+
+
+def _fileno(conn: psycopg.Connection[Any]) -> Callable[[], int]:
+    """The connection's socket, or -1 once it is closed (for `SocketDeadlines`)."""
+
+    def fileno() -> int:
+        try:
+            return int(conn.pgconn.socket)
+        except psycopg.OperationalError:
+            return -1
+
+    return fileno

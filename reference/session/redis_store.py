@@ -21,18 +21,40 @@ a native PEXPIREAT a little after expires_at, a safety net should no sweeper run
 
 Lifecycle: build one store per process (or Ray actor) with `from_url`; the client's
 connection pool is thread-safe but not picklable; `dispose()` closes it.
+
+Faults (`reference.resilience`): the client built by `from_url` waits at most
+`Timeouts.connect_s` to connect and `Timeouts.operation_s` for a reply, and redis-py's own
+retries are off, so the retry policy is `RetryPolicy`'s alone. A lost connection or a
+timeout is raised as `BackendUnavailable("session: Redis at <url>: ...")`. Operations
+safe to repeat are retried (reads, `get`'s refresh to a time fixed before the call,
+setting the task state, close, reset, deletes, sweeps); `create` and `append_message`
+are not (an append applied before its reply was lost would push the message twice).
+The server is a cache: a Redis restarted without persistence has forgotten its sessions.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from reference.errors import SessionClosed
+from reference.errors import BackendUnavailable, SessionClosed
 from reference.footprint import Usage, session_bytes
 from reference.models import SessionState, SessionStatus
+from reference.resilience import (
+    DEFAULT_RETRY,
+    DEFAULT_TIMEOUTS,
+    SESSION,
+    RetryPolicy,
+    Timeouts,
+    call_with_retry,
+    server_label,
+)
 from reference.session.base import SessionStore
 
 #: Native TTLs fire this long after expires_at: lazy expiry and sweeps stay the rule,
@@ -259,6 +281,51 @@ return n
 )
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def redis_client(url: str, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> redis.Redis:
+    """A client on `url` with the reference's timeouts and without redis-py's retries
+    (which would wait seconds with backoff on a dead server, outside `RetryPolicy`)."""
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=timeouts.connect_s,
+        socket_timeout=timeouts.operation_s,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def redis_unavailable(exc: Exception, server: str, layer: str = SESSION) -> BackendUnavailable:
+    """A redis-py connection error or timeout as the layer's `BackendUnavailable`; in
+    doubt (a script may have run before its reply was lost)."""
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, redis.TimeoutError):
+        detail = f"no reply in time ({detail})"
+    return BackendUnavailable(detail, layer=layer, server=server, in_doubt=True)
+
+
+def redis_guarded(*, idempotent: bool) -> Callable[[F], F]:
+    """Run a method under its object's `retry` policy, a failure of the connection as
+    `BackendUnavailable` naming its `layer` (default: session) and `server`."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            def attempt() -> Any:
+                try:
+                    return method(self, *args, **kwargs)
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    layer = getattr(self, "layer", SESSION)
+                    raise redis_unavailable(exc, self.server, layer) from exc
+
+            return call_with_retry(attempt, idempotent=idempotent, policy=self.retry)
+
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
 def _ts(value: float) -> str:
     # repr round-trips a float exactly; Lua's tonumber reads it back to the same double.
     return repr(float(value))
@@ -270,9 +337,19 @@ class RedisSessionStore(SessionStore):
     supports_native_ttl: ClassVar[bool] = True
     supports_forgetting: ClassVar[bool] = True
 
-    def __init__(self, client: redis.Redis, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        server: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """`server` names the server in errors (default: from the client's pool)."""
         super().__init__(**kwargs)
         self.client = client
+        self.retry = retry
+        self.server = server or describe_redis(client)
         ns = self.namespace
         self._utpl = ns.user_sessions_key("%s")
         self._stpl = ns.session_key("%s", "%s")
@@ -291,11 +368,13 @@ class RedisSessionStore(SessionStore):
         self._sweep_script = reg(_SWEEP)
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> RedisSessionStore:
+    def from_url(
+        cls, url: str, *, timeouts: Timeouts = DEFAULT_TIMEOUTS, **kwargs: Any
+    ) -> RedisSessionStore:
         """A store on the server at `url` (redis://, rediss:// or unix://); no I/O yet."""
-        client = redis.Redis.from_url(url, decode_responses=True)
-        return cls(client, **kwargs)
+        return cls(redis_client(url, timeouts), server=server_label("Redis", url), **kwargs)
 
+    @redis_guarded(idempotent=True)
     def drop(self) -> None:
         keys = list(self.client.scan_iter(match=self.namespace.key_pattern(), count=1000))
         for start in range(0, len(keys), 1000):
@@ -346,6 +425,7 @@ class RedisSessionStore(SessionStore):
         )
 
     # ------------------------------------------------------------------ primitives
+    @redis_guarded(idempotent=False)
     def _create(self, state: SessionState) -> bool:
         created = self._single(
             self._create_script,
@@ -359,6 +439,7 @@ class RedisSessionStore(SessionStore):
         )
         return bool(created)
 
+    @redis_guarded(idempotent=True)
     def _get(
         self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
     ) -> SessionState | None:
@@ -367,6 +448,7 @@ class RedisSessionStore(SessionStore):
         flat = self._single(self._get_script, user_id, session_id, now, until, native)
         return None if flat is None else self._state(session_id, flat)
 
+    @redis_guarded(idempotent=False)
     def _append(
         self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
     ) -> list[str] | None:
@@ -382,11 +464,13 @@ class RedisSessionStore(SessionStore):
         )
         return self._unwrap(reply, session_id)
 
+    @redis_guarded(idempotent=True)
     def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
         return self._unwrap(
             self._single(self._context_script, user_id, session_id, now), session_id
         )
 
+    @redis_guarded(idempotent=True)
     def _set_task_state(
         self,
         *,
@@ -416,17 +500,21 @@ class RedisSessionStore(SessionStore):
             raise SessionClosed(f"session_id: session {session_id!r} is closed")
         return reply[1] if code == 1 else None
 
+    @redis_guarded(idempotent=True)
     def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
         return bool(self._single(self._close_script, user_id, session_id, now))
 
+    @redis_guarded(idempotent=True)
     def _reset(self, *, user_id: str, session_id: str, now: float) -> bool:
         return bool(self._single(self._reset_script, user_id, session_id, now))
 
+    @redis_guarded(idempotent=True)
     def _delete(self, *, user_id: str, session_id: str) -> bool:
         # The primitive gets no `now`; the injected clock decides whether it had expired.
         now = self.clock.now()
         return bool(self._single(self._delete_script, user_id, session_id, now))
 
+    @redis_guarded(idempotent=True)
     def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
         keys = [self.namespace.user_sessions_key(user_id), self.namespace.session_expiry_key]
         rows = self._multi(self._list_user_script, keys, now, user_id)
@@ -434,14 +522,17 @@ class RedisSessionStore(SessionStore):
         states.sort(key=lambda s: (s.started_at, s.session_id))
         return states
 
+    @redis_guarded(idempotent=True)
     def _delete_user(self, *, user_id: str) -> int:
         keys = [self.namespace.user_sessions_key(user_id), self.namespace.session_expiry_key]
         return int(self._multi(self._delete_user_script, keys, self.clock.now(), user_id))
 
+    @redis_guarded(idempotent=True)
     def _sweep(self, *, now: float, batch_size: int) -> int:
         keys = [self.namespace.session_expiry_key]
         return int(self._multi(self._sweep_script, keys, now, str(batch_size)))
 
+    @redis_guarded(idempotent=True)
     def _usage(self, now: float) -> Usage:
         # The live sessions by the expiry index, then their hashes in one round trip.
         expiry = self.namespace.session_expiry_key
@@ -457,6 +548,15 @@ class RedisSessionStore(SessionStore):
         ]
         return Usage(len(states), sum(session_bytes(s) for s in states))
 
+    @redis_guarded(idempotent=True)
     def _count(self, *, now: float) -> int:
         # Live means now < expires_at: an exclusive lower bound.
         return int(self.client.zcount(self.namespace.session_expiry_key, f"({_ts(now)}", "+inf"))
+
+
+def describe_redis(client: redis.Redis) -> str:
+    """`Redis at <where>` for a client, from its pool's connection arguments."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"Redis at unix://{kwargs['path']}"
+    return f"Redis at {kwargs.get('host', '?')}:{kwargs.get('port', '?')}"

@@ -4,6 +4,10 @@ Telemetry is off in both. Embedded clients are cached per directory for the life
 process: Chroma runs one embedded system per path per process, refuses a second client
 on the same path with other settings, and starting one costs a second or more. An HTTP
 client is cheap and made fresh each call.
+
+Chroma's HTTP client is built without a timeout (`httpx.Client(timeout=None)`); ours
+gets `Timeouts.connect_s` to connect and `Timeouts.operation_s` per read and write
+(`reference.resilience`), so a paused or unreachable server ends in an error, not a hang.
 """
 
 from __future__ import annotations
@@ -15,25 +19,31 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from reference.errors import BackendUnavailable, InvalidInput
+from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
+from reference.resilience import DEFAULT_TIMEOUTS, SHORT_TERM, Timeouts
 
 #: Port of an http:// URL that names none: the port `chroma run` listens on by default.
 DEFAULT_HTTP_PORT = 8000
-#: Seconds to wait for a configured server before calling it unreachable. Chroma's own
-#: HTTP client has no timeout, so an unroutable host would otherwise hang the caller.
-CONNECT_TIMEOUT_S = 5.0
 
 _embedded: dict[Path, Any] = {}
 _embedded_lock = threading.Lock()
 
 
-def make_chroma_client(url: str | None, data_dir: Path) -> Any:
+def make_chroma_client(
+    url: str | None, data_dir: Path, *, timeouts: Timeouts = DEFAULT_TIMEOUTS
+) -> Any:
     """A `chromadb.api.ClientAPI`: embedded under `data_dir/chroma` when `url` is None,
     else connected to the server at `url` (http or https), checked with a heartbeat."""
     if url is None:
         return _embedded_client(Path(data_dir) / "chroma")
     host, port, ssl = parse_chroma_url(url)
-    return _http_client(url, host, port, ssl)
+    return _http_client(url, host, port, ssl, timeouts)
+
+
+def describe_chroma(client: Any) -> str:
+    """`Chroma at <url>` of an HTTP client, `Chroma (embedded)` otherwise."""
+    url = getattr(getattr(client, "_server", None), "_api_url", None)
+    return f"Chroma at {str(url).split('/api/')[0]}" if url else "Chroma (embedded)"
 
 
 def parse_chroma_url(url: str) -> tuple[str, int, bool]:
@@ -76,19 +86,29 @@ def _embedded_client(path: Path) -> Any:
         return client
 
 
-def _http_client(url: str, host: str, port: int, ssl: bool) -> Any:
+def _http_client(url: str, host: str, port: int, ssl: bool, timeouts: Timeouts) -> Any:
     import chromadb
     from chromadb.config import Settings
 
     base = f"{'https' if ssl else 'http'}://{host}:{port}"
+    timeout = httpx.Timeout(timeouts.operation_s, connect=timeouts.connect_s)
     try:
         # A bounded probe first: chromadb's client would wait forever on a silent host.
-        httpx.get(f"{base}/api/v2/heartbeat", timeout=CONNECT_TIMEOUT_S).raise_for_status()
+        httpx.get(f"{base}/api/v2/heartbeat", timeout=timeout).raise_for_status()
         client = chromadb.HttpClient(
             host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
         )
+        session = getattr(getattr(client, "_server", None), "_session", None)
+        if not isinstance(session, httpx.Client):
+            raise ConfigurationError(
+                "chromadb's HTTP client has no httpx session to give a timeout to "
+                "(chromadb changed): calls to a paused server would hang"
+            )
+        session.timeout = timeout
         client.heartbeat()
     except (httpx.HTTPError, ConnectionError, ValueError) as exc:
         # chromadb raises ValueError("Could not connect to a Chroma server...") itself.
-        raise BackendUnavailable(f"chroma server at {url} is unreachable: {exc}") from exc
+        raise BackendUnavailable(
+            f"unreachable: {exc}", layer=SHORT_TERM, server=f"Chroma at {url}"
+        ) from exc
     return client

