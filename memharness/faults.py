@@ -320,6 +320,8 @@ class TcpProxy:
         finally:
             with contextlib.suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
+            with self._lock:  # this direction is over: `drop` counts live connections
+                self._live.discard(src)
 
 
 def free_port() -> int:

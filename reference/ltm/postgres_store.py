@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from reference.clock import Clock
 from reference.errors import BackendUnavailable, MemoryStoreError
@@ -112,6 +112,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         #: Until then (monotonic), pooled connections are checked before use: set after
         #: a failure, when the pool may still hold connections the server dropped.
         self._check_until = 0.0
+        self._renewed_at = 0.0
         self._pool_size = pool_size
         self._ef_search = hnsw_ef_search
         self._hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction)
@@ -140,23 +141,41 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             if self._exact_search is None:
                 self._exact_search = self.pgvector_version < (0, 8)
             if self._pool is None:
-                pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-                    self._url,
-                    min_size=1,
-                    max_size=self._pool_size,
-                    configure=self._configure,
-                    open=False,
-                    name=f"memh-ltm-{self.namespace.prefix}",
-                    kwargs=self._connection_kwargs(),
-                    timeout=self.timeouts.operation_s,
-                    check=self._check,
-                )
+                pool = self._new_pool()
                 try:
                     pool.open(wait=True, timeout=self._connect_timeout)
                 except PoolTimeout as exc:
                     pool.close()
                     raise self._unavailable(f"the connection pool did not open: {exc}") from exc
                 self._pool = pool
+
+    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        return ConnectionPool(
+            self._url,
+            min_size=1,
+            max_size=self._pool_size,
+            configure=self._configure,
+            open=False,
+            name=f"memh-ltm-{self.namespace.prefix}",
+            kwargs=self._connection_kwargs(),
+            timeout=self.timeouts.operation_s,
+            check=self._check,
+        )
+
+    def _renew_pool(self) -> None:
+        """Replace a pool that could not hand out a connection by a new one, at most once
+        a second. The old pool retries a lost server with exponential backoff (1, 2, 4...
+        seconds, for 5 minutes), so after a restart it may wait long before trying; a new
+        pool connects at once. Connections in use finish on the old pool, which closes."""
+        with self._setup_lock:
+            old = self._pool
+            now = time.monotonic()
+            if old is None or now - self._renewed_at < 1.0:
+                return
+            self._renewed_at = now
+            self._pool = self._new_pool()
+            self._pool.open(wait=False)
+        threading.Thread(target=old.close, kwargs={"timeout": 1.0}, daemon=True).start()
 
     def _connection_kwargs(self) -> dict[str, Any]:
         """Timeouts of the pool's connections. Keepalives and tcp_user_timeout bound a
@@ -179,8 +198,12 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             with self._deadlines.guard(_fileno(conn)):
                 ConnectionPool.check_connection(conn)
 
-    def _suspect(self, _exc: BackendUnavailable) -> None:
+    def _suspect(self, exc: BackendUnavailable) -> None:
+        """Before a retry: check pooled connections for a while (the server may have
+        dropped them all), and renew a pool that had none to give."""
         self._check_until = time.monotonic() + self.retry.budget_s + self.timeouts.operation_s
+        if isinstance(exc.__cause__, PoolTimeout | PoolClosed):
+            self._renew_pool()
 
     def _unavailable(self, detail: str, *, in_doubt: bool = False) -> BackendUnavailable:
         return BackendUnavailable(detail, layer=LONG_TERM, server=self.server, in_doubt=in_doubt)
@@ -235,6 +258,8 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             raise self._unavailable(
                 f"no connection within {self.timeouts.operation_s:g} s ({exc})"
             ) from exc
+        except PoolClosed as exc:  # renewed (`_renew_pool`) while this call waited
+            raise self._unavailable(f"the connection pool was replaced ({exc})") from exc
         except psycopg.OperationalError as exc:
             state = exc.sqlstate
             if state is not None and not state.startswith("08") and state not in _GONE:
