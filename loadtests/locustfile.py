@@ -46,7 +46,11 @@ from locust import LoadTestShape, User, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
 
-from loadtests.consistency import check_consistency, check_erased  # noqa: E402
+from loadtests.consistency import (  # noqa: E402
+    ConsistencyReport,
+    check_consistency,
+    check_erased,
+)
 from loadtests.conversations import Conversation, load_conversations, render  # noqa: E402
 from loadtests.errors import ErrorLog, describe, layer_of_failure  # noqa: E402
 from loadtests.hdr import OpHistograms  # noqa: E402
@@ -428,8 +432,46 @@ def _pg_url_of(settings: Settings | None) -> str | None:
 
 def _check_and_erase(run: LoadRun, system: MemorySystem) -> None:
     """The servers' consistency after the run, the erasure of its users, and that erasure's
-    completeness (`loadtests/consistency.py`); logged, and kept for the report."""
-    reports = []
+    completeness (`loadtests/consistency.py`); logged, and kept for the report.
+
+    On real servers the check and the erasure go through a memory of their own, on new
+    connections: Locust stops its users by killing their greenlets, and a turn killed in
+    the middle of a query can leave the run's connection pool without a usable connection
+    for seconds. The servers' state is what is checked, as another client would see it.
+    """
+    settings = run.settings
+    checker: MemorySystem | None = system
+    reports: list[ConsistencyReport] = []
+    if settings is not None and settings.backend != "memory":
+        connect = ConsistencyReport("consistency")
+        fresh: list[MemorySystem] = []
+        connect.run(
+            "connect",
+            lambda: fresh.append(
+                build_memory_system(settings, clock=SystemClock(), embedder=system.embedder)
+            ),
+        )
+        checker = fresh[0] if fresh else None
+        if checker is None:
+            reports.append(connect)
+    try:
+        if checker is not None:
+            _check_and_erase_with(run, checker, reports)
+    finally:
+        if checker is not None and checker is not system:
+            try:
+                checker.dispose()
+            except Exception as exc:  # a dead server: the report still has to be written
+                log.warning("could not release the checker's connections: %s", exc)
+    if reports:
+        run.consistency = {report.name: report.as_dict() for report in reports}
+    for report in reports:
+        (log.info if report.ok else log.error)("%s", report.summary())
+
+
+def _check_and_erase_with(
+    run: LoadRun, system: MemorySystem, reports: list[ConsistencyReport]
+) -> None:
     if run.options.check_consistency:
         reports.append(
             check_consistency(
@@ -448,10 +490,6 @@ def _check_and_erase(run: LoadRun, system: MemorySystem) -> None:
         else:
             if run.options.check_consistency:
                 reports.append(check_erased(system, user_ids=run.user_ids))
-    if reports:
-        run.consistency = {report.name: report.as_dict() for report in reports}
-    for report in reports:
-        (log.info if report.ok else log.error)("%s", report.summary())
 
 
 def _report(environment: Environment, run: LoadRun) -> None:
