@@ -358,8 +358,52 @@ __all__ = [
     "EmbeddedPostgresServer",
     "EmbeddedRedisServer",
     "FaultError",
+    "ReplayFault",
     "ServerProcess",
     "TcpProxy",
     "free_port",
     "pids_of",
 ]
+
+
+class ReplayFault:
+    """`memharness run --fault pg|redis:ACTION@P%` inside a worker: once the replay's
+    progress reaches `target` steps, kill, stop or restart `server`. A stopped server is
+    resumed after `hold_s` (every client timeout and retry has run out by then) or when
+    the replay ends; `finish` brings a killed one back, so the worker's next replay has
+    its servers. `fired` says whether the fault happened."""
+
+    def __init__(self, action: Action, server: ServerProcess, *, hold_s: float) -> None:
+        self.action = action
+        self.server = server
+        self.hold_s = hold_s
+        self.fired = False
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, progress: Any, target: int) -> None:
+        """Watch `progress()` (steps done) from a thread until it reaches `target`."""
+        self._thread = threading.Thread(
+            target=self._run, args=(progress, target), daemon=True, name="replay-fault"
+        )
+        self._thread.start()
+
+    def finish(self) -> None:
+        """The replay ended: stop watching, and leave the server running."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(WAIT_S)
+        if self.server.main_pid() is None:
+            self.server.start()
+        else:
+            self.server.resume()
+
+    def _run(self, progress: Any, target: int) -> None:
+        while progress() < target:
+            if self._done.wait(0.001):  # the replay ended first
+                return
+        self.fired = True
+        self.server.apply(self.action)
+        if self.action == "stop":
+            self._done.wait(self.hold_s)
+            self.server.resume()

@@ -27,6 +27,7 @@ from memharness.sim.plan import (
     COHORT_USERS,
     IDLE_SWEEP_S,
     SAMPLE_EVERY_S,
+    Fault,
     ScenarioInput,
     SpecError,
     StrategySpec,
@@ -37,6 +38,7 @@ from memharness.sim.plan import (
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
 from reference.forgetting.loading import list_strategies
+from reference.settings import Settings
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 _DEFAULT = click.core.ParameterSource.DEFAULT
@@ -151,8 +153,10 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     "--fault",
     default=None,
     help="inject a fault to watch what a run does: 'worker:kill@30%' kills worker 0's "
-    "process (SIGKILL) at 30% of its first replay; that strategy is recorded as failed, "
-    "a new worker takes over, --resume runs it again",
+    "process (SIGKILL) at 30% of its first replay; 'pg:kill@30%' (or redis:, and stop | "
+    "restart) kills, pauses or restarts that worker's embedded server instead (README, "
+    "'What happens when a server dies'); that strategy is recorded as failed with the "
+    "error, the others run, --resume runs it again",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def run(
@@ -187,7 +191,11 @@ def run(
         if given:
             raise click.UsageError(f"--resume names the run's directory: drop {given[0]}")
     try:
-        kill_worker_at = parse_fault(fault) if fault is not None else None
+        parsed = parse_fault(fault) if fault is not None else None
+        kill_worker_at = parsed.share if parsed is not None and parsed.target == "worker" else None
+        server_fault = parsed if parsed is not None and parsed.target != "worker" else None
+        if server_fault is not None:
+            _check_server_fault(server_fault, settings)
         specs = plan_specs(strategy_specs, grid_specs, [s.name for s in list_strategies()])
         if scenario_files:
             inputs = [file_scenario(path, users) for path in scenario_files]
@@ -266,6 +274,7 @@ def run(
                             idle_sweep_s=idle_sweep_s,
                             cohort_users=cohort_users,
                             kill_worker_at=kill_worker_at,
+                            server_fault=server_fault,
                         )
                         sim = stack.enter_context(Simulator(settings, options, run_tag=tag))
                     sim.run_scenario(
@@ -289,6 +298,21 @@ def run(
 
 
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def _check_server_fault(fault: Fault, settings: Settings) -> None:
+    """A server fault needs the worker's own embedded server to act on."""
+    if settings.backend == "memory":
+        raise SpecError(
+            f"--fault {fault}: the memory backend has no server (use --backend embedded)"
+        )
+    url = settings.pg_url if fault.target == "pg" else settings.redis_url
+    if url is not None:
+        name = "MEMH_PG_URL" if fault.target == "pg" else "MEMH_REDIS_URL"
+        raise SpecError(
+            f"--fault {fault}: {name} names a server of yours, which memharness does not kill "
+            "or restart; unset it to fault the workers' embedded servers"
+        )
 
 
 def _check_run_id(value: str | None) -> str | None:

@@ -85,8 +85,8 @@ def test_a_killed_worker_fails_its_strategy_only_and_resume_completes_the_run(
 
 
 @pytest.mark.parametrize("text", ["worker:kill", "worker:kill@0%", "worker:kill@100%",
-                                  "pg:kill@30%", "worker:pause@30%"])  # fmt: skip
+                                  "mysql:kill@30%", "worker:pause@30%"])  # fmt: skip
 def test_a_fault_it_cannot_inject_is_refused_naming_the_option(text: str) -> None:
     with pytest.raises(SpecError, match="--fault"):
         parse_fault(text)
-    assert parse_fault("worker:kill@30%") == pytest.approx(0.3)
+    assert parse_fault("worker:kill@30%").share == pytest.approx(0.3)

@@ -35,18 +35,48 @@ COHORT_USERS = 5_000
 _SPEC_RE = re.compile(r"^(?P<name>[^:\[\]]+?)(?::(?P<params>.*))?$")
 
 
-_FAULT_RE = re.compile(r"^worker:kill@(?P<share>\d+(?:\.\d+)?)%$")
+_FAULT_RE = re.compile(r"^(?P<target>[a-z]+):(?P<action>[a-z]+)@(?P<share>\d+(?:\.\d+)?)%$")
+#: What `--fault` can do to what: worker 0's process, or a server of worker 0's.
+FAULT_ACTIONS = {
+    "worker": ("kill",),
+    "pg": ("kill", "stop", "restart"),
+    "redis": ("kill", "stop", "restart"),
+}
+_FAULT_USAGE = (
+    "expected TARGET:ACTION@P% with 0 < P < 100: worker:kill, or pg|redis:kill|stop|restart "
+    "(e.g. worker:kill@30%, pg:kill@30%)"
+)
 
 
-def parse_fault(text: str) -> float:
-    """`worker:kill@P%` (the first replay of worker 0 is killed at P% of its steps) as a
-    share, 0-1."""
+@dataclass(frozen=True)
+class Fault:
+    """`--fault TARGET:ACTION@P%`: at `share` (0-1) of worker 0's first replay, kill its
+    process (`worker`), or kill, stop (SIGSTOP, then SIGCONT once every client timeout
+    has run out) or restart its embedded PostgreSQL (`pg`) or Redis (`redis`)."""
+
+    target: str
+    action: str
+    share: float
+
+    def __str__(self) -> str:
+        return f"{self.target}:{self.action}@{self.share * 100:g}%"
+
+
+def parse_fault(text: str) -> Fault:
+    """The `Fault` of a `--fault` argument; a `SpecError` naming the option otherwise."""
     match = _FAULT_RE.match(text.strip())
     if match is None or not 0 < float(match["share"]) < 100:
+        raise SpecError(f"--fault {text!r}: {_FAULT_USAGE}")
+    target, action = match["target"], match["action"]
+    if target == "chroma":
         raise SpecError(
-            f"--fault {text!r}: expected worker:kill@P% with 0 < P < 100, e.g. worker:kill@30%"
+            f"--fault {text!r}: a run's workers use Chroma embedded in their own process, "
+            "which cannot die apart from it: use worker:kill (tests/test_server_faults.py "
+            "faults a Chroma server)"
         )
-    return float(match["share"]) / 100.0
+    if action not in FAULT_ACTIONS.get(target, ()):
+        raise SpecError(f"--fault {text!r}: {_FAULT_USAGE}")
+    return Fault(target=target, action=action, share=float(match["share"]) / 100.0)
 
 
 class SpecError(ValueError):

@@ -51,11 +51,18 @@ from typing import Any
 import ray
 from hdrh.histogram import HdrHistogram
 
+from memharness.faults import (
+    EmbeddedPostgresServer,
+    EmbeddedRedisServer,
+    ReplayFault,
+    ServerProcess,
+)
 from memharness.sim.metrics import merge
 from memharness.sim.plan import (
     COHORT_USERS,
     IDLE_SWEEP_S,
     SAMPLE_EVERY_S,
+    Fault,
     ScenarioInput,
     StrategySpec,
     sample_times,
@@ -91,6 +98,13 @@ class RunOptions:
     #: `--fault worker:kill@P%`: the first replay of worker 0 kills its process at P% of
     #: its steps (a share, 0-1), once per run.
     kill_worker_at: float | None = None
+    #: `--fault pg|redis:kill|stop|restart@P%`: the same moment, worker 0's embedded
+    #: server instead (`ShardWorker.replay`).
+    server_fault: Fault | None = None
+
+
+class ServerFaultInjected(RuntimeError):
+    """A replay that survived a `--fault` on its server: failed all the same."""
 
 
 class ShardWorker:
@@ -134,9 +148,13 @@ class ShardWorker:
         ticks: list[float],
         samples: list[float],
         die_at: float | None = None,
+        server_fault: Fault | None = None,
     ) -> ShardResult:
         """Replay the shard under `strategy`; `die_at` (a share of the shard's steps, for
-        `--fault`) kills this process with SIGKILL once that share is replayed."""
+        `--fault`) kills this process with SIGKILL once that share is replayed, and
+        `server_fault` kills, stops or restarts one of its embedded servers then. A
+        replay with a server fault fails: with the layer's error if it met one, else with
+        `ServerFaultInjected` (its figures are not those of an uninterrupted replay)."""
         with self.lock:
             shard, embedder = self.shard, self.embedder
             if shard is None or key != self.key:
@@ -144,6 +162,10 @@ class ShardWorker:
             if die_at is not None:
                 shard.steps_done = 0
                 threading.Thread(target=_die_at, args=(shard, die_at), daemon=True).start()
+            injected = None
+            if server_fault is not None:
+                shard.steps_done = 0
+                injected = self._inject(server_fault, shard)
 
             def build(
                 clock: VirtualClock, namespace: Namespace, oracle: OracleAdvice | None
@@ -157,7 +179,36 @@ class ShardWorker:
                     oracle=oracle,
                 )
 
-            return shard.run(build, strategy, Namespace(prefix), ticks=ticks, samples=samples)
+            try:
+                result = shard.run(build, strategy, Namespace(prefix), ticks=ticks, samples=samples)
+            finally:
+                if injected is not None:
+                    injected.finish()  # its servers run again for the next replay
+            if injected is not None and injected.fired:
+                raise ServerFaultInjected(
+                    f"--fault {server_fault}: the replay survived it (its operations were "
+                    "retried to success), but a replay with a fault is not an uninterrupted "
+                    "one (a restarted Redis has forgotten its sessions): its figures are "
+                    "discarded; --resume replays it"
+                )
+            return result
+
+    def _inject(self, fault: Fault, shard: ShardReplayer) -> ReplayFault:
+        """Arm `fault` on this worker's embedded server (`memharness.faults`)."""
+        from reference.ltm.embedded_pg import EmbeddedPostgres
+        from reference.session.embedded_redis import start_embedded_redis
+
+        server: ServerProcess
+        if fault.target == "pg":
+            handle = next(h for h in self.servers if isinstance(h, EmbeddedPostgres))
+            server = EmbeddedPostgresServer(handle.data_dir, handle.url)
+        else:
+            server = EmbeddedRedisServer(start_embedded_redis(self.settings.data_dir / "redis"))
+        hold_s = self.settings.retry.bound_s(self.settings.timeouts) + 1.0
+        injected = ReplayFault(fault.action, server, hold_s=hold_s)  # type: ignore[arg-type]
+        target = max(1, math.ceil(shard.steps_total * fault.share))
+        injected.start(lambda: shard.steps_done, target)
+        return injected
 
     def pid(self) -> int:
         """This actor's process id (to watch it, or to kill it in a fault test)."""
@@ -194,7 +245,7 @@ class Simulator:
         self.loaded: tuple[str, list[list[SimUser]]] | None = None  # key, a cohort each
         self.replaced = 0  # workers that died and were replaced
         self.data_dirs: dict[int, Path] = {}  # each worker's embedded servers' directory
-        self.fault_pending = options.kill_worker_at is not None
+        self.fault_pending = options.kill_worker_at is not None or options.server_fault is not None
 
     def __enter__(self) -> Simulator:
         if not ray.is_initialized():
@@ -298,7 +349,7 @@ class Simulator:
                     # A namespace is dropped after its replay: the next cohort starts empty.
                     refs = [
                         w.replay.remote(
-                            key, spec.strategy, f"{prefix}_w{i}", ticks, samples, self._die_at(i)
+                            key, spec.strategy, f"{prefix}_w{i}", ticks, samples, *self._faults(i)
                         )
                         for i, w in enumerate(self.workers)
                     ]
@@ -350,7 +401,7 @@ class Simulator:
                             self._prefix(position, j),
                             self._ticks(spec, times),
                             samples,
-                            self._die_at(i),
+                            *self._faults(i),
                         )
                         running[ref] = (i, j)
                 done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
@@ -380,12 +431,13 @@ class Simulator:
                 on_result(StrategyOutcome(specs[j], "interrupted", "interrupted by the user"))
             raise
 
-    def _die_at(self, worker: int) -> float | None:
-        """The `--fault` share for this call of `replay` on `worker` (once per run)."""
+    def _faults(self, worker: int) -> tuple[float | None, Fault | None]:
+        """`replay`'s `die_at` and `server_fault` for this call on `worker`: the `--fault`
+        on worker 0's first replay, once per run."""
         if worker != 0 or not self.fault_pending:
-            return None
+            return None, None
         self.fault_pending = False
-        return self.options.kill_worker_at
+        return self.options.kill_worker_at, self.options.server_fault
 
     def _prefix(self, position: int, j: int) -> str:
         return f"{self.settings.prefix}_{self.run_tag}_{position}_{j}"[:36]
