@@ -165,6 +165,8 @@ class LoadRun:
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     user_ids: list[str] = field(default_factory=list)
     started_at: float | None = None
+    #: When the users were stopped (wall clock), before the consistency check.
+    stopped_at: float | None = None
     stopped: bool = False
     #: Master only: workers heard from, and those whose last report came after their stop.
     workers: set[str] = field(default_factory=set)
@@ -204,6 +206,7 @@ class LoadRun:
         self.process_series.clear()
         self.consistency = None
         self.started_at = time.time()
+        self.stopped_at = None
         self.stopped = False
         self.workers.clear()
         self.final_reports.clear()
@@ -379,6 +382,7 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     here, while Locust's own greenlets (CSV writer) still run, not at `quitting`."""
     run = run_for(environment)
     run.stopped = True
+    run.stopped_at = time.time()
     if run.system is not None:
         _check_and_erase(run, run.system)
 
@@ -515,6 +519,8 @@ def _report(environment: Environment, run: LoadRun) -> None:
         "think_time_s": None if options.open_loop or options.rate else list(options.think_time),
         "started_at": run.started_at,
         "finished_at": time.time(),
+        "stopped_at": run.stopped_at,
+        "run_s": round(run.stopped_at - run.started_at, 3) if run.stopped_at else None,
         "runner": type(environment.runner).__name__,
         "workers": sorted(run.workers),
         "workers_without_final_report": missing,

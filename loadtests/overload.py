@@ -44,7 +44,11 @@ def judge_overload(
     duration_s: float,
     source: str,
 ) -> dict[str, Any]:
-    """The overload run's figures and verdicts, from its `load_hdr.json`."""
+    """The overload run's figures and verdicts, from its `load_hdr.json`. Rates are over
+    the run's measured time (`run_s`: test start to the users' stop) when it has one,
+    else over `duration_s`."""
+    measured = report.get("run_s")
+    run_s = float(measured) if isinstance(measured, int | float) and measured > 0 else duration_s
     ops = report.get("ops") or {}
     errors = report.get("errors") or {}
     turns = (ops.get("turn") or {}).get("count", 0)
@@ -64,9 +68,10 @@ def judge_overload(
         "factor": factor,
         "offered_rate": round(sustainable * factor, 4),
         "duration_s": duration_s,
-        "intended_turns": round(sustainable * factor * duration_s),
+        "measured_s": run_s,
+        "intended_turns": round(sustainable * factor * run_s),
         "completed_turns": turns,
-        "achieved_rate": round(turns / duration_s, 3) if duration_s else None,
+        "achieved_rate": round(turns / run_s, 3) if run_s else None,
         "p95_ms": {op: (ops.get(op) or {}).get("p95_ms") for op in _LAYERS if op in ops},
         "queue_ms": {k: queue.get(k) for k in ("p50_ms", "p95_ms", "max_ms")} if queue else None,
         "errors": {op: entry["count"] for op, entry in errors.items()},
@@ -91,7 +96,7 @@ def format_overload(summary: Mapping[str, Any]) -> str:
     lines = [
         f"Overload: {summary['factor']:g} x the sustainable rate {summary['sustainable_rate']:g}"
         f"/s ({summary['sustainable_from']}) = {summary['offered_rate']:g} turns/s offered "
-        f"for {summary['duration_s']:g} s",
+        f"for {summary['duration_s']:g} s (measured {summary['measured_s']:.1f} s)",
         f"  turns: {summary['intended_turns']} intended, {summary['completed_turns']} "
         f"completed ({summary['achieved_rate']}/s)",
         "  p95 ms: "
