@@ -260,13 +260,23 @@ def bench(
     for line in format_report(document):
         click.echo(line)
     click.echo(f"wall time {wall:.0f} s; report: {report_path}")
-    history = _append_sla_history(report_dir, document)
-    click.echo(f"history: {history}")
     outcome, problems = _pytest_outcome(log_path)
+    broken = [line for line in problems if line.startswith(("FAILED ", "ERROR "))]
+    if not broken:  # a run whose tests failed measured only part of what it should
+        history = _append_sla_history(report_dir, document)
+        click.echo(f"history: {history}")
     click.echo(f"pytest: {outcome} (exit code {returncode})")
     for line in problems:
         click.echo(f"  {line}", err=True)
     if returncode != 0:
+        cause = _server_failure(log_path)
+        if cause is not None:  # a server died, paused or dropped us mid-run
+            click.echo(f"error: a server failed during the run: {cause}", err=True)
+        click.echo(
+            "error: the suites did not all pass; the SLA verdict above covers only the "
+            "operations that completed",
+            err=True,
+        )
         sys.exit(returncode)
 
 
@@ -319,6 +329,15 @@ def _pytest_outcome(path: Path) -> tuple[str, list[str]]:
         if line.startswith(("FAILED ", "ERROR ")) or "failed PercentageRegressionCheck" in line
     ]
     return summary, problems
+
+
+def _server_failure(path: Path) -> str | None:
+    """The first `BackendUnavailable` of the log (it names the layer and the server)."""
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        head, sep, message = line.partition("BackendUnavailable: ")
+        if sep and head.lstrip().startswith("E "):
+            return message.strip()
+    return None
 
 
 def _tail(path: Path, lines: int = 40) -> str:
