@@ -7,6 +7,11 @@ the wall time, the time spent inside the reference memory (turns, events, probes
 sweeps) of that shard, the harness's share, and the peak RSS of each worker. Nothing is
 written under reports/.
 
+Turns/s depend on the machine as much as on the code: the header prints the machine's
+speed as the time of a fixed pure-Python loop (`python_loop_ns`, ns per iteration; the
+same commit replays about as many turns/s faster as this figure is smaller), so figures
+taken on two machines can be compared, or said not to be comparable.
+
 usage:
   .venv/bin/python -m bench.sim_throughput [--users 2000] [--domain ecommerce] [--seed 1]
       [--strategy hybrid] [--backend memory] [--embedder hashing] [--workers 1,2]
@@ -47,6 +52,19 @@ def population(domain: str, users: int, seed: int) -> ScenarioInput:
     return ScenarioInput(name, scenario_hash(name, built), "bench", seed, built)
 
 
+def python_loop_ns(iterations: int = 5_000_000, repeats: int = 3) -> float:
+    """Nanoseconds per iteration of a fixed pure-Python loop, the best of `repeats`: the
+    machine's single-core interpreter speed, printed beside the turns/s."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for i in range(iterations):
+            total += i * i
+        best = min(best, time.perf_counter() - started)
+    return best / iterations * 1e9
+
+
 def replay(
     settings: Settings, scenario: ScenarioInput, spec: StrategySpec, options: RunOptions
 ) -> StrategyOutcome:
@@ -84,9 +102,11 @@ def main() -> None:
         encryption_key=SecretStr(generate_key()),
     )
     spec = StrategySpec.parse(args.strategy)
+    loop_ns = python_loop_ns()
     print(
         f"{scenario.name}: {len(scenario.users)} users generated in {built_s:.1f}s; "
-        f"strategy {spec.label}, backend {args.backend}, embedder {args.embedder}"
+        f"strategy {spec.label}, backend {args.backend}, embedder {args.embedder}; "
+        f"machine: python_loop_ns {loop_ns:.0f}"
     )
     header = (
         f"{'workers':>7} {'turns/s':>9} {'speed-up':>8} {'wall s':>8} {'inside s':>9} "
@@ -106,11 +126,18 @@ def main() -> None:
             f"{workers:>7} {rate:>9,.0f} {rate / first:>7.2f}x {m['wall_s']:>8.2f} "
             f"{m['inside_s']:>9.2f} {ratio:>11.2f}  {', '.join(f'{r:,.0f}' for r in rss)}"
         )
-        rows.append({"workers": workers, **{k: m[k] for k in ("turns", "probes", "wall_s",
-                     "inside_s", "turns_per_s", "peak_rss_mb_by_shard", "recall_at_k")}})  # fmt: skip
+        kept = ("turns", "probes", "wall_s", "inside_s", "turns_per_s", "peak_rss_mb_by_shard")
+        rows.append({"workers": workers, **{k: m[k] for k in (*kept, "recall_at_k")}})
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=2)
+            json.dumps(
+                {
+                    "args": vars(args) | {"json": str(args.json)},
+                    "python_loop_ns": loop_ns,
+                    "rows": rows,
+                },
+                indent=2,
+            )
         )
 
 
