@@ -28,7 +28,8 @@ from memharness.sim.plan import IDLE_SWEEP_S, ScenarioInput, StrategySpec, sampl
 from memharness.sim.probes import Verdict, needed_verdict
 from memharness.sim.results import ResultWriter
 from memharness.sim.runner import StrategyOutcome
-from memharness.sim.shard import ShardReplayer, ShardResult, SimUser
+from memharness.sim.shard import ShardReplayer, SimUser
+from memharness.sim.tally import ShardResult
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
 from reference.forgetting.loading import parse_strategy

@@ -24,7 +24,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from memharness.sim.shard import LATENCY_OPS, LAYERS, ShardResult, new_histogram
+from memharness.sim.tally import LATENCY_OPS, LAYERS, ShardResult, new_histogram
 
 #: The counts `merge` adds up over shards.
 TALLIES = (

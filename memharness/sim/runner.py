@@ -69,7 +69,8 @@ from memharness.sim.plan import (
     shard_of,
     sweep_ticks,
 )
-from memharness.sim.shard import ShardReplayer, ShardResult, SimUser, new_histogram
+from memharness.sim.shard import ShardReplayer, SimUser
+from memharness.sim.tally import ShardResult, new_histogram
 from reference.clock import VirtualClock
 from reference.embedding import CachedEmbedder, make_embedder
 from reference.factory import build_memory_system, start_embedded_servers

@@ -9,7 +9,7 @@ version), so a retrieved hit names the facts it carries and the ground truth
 (`truth.py`) says whether each is needed, stale or erased.
 
 Nothing here depends on which other users share the shard: the tick schedule comes from
-the whole scenario (`schedule.py`), and each user's records are scoped to that user.
+the whole scenario (`plan.py`), and each user's records are scoped to that user.
 """
 
 from __future__ import annotations
@@ -18,12 +18,9 @@ import heapq
 import json
 import resource
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, dataclass
 from typing import Any
-
-from hdrh.histogram import HdrHistogram
 
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step, User
 from memharness.sim.ceiling import CeilingTally, user_ceiling
@@ -36,6 +33,7 @@ from memharness.sim.probes import (
     needed_verdict,
     probe_record,
 )
+from memharness.sim.tally import Latencies, ShardResult
 from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
 from reference.forgetting.consolidation import episode_source
@@ -46,53 +44,9 @@ from reference.ltm.base import LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord
 from reference.system import MemorySystem
 
-LAYERS = ("session", "stm", "ltm")
-#: Operations whose latency a replay records (ms): a turn's parts, probes and sweeps.
-LATENCY_OPS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "sweep")
-
 StmRef = tuple[str, str]  # ("stm", record_id)
 LtmRef = tuple[str, str, str, str, int]  # ("ltm", category, key, fact_id, version)
 Ref = StmRef | LtmRef
-
-
-def new_histogram() -> HdrHistogram:
-    """Microseconds, 1 us to 1 h, 3 significant digits: mergeable across workers."""
-    return HdrHistogram(1, 3_600_000_000, 3)
-
-
-@dataclass
-class ShardResult:
-    """Raw tallies of one shard under one strategy; `metrics.merge` adds shards up."""
-
-    turns: int = 0
-    probes: int = 0
-    events: int = 0
-    needed: int = 0
-    retrieved: int = 0
-    retrieved_stm: int = 0  # needed facts in the top-k of STM (a fact both layers
-    retrieved_ltm: int = 0  # return counts in each)
-    missed: int = 0  # the verdicts of the needed facts not retrieved (probes.py)
-    over_forgotten: int = 0
-    unreachable: int = 0
-    unstored: int = 0
-    stale_probes: int = 0
-    leaked: int = 0
-    leaks: list[dict[str, Any]] = field(default_factory=list)  # the first few, to debug
-    #: A record per probe that is not clean (`probes.py`), in replay order.
-    probe_records: list[dict[str, Any]] = field(default_factory=list)
-    #: The dense-search ceiling of the shard's probes (`ceiling.py`): the same under
-    #: every strategy.
-    ceiling_needed: int = 0
-    ceiling_found: int = 0
-    pii_residency_s: list[float] = field(default_factory=list)  # resolved items
-    pii_open_s: list[float] = field(default_factory=list)  # still resident at the end
-    footprint: dict[float, dict[str, tuple[int, int]]] = field(default_factory=dict)
-    histograms: dict[str, str] = field(default_factory=dict)  # op -> encoded HDR
-    wall_s: float = 0.0
-    #: Wall time inside the reference memory (turns, events, probe recalls, sweeps): the
-    #: rest of `wall_s` is the harness's own bookkeeping.
-    inside_s: float = 0.0
-    peak_rss_mb: float = 0.0  # of the process that replayed the shard, over its life
 
 
 @dataclass
@@ -199,7 +153,7 @@ class ShardReplayer:
             system.drop()  # the namespace is this replay's alone
         run.result.wall_s = time.perf_counter() - began
         run.result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-        run.result.histograms = run.encoded_histograms()
+        run.result.histograms = run.latencies.encoded()
         return run.result
 
     def _merged(self, ticks: list[float], samples: list[float]) -> Iterator[tuple[float, int, Any]]:
@@ -222,9 +176,7 @@ class _Run:
         self.system: MemorySystem
         self.advice: OracleAdvice | None = None
         self.result = ShardResult()
-        # Latencies in whole microseconds, counted per value; the HDR histograms are built
-        # once at the end (recording each value as it comes costs more than the turn).
-        self.latencies: dict[str, Counter[int]] = {op: Counter() for op in LATENCY_OPS}
+        self.latencies = Latencies()
         self.stm_facts: dict[str, tuple[int, tuple[str, ...]]] = {}
         self.ltm_facts: dict[tuple[str, int], tuple[int, tuple[str, ...]]] = {}
         self.refs: dict[tuple[int, str], list[Ref]] = {}  # (user, fact id) -> where stored
@@ -281,7 +233,7 @@ class _Run:
         self.result.inside_s += time.perf_counter() - mark
         self.result.turns += 1
         for op, ms in result.timings_ms.items():
-            self._record(op, ms)
+            self.latencies.record(op, ms)
         return result
 
     def say(self, u: SimUser, step: SayStep) -> None:
@@ -326,7 +278,7 @@ class _Run:
         )
         spent = time.perf_counter() - mark
         self.result.inside_s += spent
-        self._record("recall", spent * 1000.0)
+        self.latencies.record("recall", spent * 1000.0)
         found: dict[str, set[str]] = {"stm": set(), "ltm": set()}
         hits: dict[str, list[dict[str, Any]]] = {"stm": [], "ltm": []}
         layers: tuple[tuple[str, list[Any]], ...] = (
@@ -377,7 +329,7 @@ class _Run:
         stats = self.system.sweep(at=at)
         spent = time.perf_counter() - mark
         self.result.inside_s += spent
-        self._record("sweep", spent * 1000.0)
+        self.latencies.record("sweep", spent * 1000.0)
         for layer in stats.by_layer.values():
             self.pii_dirty.update(d.user_id for d in layer.decisions)
         for episode in stats.episodes:  # consolidated from STM: stored where, carrying what
@@ -466,21 +418,6 @@ class _Run:
         if len(self.result.leaks) < self.shard.max_leaks:
             self.result.leaks.append({"user": u.user.id, "at": at, "fact": fact_id, "how": how})
 
-    def _record(self, op: str, ms: float) -> None:
-        counts = self.latencies.get(op)
-        if counts is not None:
-            counts[max(1, round(ms * 1000.0))] += 1
-
-    def encoded_histograms(self) -> dict[str, str]:
-        """op -> encoded HDR histogram (microseconds) of the latencies recorded."""
-        out = {}
-        for op, counts in self.latencies.items():
-            histogram = new_histogram()
-            for micros, n in counts.items():
-                histogram.record_value(micros, n)
-            out[op] = histogram.encode().decode()
-        return out
-
 
 def _steps(u: SimUser) -> Iterator[tuple[float, int, int, int, Any]]:
     last = len(u.user.timeline) - 1
@@ -488,4 +425,4 @@ def _steps(u: SimUser) -> Iterator[tuple[float, int, int, int, Any]]:
         yield step.at, 2, u.index, i, (u, step, i, int(i == last))
 
 
-__all__ = ["LATENCY_OPS", "LAYERS", "ShardReplayer", "ShardResult", "SimUser", "new_histogram"]
+__all__ = ["ShardReplayer", "SimUser"]
