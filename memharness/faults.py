@@ -20,6 +20,7 @@ Waiting for a process to exit, or a server to answer, is a bounded poll.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -71,14 +72,11 @@ class ServerProcess(ABC):
             return []
 
     def kill(self) -> None:
-        """SIGKILL the server's processes (resumed first if paused) and wait until gone."""
-        procs = self.processes()
-        if not procs:
-            raise FaultError(f"{self.kind}: no running server to kill")
+        """SIGKILL the server's processes and wait until they are gone."""
+        procs = self._frozen("kill")
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
-                proc.send_signal(signal.SIGKILL)
-                proc.send_signal(signal.SIGCONT)  # a stopped process dies only when resumed
+                proc.send_signal(signal.SIGKILL)  # stopped processes die too
         _, alive = psutil.wait_procs(procs, timeout=WAIT_S)
         if alive:
             raise FaultError(f"{self.kind}: processes {[p.pid for p in alive]} outlived SIGKILL")
@@ -86,7 +84,9 @@ class ServerProcess(ABC):
 
     def pause(self) -> None:
         """SIGSTOP every process of the server: it accepts nothing and answers nothing."""
-        self._signal(signal.SIGSTOP, "pause")
+        for proc in self._frozen("pause"):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGSTOP)
 
     def resume(self) -> None:
         """SIGCONT every process of the server."""
@@ -101,6 +101,20 @@ class ServerProcess(ABC):
     def apply(self, action: Action) -> None:
         """`kill`, `stop` (pause) or `restart`."""
         {"kill": self.kill, "stop": self.pause, "restart": self.restart}[action]()
+
+    def _frozen(self, what: str) -> list[psutil.Process]:
+        """The server's processes, its main one stopped first: a PostgreSQL postmaster
+        forks a backend per connection, and one forked after the list was taken would
+        outlive a kill (holding the shared memory a restart needs) or serve in a pause."""
+        pid = self.main_pid()
+        if pid is None:
+            raise FaultError(f"{self.kind}: no running server to {what}")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+        procs = self.processes()
+        if not procs:
+            raise FaultError(f"{self.kind}: the server exited before it could {what}")
+        return procs
 
     def _signal(self, sig: signal.Signals, what: str) -> None:
         procs = self.processes()
