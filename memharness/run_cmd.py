@@ -328,7 +328,7 @@ def _check_run_id(value: str | None) -> str | None:
 def _one_line(entry: dict[str, Any]) -> str:
     m = entry.get("metrics")
     if entry["status"] != "ok" or not m:
-        first = (entry.get("error") or "").strip().splitlines()[-1:] or [""]
+        first = (entry.get("error") or "").strip().splitlines()[:1] or [""]
         return f"  {entry['label']:<28} {entry['status'].upper()}: {first[0]}"
 
     def pct(value: float | None) -> str:

@@ -64,9 +64,12 @@ class RetryPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    attempts: int = Field(3, ge=1, le=20)
-    base_delay_s: float = Field(0.1, ge=0, le=60)
-    max_delay_s: float = Field(1.0, ge=0, le=60)
+    # 4 tries 0.25, 0.5 and 1 s apart ride out a restart that refuses connections for
+    # up to 1.75 s (the embedded servers restart in 0.01-2 s); against a server that
+    # answers nothing, the budget stops after two tries of `Timeouts.operation_s`.
+    attempts: int = Field(4, ge=1, le=20)
+    base_delay_s: float = Field(0.25, ge=0, le=60)
+    max_delay_s: float = Field(2.0, ge=0, le=60)
     budget_s: float = Field(8.0, ge=0, le=3600)
 
     def delay_s(self, retry: int) -> float:

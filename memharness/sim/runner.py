@@ -186,11 +186,12 @@ class ShardWorker:
                 if injected is not None:
                     injected.finish()  # its servers run again for the next replay
             if injected is not None and injected.fired:
+                redis = server_fault is not None and server_fault.target == "redis"
+                lost = " (a restarted Redis has forgotten its sessions)" if redis else ""
                 raise ServerFaultInjected(
                     f"--fault {server_fault}: the replay survived it (its operations were "
                     "retried to success), but a replay with a fault is not an uninterrupted "
-                    "one (a restarted Redis has forgotten its sessions): its figures are "
-                    "discarded; --resume replays it"
+                    f"one{lost}: its figures are discarded; --resume replays it"
                 )
             return result
 

@@ -28,7 +28,8 @@ retries are off, so the retry policy is `RetryPolicy`'s alone. A lost connection
 timeout is raised as `BackendUnavailable("session: Redis at <url>: ...")`. Operations
 safe to repeat are retried (reads, `get`'s refresh to a time fixed before the call,
 setting the task state, close, reset, deletes, sweeps); `create` and `append_message`
-are not (an append applied before its reply was lost would push the message twice).
+only when the connection could not be opened (nothing was sent): an append applied
+before its reply was lost would push the message twice.
 The server is a cache: a Redis restarted without persistence has forgotten its sessions.
 """
 
@@ -297,12 +298,15 @@ def redis_client(url: str, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> redis.Redis
 
 
 def redis_unavailable(exc: Exception, server: str, layer: str = SESSION) -> BackendUnavailable:
-    """A redis-py connection error or timeout as the layer's `BackendUnavailable`; in
-    doubt (a script may have run before its reply was lost)."""
+    """A redis-py connection error or timeout as the layer's `BackendUnavailable`. In
+    doubt (a script may have run before its reply was lost) unless the connection could
+    not even be opened: redis-py words those "Error 111 connecting to ..." and "Timeout
+    connecting to server"; any other wording counts as in doubt, the safe side."""
     detail = str(exc) or type(exc).__name__
-    if isinstance(exc, redis.TimeoutError):
+    never_sent = " connecting to " in detail or detail.startswith("Timeout connecting")
+    if isinstance(exc, redis.TimeoutError) and not never_sent:
         detail = f"no reply in time ({detail})"
-    return BackendUnavailable(detail, layer=layer, server=server, in_doubt=True)
+    return BackendUnavailable(detail, layer=layer, server=server, in_doubt=not never_sent)
 
 
 def redis_guarded(*, idempotent: bool) -> Callable[[F], F]:
