@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 
 class MemoryStoreError(Exception):
     """Base class of every error the reference raises on purpose."""
@@ -45,6 +47,16 @@ class BackendUnavailable(MemoryStoreError, ConnectionError):
         self.server = server
         self.detail = message
         self.in_doubt = in_doubt
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled (e.g. by Ray, from a worker) with its layer, server and in_doubt; as the
+        # base class, which is always importable (Ray derives classes from a cause).
+        return (
+            functools.partial(
+                BackendUnavailable, layer=self.layer, server=self.server, in_doubt=self.in_doubt
+            ),
+            (self.detail,),
+        )
 
     def after(self, tries: int, elapsed_s: float) -> BackendUnavailable:
         """This error, saying it is the last of `tries` tries over `elapsed_s` seconds."""

@@ -151,7 +151,8 @@ class SocketDeadlines:
                     target=self._watch, daemon=True, name="socket-deadlines"
                 )
                 self._thread.start()
-            self._wake.notify()
+            if len(self._armed) == 1:  # the watcher sleeps until something is armed
+                self._wake.notify()
         try:
             yield fired
         finally:

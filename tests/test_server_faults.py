@@ -411,6 +411,20 @@ def test_the_retry_policy_repeats_only_what_is_safe_to_repeat() -> None:
     assert len(attempt.calls) == 1  # type: ignore[attr-defined]  # the first pause > budget
 
 
+def test_the_error_keeps_its_layer_server_and_doubt_across_processes() -> None:
+    import pickle
+
+    error = BackendUnavailable("gone", layer=LONG_TERM, server="PostgreSQL at x", in_doubt=True)
+    again = pickle.loads(pickle.dumps(error))  # as Ray sends it from a worker
+    assert (str(again), again.layer, again.server, again.in_doubt) == (
+        "long-term memory: PostgreSQL at x: gone",
+        LONG_TERM,
+        "PostgreSQL at x",
+        True,
+    )
+    assert isinstance(again, ConnectionError)
+
+
 def test_timeouts_and_retries_come_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from reference.settings import Settings
 
