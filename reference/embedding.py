@@ -117,6 +117,11 @@ class HashingEmbedder(Embedder):
         self._chars: dict[str, _Slots] = {}  # a CJK character or character bigram
         self._runs: dict[str, _Slots] = {}
 
+    def clear(self) -> None:
+        """Drop the cached features (each text then costs its hashes once more)."""
+        for cache in (self._words, self._pairs, self._chars, self._runs):
+            cache.clear()
+
     def _hash(self, feature: str, weight: float, into: _Slots | None = None) -> _Slots:
         digest = hashlib.blake2b(feature.encode(), digest_size=8 * self._k, key=self._salt)
         raw = digest.digest()

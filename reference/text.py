@@ -27,6 +27,9 @@ class Embedder(ABC):
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
+    def clear(self) -> None:
+        """Drop whatever this embedder caches (its vectors are unchanged: a cache only)."""
+
 
 @dataclass(frozen=True, slots=True)
 class IntentDecision:

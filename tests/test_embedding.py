@@ -97,6 +97,17 @@ def test_hashing_identical_text_is_similarity_one(embedder: Embedder) -> None:
     assert cos(va, vb) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_hashing_clear_drops_its_caches_and_changes_no_vector() -> None:
+    texts = ["Order 4417 ships to Lena Park", "混合 text 我的订单 4417", "ship it express"]
+    embedder = HashingEmbedder()
+    before = embedder.embed(texts)
+    cached = (embedder._words, embedder._pairs, embedder._chars, embedder._runs)
+    assert all(cached)  # each kind of feature was cached
+    embedder.clear()
+    assert not any(cached)
+    np.testing.assert_array_equal(embedder.embed(texts), before)
+
+
 def test_hashing_rejects_tiny_dim() -> None:
     with pytest.raises(InvalidInput):
         HashingEmbedder(dim=4)

@@ -138,6 +138,11 @@ class ShardWorker:
             self.embedder = CachedEmbedder(self.inner, maxsize=len(texts) + 10_000)
             for start in range(0, len(texts), EMBED_BATCH):
                 self.embedder.embed(texts[start : start + EMBED_BATCH])
+            # The cohort's vectors are all in `self.embedder` now. The model's own caches
+            # (the hashing embedder's features: a name or an order id is a new one) would
+            # otherwise keep every cohort's, and the worker's memory would grow with the
+            # users replayed, not with the cohort.
+            self.inner.clear()
             self.key, self.shard = key, shard
             return shard.steps_total
 
