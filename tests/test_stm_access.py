@@ -148,7 +148,7 @@ def test_chroma_keeps_accesses_whose_write_failed(
         raise ConnectionError("chroma went away")
 
     monkeypatch.setattr(collection, "update", down)
-    with pytest.raises(BackendUnavailable, match=r"^chroma: chroma went away"):
+    with pytest.raises(BackendUnavailable, match=r"^short-term memory: Chroma .*chroma went away"):
         chroma_store.flush_access()
     got = chroma_store.get(user_id=ALICE, record_id=flight.record_id)
     assert got is not None and got.access_count == 1  # still seen
