@@ -369,6 +369,41 @@ def test_a_turn_whose_session_step_fails_stores_nothing_in_stm(
     embedded.close()
 
 
+def test_an_event_whose_ack_met_a_paused_redis_is_redelivered_and_applied_once(
+    tmp_path: Path, namespace: Namespace
+) -> None:
+    from reference.forgetting.events import IdempotentHandler
+    from reference.forgetting.events_redis import RedisStreamEventBus
+    from reference.models import Event
+
+    embedded = start_embedded_redis(tmp_path / "redis")
+    server = EmbeddedRedisServer(embedded)
+    bus = RedisStreamEventBus.from_url(embedded.url, namespace, timeouts=TIMEOUTS)
+    bus.ensure_group("g")
+    event_id = bus.publish(Event(name="order_completed", user_id="u", at=T0, payload={}))
+    applied: list[str] = []
+    apply = IdempotentHandler(bus, "g", lambda i, e: applied.append(i))
+
+    def apply_then_pause(i: str, e: Event) -> None:
+        apply(i, e)  # applied and recorded as processed; the ack comes next
+        server.pause()
+
+    rig = Rig("events", server, bus, lambda: None, lambda _: None, lambda _: False)
+    try:
+        _fails_clearly(rig, lambda: bus.consume(group="g", consumer="c", handler=apply_then_pause),
+                       "stop: ack after the handler")  # fmt: skip
+    finally:
+        server.resume()
+    # The ack was sent before the client gave up: the resumed server may have applied it
+    # (nothing pending) or not (pending, redelivered to the consumer and skipped).
+    pending = bus.pending(group="g")
+    assert bus.consume(group="g", consumer="c", handler=apply) == pending
+    assert applied == [event_id] and apply.skipped == pending  # applied exactly once
+    assert bus.pending(group="g") == 0
+    bus.dispose()
+    embedded.close()
+
+
 # ------------------------------------------------------------------ the retry policy
 def test_the_retry_policy_repeats_only_what_is_safe_to_repeat() -> None:
     policy = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=0.02, budget_s=5.0)

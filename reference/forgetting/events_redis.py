@@ -6,9 +6,10 @@ this module only maps the bus's primitives to Redis commands.
 Faults: the client of `from_url` has the reference's timeouts (`reference.resilience`),
 so a blocking read waits at most 80% of `Timeouts.operation_s` (`block_ms=0` included)
 and then returns nothing; a lost connection is raised as `BackendUnavailable("events:
-Redis at ...")`. Nothing is retried here: an XADD without an id applied before its reply
-was lost would publish the event twice. What an interrupted consumer leaves is pending
-and redelivered (`reference.forgetting.events`).
+Redis at ...")`. The stream's commands are not retried (an XADD without an id applied
+before its reply was lost would publish the event twice); the processed-id set's reads
+and adds are. What an interrupted consumer leaves is pending and redelivered
+(`reference.forgetting.events`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import redis
 
 from reference.forgetting.events import Entry, EventBus, Fields, ProcessedStore, no_group_error
 from reference.keys import Namespace
-from reference.resilience import NO_RETRY, Timeouts, server_label
+from reference.resilience import NO_RETRY, RetryPolicy, Timeouts, server_label
 from reference.session.redis_store import describe_redis, redis_client, redis_guarded
 
 # XAUTOCLAIM differs between versions on entries deleted from the stream (6.2 claims them
@@ -51,15 +52,21 @@ return {claimed, deleted}
 
 
 class RedisProcessedStore(ProcessedStore):
-    """Processed ids in one Redis set per group."""
+    """Processed ids in one Redis set per group (both calls are safe to repeat)."""
 
-    def __init__(self, client: redis.Redis, namespace: Namespace) -> None:
+    layer = "events"
+
+    def __init__(self, client: redis.Redis, namespace: Namespace, server: str = "Redis") -> None:
         self.client = client
         self.namespace = namespace
+        self.server = server
+        self.retry = RetryPolicy()
 
+    @redis_guarded(idempotent=True)
     def seen(self, *, group: str, event_id: str) -> bool:
         return bool(self.client.sismember(self.namespace.events_processed_key(group), event_id))
 
+    @redis_guarded(idempotent=True)
     def mark(self, *, group: str, event_id: str) -> None:
         self.client.sadd(self.namespace.events_processed_key(group), event_id)
 
@@ -78,7 +85,7 @@ class RedisStreamEventBus(EventBus):
         self.server = server or describe_redis(client)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         self._max_block_ms = None if socket_timeout is None else int(socket_timeout * 800)
-        self.processed = RedisProcessedStore(client, namespace)
+        self.processed = RedisProcessedStore(client, namespace, self.server)
         self._stream = namespace.events_stream
         self._claim_script = client.register_script(_CLAIM)
 
