@@ -178,12 +178,12 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         threading.Thread(target=old.close, kwargs={"timeout": 1.0}, daemon=True).start()
 
     def _connection_kwargs(self) -> dict[str, Any]:
-        """Timeouts of the pool's connections. Keepalives and tcp_user_timeout bound a
-        lost TCP peer (libpq ignores them on a Unix socket, where the deadline does)."""
+        """Timeouts of the pool's connections (`statement_timeout` is set by `_configure`).
+        Keepalives and tcp_user_timeout bound a lost TCP peer (libpq ignores them on a Unix
+        socket, where the deadline does)."""
         op_ms = int(self.timeouts.operation_s * 1000)
         return {
             "connect_timeout": self._connect_timeout,
-            "options": f"-c statement_timeout={op_ms}",
             "keepalives": 1,
             "keepalives_idle": max(1, round(self.timeouts.operation_s)),
             "keepalives_interval": 1,
@@ -234,6 +234,9 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
 
         register_vector(conn)
         conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ef_search)))
+        # A SET, not a startup option: poolers such as pgbouncer refuse unknown ones.
+        op_ms = int(self.timeouts.operation_s * 1000)
+        conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(op_ms)))
         if not self._exact_search and (self.pgvector_version or ()) >= (0, 8):
             conn.execute("SET hnsw.iterative_scan = strict_order")
         conn.commit()  # the pool discards connections left inside a transaction
