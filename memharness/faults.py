@@ -19,6 +19,7 @@ Waiting for a process to exit, or a server to answer, is a bounded poll.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -253,10 +254,12 @@ class ChromaServer(ServerProcess):
             self.proc = subprocess.Popen(
                 [*argv, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT
             )
+        atexit.register(self.stop)  # not left running if the caller forgets (or crashes)
         _until(self._answers, f"{self.kind} on port {self.port} to answer")
 
     def stop(self) -> None:
-        """Stop the server (resumed first if paused) and the proxy; for test teardown."""
+        """Stop the server (killed, paused or not) and the proxy; for test teardown."""
+        atexit.unregister(self.stop)
         if self.main_pid() is not None:
             with contextlib.suppress(FaultError):
                 self.kill()
