@@ -132,6 +132,9 @@ class ShardWorker:
     def load(self, key: str, users: list[SimUser], k: int) -> int:
         """Take this worker's shard of scenario `key`; returns its number of steps."""
         with self.lock:
+            # The previous cohort's users and vectors go before this one's arrive: a
+            # worker's peak holds one cohort, not two.
+            self.key, self.shard, self.embedder = "", None, None
             shard = ShardReplayer(users, k=k)
             masker = RegexPiiMasker()
             texts = sorted({masker.mask(t) for t in shard.texts()})
