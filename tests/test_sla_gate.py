@@ -160,3 +160,19 @@ def test_pytest_bench_exits_non_zero_on_a_breach(tmp_path: Path) -> None:
     document = json.loads((tmp_path / "slowed" / "bench.json").read_text())
     assert document["gate"]["passed"] is False
     assert [row["name"] for row in document["ops"]] == ["session.get [null]"]
+
+
+def test_memharness_bench_on_a_breach_says_the_sla_broke_not_that_suites_failed(
+    tmp_path: Path,
+) -> None:
+    """Every test passed and an SLA was breached: exit 1, the verdict, no claim that the
+    run measured only part of what it should."""
+    command = [
+        *(sys.executable, "-m", "memharness.cli", "bench", "--rounds", "200"),
+        *("--report-dir", str(tmp_path), "--run-id", "slowed", "--"),
+        *("-k", "test_session_get and null", "--bench-null-delay-ms", "6"),
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "SLA gate FAILED" in done.stdout
+    assert "did not all pass" not in done.stderr, done.stderr
