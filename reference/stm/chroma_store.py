@@ -389,7 +389,7 @@ class ChromaShortTermStore(ShortTermStore):
     def drop(self) -> None:
         self._access.discard(self._access.ids())  # nothing left to write them to
         self.wait_for_flush()
-        with contextlib.suppress(Exception):  # chromadb raises NotFoundError or ValueError
+        with contextlib.suppress(NotFoundError, ValueError):  # gone already (by version)
             self.client.delete_collection(self.namespace.stm_collection)
         self.dispose()
 
