@@ -6,10 +6,8 @@ never interrupted. Real servers (the embedded ones); small timeouts to stay fast
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import ray
@@ -17,12 +15,12 @@ from click.testing import CliRunner, Result
 
 from memharness.cli import main
 from memharness.sim.plan import Fault, SpecError, parse_fault
+from tests.fixtures import run_results
 
 pytestmark = pytest.mark.faults
 
 STRATEGIES = ("keep_all", "typed_ttl")
 #: Figures that depend on the machine, not on what was replayed.
-TIMINGS = {"wall_s", "inside_s", "turns_per_s", "peak_rss_mb_by_shard"}
 #: Client timeouts of the runs (seconds): a fault's error comes within ~2 s.
 ENV = {"MEMH_TIMEOUTS__OPERATION_S": "1", "MEMH_TIMEOUTS__CONNECT_S": "1",
        "MEMH_RETRY__BUDGET_S": "1"}  # fmt: skip
@@ -52,17 +50,6 @@ def _run(tmp_path: Path, scenario: Path, *args: str, strategies: tuple[str, ...]
     ], env=env)  # fmt: skip
 
 
-def _entries(run_dir: Path) -> dict[str, dict[str, Any]]:
-    document = json.loads((run_dir / "results.json").read_text())
-    return {e["label"]: e for e in document["scenarios"][0]["strategies"]}
-
-
-def _figures(run_dir: Path, label: str) -> dict[str, Any]:
-    document = json.loads((run_dir / _entries(run_dir)[label]["file"]).read_text())
-    metrics = {k: v for k, v in document["metrics"].items() if k not in TIMINGS}
-    return {"metrics": metrics, "footprint": document["footprint"]}
-
-
 def test_a_killed_postgres_fails_its_strategy_only_and_resume_completes_the_run(
     ray_session: None, scenario: Path, tmp_path: Path
 ) -> None:
@@ -70,7 +57,7 @@ def test_a_killed_postgres_fails_its_strategy_only_and_resume_completes_the_run(
     faulty = _run(tmp_path, scenario, "--out", str(runs), "--run-id", "faulty",
                   "--fault", "pg:kill@30%", strategies=STRATEGIES)  # fmt: skip
     assert faulty.exit_code == 0, faulty.output  # a failed strategy is a result
-    entries = _entries(runs / "faulty")
+    entries = run_results.entries(runs / "faulty")
     assert entries["keep_all"]["status"] == "failed"
     assert "BackendUnavailable: long-term memory: PostgreSQL at" in entries["keep_all"]["error"]
     assert entries["typed_ttl"]["status"] == "ok"  # the worker's server was brought back
@@ -78,14 +65,16 @@ def test_a_killed_postgres_fails_its_strategy_only_and_resume_completes_the_run(
 
     resumed = _run(tmp_path, scenario, "--resume", str(runs / "faulty"), strategies=STRATEGIES)
     assert resumed.exit_code == 0, resumed.output
-    entries = _entries(runs / "faulty")
+    entries = run_results.entries(runs / "faulty")
     assert {s: e["status"] for s, e in entries.items()} == dict.fromkeys(STRATEGIES, "ok")
     assert (runs / "faulty" / entries["typed_ttl"]["file"]).read_bytes() == kept
 
     clean = _run(tmp_path, scenario, "--out", str(runs), "--run-id", "clean",
                  strategies=("keep_all",))  # fmt: skip
     assert clean.exit_code == 0, clean.output
-    assert _figures(runs / "faulty", "keep_all") == _figures(runs / "clean", "keep_all")
+    assert run_results.figures(runs / "faulty", "keep_all") == run_results.figures(
+        runs / "clean", "keep_all"
+    )
 
 
 def test_a_paused_redis_fails_its_strategy_with_the_session_layers_error(
@@ -95,7 +84,7 @@ def test_a_paused_redis_fails_its_strategy_with_the_session_layers_error(
     faulty = _run(tmp_path, scenario, "--out", str(runs), "--run-id", "paused",
                   "--fault", "redis:stop@50%", strategies=STRATEGIES)  # fmt: skip
     assert faulty.exit_code == 0, faulty.output
-    entries = _entries(runs / "paused")
+    entries = run_results.entries(runs / "paused")
     assert entries["keep_all"]["status"] == "failed"
     assert "BackendUnavailable: session: Redis at" in entries["keep_all"]["error"]
     assert "no reply in time" in entries["keep_all"]["error"]

@@ -5,10 +5,8 @@ the run with the figures of a run that was never interrupted."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import ray
@@ -16,10 +14,10 @@ from click.testing import CliRunner, Result
 
 from memharness.cli import main
 from memharness.sim.plan import SpecError, parse_fault
+from tests.fixtures import run_results
 
 STRATEGIES = ("keep_all", "typed_ttl", "hybrid")
 #: Figures that depend on the machine, not on what was replayed.
-TIMINGS = {"wall_s", "inside_s", "turns_per_s", "peak_rss_mb_by_shard"}
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +38,6 @@ def _run(tmp_path: Path, scenario: Path, *args: str) -> Result:
     )  # fmt: skip
 
 
-def _entries(run_dir: Path) -> dict[str, dict[str, Any]]:
-    document = json.loads((run_dir / "results.json").read_text())
-    return {e["label"]: e for e in document["scenarios"][0]["strategies"]}
-
-
-def _figures(run_dir: Path, label: str) -> dict[str, Any]:
-    document = json.loads((run_dir / _entries(run_dir)[label]["file"]).read_text())
-    metrics = {k: v for k, v in document["metrics"].items() if k not in TIMINGS}
-    return {"metrics": metrics, "footprint": document["footprint"]}
-
-
 def test_a_killed_worker_fails_its_strategy_only_and_resume_completes_the_run(
     ray_session: None, tmp_path: Path
 ) -> None:
@@ -63,7 +50,7 @@ def test_a_killed_worker_fails_its_strategy_only_and_resume_completes_the_run(
     faulty = _run(tmp_path, scenario, "--out", str(runs), "--run-id", "faulty",
                   "--fault", "worker:kill@20%")  # fmt: skip
     assert faulty.exit_code == 0, faulty.output  # a failed strategy is a result
-    entries = _entries(runs / "faulty")
+    entries = run_results.entries(runs / "faulty")
     # Worker 0 takes the first strategy; it dies, a new worker takes the ones after it.
     assert entries["keep_all"]["status"] == "failed"
     assert "died" in entries["keep_all"]["error"].lower()
@@ -72,16 +59,20 @@ def test_a_killed_worker_fails_its_strategy_only_and_resume_completes_the_run(
 
     resumed = _run(tmp_path, scenario, "--resume", str(runs / "faulty"))  # the same command
     assert resumed.exit_code == 0, resumed.output
-    assert {s: e["status"] for s, e in _entries(runs / "faulty").items()} == dict.fromkeys(
-        STRATEGIES, "ok"
-    )
+    assert {
+        s: e["status"] for s, e in run_results.entries(runs / "faulty").items()
+    } == dict.fromkeys(STRATEGIES, "ok")
     for label, before in kept.items():  # finished results are kept as they were
-        assert (runs / "faulty" / _entries(runs / "faulty")[label]["file"]).read_bytes() == before
+        assert (
+            runs / "faulty" / run_results.entries(runs / "faulty")[label]["file"]
+        ).read_bytes() == before
 
     clean = _run(tmp_path, scenario, "--out", str(runs), "--run-id", "clean")
     assert clean.exit_code == 0, clean.output
     for label in STRATEGIES:
-        assert _figures(runs / "faulty", label) == _figures(runs / "clean", label), label
+        assert run_results.figures(runs / "faulty", label) == run_results.figures(
+            runs / "clean", label
+        ), label
 
 
 @pytest.mark.parametrize("text", ["worker:kill", "worker:kill@0%", "worker:kill@100%",
