@@ -4,9 +4,9 @@ The in-memory backends keep one per deadline they index (an STM record's `expire
 an LTM fact's `expires_at`, archival time and sealing time; the oracle's last needed
 moment). `set` replaces an id's moment, `discard` drops it; the heap keeps stale entries
 and skips them, compacting when they outnumber the live ones. `due(until)` lists the ids
-whose moment is at or before `until` without removing anything: a read, so a dry-run
-sweep or an inspection leaves the index as it was (stale entries at the top are popped,
-which changes no answer).
+whose moment is at or before `until` without removing anything, and `first()` the
+earliest moment: reads, so a dry-run sweep or an inspection leaves the index as it was
+(stale entries at the top are popped, which changes no answer).
 """
 
 from __future__ import annotations
@@ -45,6 +45,14 @@ class DueIndex:
 
     def get(self, ident: str) -> float | None:
         return self._moment.get(ident)
+
+    def first(self) -> float:
+        """The earliest moment indexed (inf: none): nothing is due before it. Stale
+        entries at the top are popped, which changes no answer."""
+        heap, moment = self._heap, self._moment
+        while heap and moment.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else float("inf")
 
     def due(self, until: float) -> list[str]:
         """The ids whose moment is at or before `until`, in (moment, id) order."""

@@ -5,7 +5,8 @@ Random timelines (the steps of `test_forgetting_properties`: utterances, forget
 commands, time jumps, sweeps, events, task updates) run under each built-in strategy.
 At every sweep step, and after every time jump, a dry run of each kind is compared
 (layer, record, action); then the due sweep runs for real, so the index is exercised
-through the changes it drives.
+through the changes it drives. Whenever the engine says it is quiet (`quiet_until`: a
+due sweep returns at once), a full scan must find nothing to do either.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from hypothesis import strategies as st
 from reference.clock import VirtualClock
 from reference.dueindex import DueIndex
 from reference.factory import build_memory_system
+from reference.forgetting.consolidation import Consolidation, consolidate_ended
 from reference.forgetting.loading import BUILTINS, load_strategy
 from reference.forgetting.policy import DueRule, OracleAdvice, due_rule, next_due_at
 from reference.forgetting.strategy import DAY_S
 from reference.keys import Namespace
 from reference.models import Status
+from reference.session.memory_store import InMemorySessionStore
 from reference.settings import Settings
 from reference.system import MemorySystem
 from reference.text import Embedder
@@ -52,6 +55,14 @@ def assert_same_decisions(system: MemorySystem, where: str) -> None:
     scan = decisions(system, full_scan=True)
     due = decisions(system, full_scan=False)
     assert due == scan, f"{where}: due-index sweep {sorted(due)} != full scan {sorted(scan)}"
+    engine = system._engine()
+    now = engine.clock.now()
+    if now < engine.quiet_until():  # a sweep returns at once: there must be nothing to do
+        assert scan == set(), f"{where}: quiet until {engine.quiet_until()}, yet {scan}"
+        assert consolidate_ended(engine, dry_run=True) == Consolidation(), where
+        assert engine.newly_inactive(now, advance=False) == [], where
+        if isinstance(system.session, InMemorySessionStore):
+            assert all(now < e.expires_at for e in system.session._sessions.values()), where
 
 
 def oracle() -> OracleAdvice:
@@ -143,6 +154,7 @@ def test_the_due_index_lists_exactly_the_ids_due(
             model[ident] = moment
     expected = sorted((m, i) for i, m in model.items() if m <= until)
     assert index.due(until) == [i for _, i in expected]
+    assert index.first() == min(model.values(), default=math.inf)
     assert len(index) == len(model)
 
 

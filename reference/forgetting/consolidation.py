@@ -155,6 +155,10 @@ class SessionTracker:
         self._sessions[ident] = (user_id, session_id)
         self._due.set(ident, ends_at)
 
+    def earliest(self) -> float:
+        """The earliest moment a tracked session may end (inf: none tracked)."""
+        return self._due.first()
+
     def due(self, now: float) -> list[tuple[str, str, float]]:
         """(user_id, session_id, ends_at) of the sessions that may have ended by `now`,
         in the order they fell due; it changes nothing."""

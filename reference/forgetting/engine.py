@@ -43,6 +43,7 @@ from reference.forgetting.forgetter import ForgetReport, apply_forget
 from reference.forgetting.policy import (
     Action,
     OracleAdvice,
+    due_rule,
     expires_at_on_write,
     invalidations_for,
     on_access,
@@ -259,6 +260,30 @@ class ForgettingEngine:
                 if user in self._activity:
                     seen[user] = max(self._activity[user], seen.get(user, float("-inf")))
         return seen
+
+    def quiet_until(self) -> float:
+        """A moment before which a sweep (of the due index) has nothing to do: no
+        session to remove or consolidate, no record or fact due, no user's inactivity
+        period over (buffered activity included), nothing the oracle lets go. -inf when
+        a store cannot tell without a query (Redis, Chroma and PostgreSQL: their sweeps
+        look). A read: it changes nothing."""
+        strategy = self.strategy
+        moments = [
+            self.session.earliest_expiry(),
+            self.stm.earliest_due(),
+            self.ltm.earliest_due(due_rule(strategy)),
+        ]
+        if strategy.consolidates:
+            moments.append(self.sessions.earliest())
+        if strategy.archival is not None:
+            after = self._inactive_through
+            with self._activity_lock:
+                buffered = [at for at in self._activity.values() if at > after]
+            first = min([self.ltm.earliest_activity_after(after), *buffered])
+            moments.append(first + strategy.archival.inactive_s)
+        if strategy.oracle:
+            moments.append(float("-inf") if self.oracle is None else self.oracle.earliest())
+        return min(moments)
 
     def newly_inactive(self, now: float, *, advance: bool) -> list[str]:
         """The users who became inactive (`archival.inactive_s` since their last

@@ -123,6 +123,10 @@ class OracleAdvice:
             for ident in index.due(now)
         ]
 
+    def earliest(self) -> float:
+        """The earliest moment `due` lists anything (inf: never, as things stand)."""
+        return min(index.first() for index in self._index.values())
+
     def drop(self, layer: Layer, ident: str) -> None:
         """Forget a memory that is gone from its layer."""
         self._until.pop((layer, ident), None)

@@ -5,7 +5,9 @@ Order: events waiting on the attached bus, buffered user activity, then sessions
 into LTM episodes under `promotion: consolidate` (`consolidation.py`), STM and LTM.
 
 A sweep visits only what is due (the due index, DESIGN.md "Time"), in three passes per
-layer, each a page at a time (`strategy.sweep_batch_size`):
+layer, each a page at a time (`strategy.sweep_batch_size`), and returns at once when the
+engine's `quiet_until` says nothing can be due yet (the in-memory stores know it from
+their indexes; the others are always looked at):
 
 1. the records whose own deadline has come (`scan_due`: `policy.next_due_at` at or
    before now: expiry, an archived fact's grace, an anonymisation deadline);
@@ -112,6 +114,19 @@ def run_sweep(engine: ForgettingEngine, *, dry_run: bool, full_scan: bool = Fals
     if not dry_run:
         events = engine.consume_attached()
         engine.flush_activity()
+    if not full_scan and engine.clock.now() < engine.quiet_until():
+        layers = {"session": LayerStats(), "stm": LayerStats(), "ltm": LayerStats()}
+        return SweepStats(
+            examined=0,
+            expired=0,
+            archived=0,
+            anonymised=0,
+            deleted=0,
+            duration_s=time.perf_counter() - started,
+            dry_run=dry_run,
+            events=events,
+            by_layer=layers,
+        )
     session = _sweep_sessions(engine, dry_run)
     consolidation = consolidate_ended(engine, dry_run=dry_run)
     if full_scan:

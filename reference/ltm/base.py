@@ -330,6 +330,18 @@ class LongTermStore(ABC):
         due = [f for f in candidates if (d := next_due_at(f, rule)) is not None and d <= now]
         return DuePage(due, candidates[-1].fact_id if len(candidates) >= limit else None)
 
+    def earliest_due(self, rule: DueRule) -> float:
+        """A moment before which `scan_due` under `rule` finds nothing (inf: no fact has
+        a deadline), or -inf when this store cannot tell without a query (a sweep then
+        looks). A read."""
+        return float("-inf")
+
+    def earliest_activity_after(self, after: float) -> float:
+        """The earliest recorded latest activity later than `after` (inf: none), or -inf
+        when this store cannot tell without a query: no user's inactivity period can end
+        before it plus the period. A read."""
+        return float("-inf")
+
     def inactive_users(self, *, after: float, until: float) -> list[str]:
         """Users whose recorded latest activity is in (`after`, `until`], sorted: the
         users a sweep archives when `until` is its `now` less the inactivity period and

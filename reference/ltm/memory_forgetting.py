@@ -189,6 +189,22 @@ class InMemoryForgetting:
             start = 0 if after is None else bisect.bisect_right(ordered, after)
             return [copy_fact(self._facts[i]) for i in ordered[start : start + limit]]
 
+    def earliest_due(self, rule: DueRule) -> float:
+        # `policy.next_due_at` is the least of these deadlines, added as it adds them.
+        with self._lock:
+            moments = [self._due_expiry.first()]
+            if rule.archive_grace_s is not None:
+                moments.append(self._due_archived.first() + rule.archive_grace_s)
+            if rule.anonymise_after_s is not None:
+                moments.append(self._due_sealed.first() + rule.anonymise_after_s)
+            return min(moments)
+
+    def earliest_activity_after(self, after: float) -> float:
+        with self._lock:
+            order = self._activity_order
+            i = bisect.bisect_right(order, (after, "\U0010ffff"))
+            return order[i][0] if i < len(order) else float("inf")
+
     def _inactive_users(self, after: float, until: float) -> list[str]:
         with self._lock:
             order = self._activity_order

@@ -199,6 +199,12 @@ class SessionStore(ABC):
             raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
         return self._sweep(now=self.clock.now(), batch_size=batch_size)
 
+    def earliest_expiry(self) -> float:
+        """A moment before which `sweep_expired` finds nothing to remove (inf: no session
+        at all), or -inf when this store cannot tell without a query (a sweep then looks).
+        A read: it changes nothing."""
+        return float("-inf")
+
     def count(self) -> int:
         """Live sessions in this namespace (footprint)."""
         return self._count(now=self.clock.now())

@@ -245,6 +245,10 @@ class InMemorySessionStore(SessionStore):
                 removed += 1
         return removed
 
+    def earliest_expiry(self) -> float:
+        with self._lock:  # a stale entry is earlier than its session's expiry: a bound
+            return self._expiry_heap[0][0] if self._expiry_heap else float("inf")
+
     def _count(self, *, now: float) -> int:
         with self._lock:
             return sum(1 for e in self._sessions.values() if now < e.expires_at)

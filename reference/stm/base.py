@@ -329,6 +329,11 @@ class ShortTermStore(ABC):
         due = [r for r in candidates if not r.is_live(now) and r.status is not Status.DELETED]
         return DuePage(due, candidates[-1].record_id if len(candidates) >= limit else None)
 
+    def earliest_due(self) -> float:
+        """A moment before which `scan_due` finds nothing (inf: no record has a deadline),
+        or -inf when this store cannot tell without a query (a sweep then looks). A read."""
+        return float("-inf")
+
     def purge(self, *, record_ids: Collection[str]) -> int:
         """Remove these records of the namespace, whoever owns them; returns how many
         existed. For sweeps, whose pages span users."""

@@ -253,6 +253,10 @@ class InMemoryShortTermStore(ShortTermStore):
             start = 0 if after is None else bisect.bisect_right(ids, after)
             return [self._by_id[i] for i in ids[start : start + limit]]
 
+    def earliest_due(self) -> float:
+        with self._lock:
+            return self._due.first()
+
     def _usage(self, now: float) -> Usage:
         with self._lock:
             records, size = self._usage_total
