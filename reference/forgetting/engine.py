@@ -128,6 +128,7 @@ class ForgettingEngine:
         if not 1 <= overfetch <= 20:
             raise InvalidInput("overfetch", f"must be 1 to 20, got {overfetch}")
         self.strategy = strategy
+        self.due_rule = due_rule(strategy)  # what besides expiry makes a fact due
         self.clock = clock
         self.session = session
         self.stm = stm
@@ -271,7 +272,7 @@ class ForgettingEngine:
         moments = [
             self.session.earliest_expiry(),
             self.stm.earliest_due(),
-            self.ltm.earliest_due(due_rule(strategy)),
+            self.ltm.earliest_due(self.due_rule),
         ]
         if strategy.consolidates:
             moments.append(self.sessions.earliest())

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from reference.crypto import anonymise_value
 from reference.errors import ConfigurationError
 from reference.forgetting.consolidation import consolidate_ended
-from reference.forgetting.policy import Action, Decision, due_rule, select_for_forgetting
+from reference.forgetting.policy import Action, Decision, select_for_forgetting
 from reference.forgetting.strategy import Layer
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Fact, Status
@@ -243,7 +243,7 @@ def _sweep_due(engine: ForgettingEngine, dry_run: bool) -> tuple[LayerStats, Lay
         stm.visit(records.records)
         if (after := records.after) is None:
             break
-    rule = due_rule(strategy)
+    rule = engine.due_rule
     while True:
         facts = engine.ltm.scan_due(now=now, rule=rule, after=after, limit=batch)
         ltm.visit(facts.records)
