@@ -19,7 +19,6 @@ recognised.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -32,6 +31,7 @@ from reference.forgetting.commands import parse_forget_command
 from reference.forgetting.consolidation import Consolidation
 from reference.forgetting.engine import EventOutcome, ForgetReport, ForgettingEngine, SweepStats
 from reference.forgetting.policy import OracleAdvice
+from reference.ids import new_id
 from reference.intent import memoised
 from reference.ltm.base import LongTermStore, LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
@@ -134,7 +134,7 @@ class MemorySystem:
         state = self.session.get(user_id=user_id, session_id=session_id)
         if state is None:
             state = self.session.create(user_id=user_id, session_id=session_id, channel=channel)
-        message_id = uuid.uuid4().hex
+        message_id = new_id()
         window = self.session.append_message(
             user_id=user_id, session_id=session_id, message_id=message_id
         )
@@ -379,8 +379,9 @@ class MemorySystem:
         engine = self.engine
         if engine is not None and engine.cipher is not None:
             # The raw value is what gets sealed: the masked text stays the searchable part.
-            # The key comes from the masked text (a fingerprint key would differ).
-            original = extract_fact(raw, candidate_kind(candidate), remember=False)  # raw PII
+            # The key comes from the masked text (a fingerprint key would differ). Text
+            # with raw PII in it is not remembered; text the masker left alone may be.
+            original = extract_fact(raw, candidate_kind(candidate), remember=raw == masked)
             if original is not None and original.category is candidate.category:
                 value["value"] = original.value
         current = self.ltm.facts(

@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import threading
-import uuid
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +25,7 @@ from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
 from reference.footprint import Usage, record_bytes
 from reference.forgetting.policy import sealed_at
+from reference.ids import new_id
 from reference.keys import Namespace
 from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
 from reference.ltm.common import (
@@ -176,7 +176,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             prior = self._facts[prior_id] if prior_id is not None else None
             if prior is None:
                 fact = Fact(
-                    fact_id=uuid.uuid4().hex,
+                    fact_id=new_id(),
                     user_id=user_id,
                     category=category,
                     key=key,

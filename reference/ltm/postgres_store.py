@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -43,6 +42,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from reference.clock import Clock
 from reference.errors import BackendUnavailable, MemoryStoreError
+from reference.ids import new_id
 from reference.keys import Namespace
 from reference.ltm.base import (
     LongTermStore,
@@ -548,7 +548,7 @@ def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float) -> list[AuditE
 
 
 def _new_fact_id() -> str:
-    return uuid.uuid4().hex
+    return new_id()
 
 
 def _fileno(conn: psycopg.Connection[Any]) -> Callable[[], int]:

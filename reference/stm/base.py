@@ -18,7 +18,6 @@ scoped to one user, and the engine is their only caller.
 
 from __future__ import annotations
 
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import numpy as np
 from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.footprint import Usage, scanned_usage
+from reference.ids import new_id
 from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.stm.access import AccessWrite
@@ -414,7 +414,7 @@ class ShortTermStore(ABC):
 
 
 def _random_id() -> str:
-    return uuid.uuid4().hex
+    return new_id()
 
 
 def _check_updates(updates: Sequence[RetentionUpdate]) -> list[RetentionUpdate]:
