@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import hashlib
 import math
 import os
@@ -135,6 +136,7 @@ class ShardWorker:
             # The previous cohort's users and vectors go before this one's arrive: a
             # worker's peak holds one cohort, not two.
             self.key, self.shard, self.embedder = "", None, None
+            gc.unfreeze()  # what the previous load froze may be collected again
             shard = ShardReplayer(users, k=k)
             masker = RegexPiiMasker()
             texts = sorted({masker.mask(t) for t in shard.texts()})
@@ -147,6 +149,11 @@ class ShardWorker:
             # users replayed, not with the cohort.
             self.inner.clear()
             self.key, self.shard = key, shard
+            # The cohort (users, steps, vectors) lives as long as its replays: a full
+            # collection during a replay need not walk it. One walked a 1,000-user
+            # cohort's heap for 0.13-0.16 s, 7% of the replay (gc.callbacks, in process).
+            gc.collect()
+            gc.freeze()
             return shard.steps_total
 
     def replay(
