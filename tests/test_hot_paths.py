@@ -20,7 +20,7 @@ from reference.clock import VirtualClock
 from reference.errors import InvalidInput
 from reference.intent import RuleIntentFilter, is_stable_preference
 from reference.keys import Namespace
-from reference.ltm.common import copy_fact
+from reference.ltm.common import accessed_fact, copy_fact
 from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.models import Category, Fact, MemoryType, Status
 from reference.pii import RegexPiiMasker
@@ -173,6 +173,10 @@ def test_copy_fact_copies_every_field() -> None:
     assert {f.name for f in dataclasses.fields(Fact)} <= set(copy_fact.__code__.co_names)
     copied.value["tags"][1]["b"] = 2
     assert fact.value["tags"][1]["b"] == 1
+    accessed = accessed_fact(fact, 7.5)
+    assert accessed == dataclasses.replace(fact, last_accessed_at=7.5, access_count=5)
+    kept = {f.name for f in dataclasses.fields(Fact)} - {"last_accessed_at"}  # it is `now`
+    assert kept <= set(accessed_fact.__code__.co_names)
 
 
 TEXTS = [

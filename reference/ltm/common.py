@@ -113,6 +113,27 @@ def copy_fact(fact: Fact) -> Fact:
     )
 
 
+def accessed_fact(fact: Fact, now: float) -> Fact:
+    """The fact as an access at `now` leaves it (`last_accessed_at`, `access_count`);
+    the value is shared, not copied. Positional, as `copy_fact`: every touched hit."""
+    return Fact(
+        fact.fact_id,
+        fact.user_id,
+        fact.category,
+        fact.key,
+        fact.value,
+        fact.text,
+        fact.version,
+        fact.created_at,
+        fact.updated_at,
+        now,
+        fact.access_count + 1,
+        fact.importance,
+        fact.expires_at,
+        fact.status,
+    )
+
+
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -130,6 +151,7 @@ def copy_plain(value: Any) -> Any:
 
 
 __all__ = [
+    "accessed_fact",
     "as_real",
     "audit_draft",
     "copy_fact",

@@ -29,6 +29,7 @@ from reference.ids import new_id
 from reference.keys import Namespace
 from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
 from reference.ltm.common import (
+    accessed_fact,
     as_real,
     audit_draft,
     copy_fact,
@@ -342,10 +343,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         return len(facts)
 
     def _touch(self, fact_id: str, now: float) -> Fact:
-        fact = self._facts[fact_id]
-        touched = dataclasses.replace(
-            fact, last_accessed_at=now, access_count=fact.access_count + 1
-        )
+        touched = accessed_fact(self._facts[fact_id], now)
         self._facts[fact_id] = touched
         return touched
 
