@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 from reference.ids import new_id
@@ -21,3 +22,20 @@ def test_a_new_id_is_the_hex_of_a_version_4_uuid() -> None:
     for ident in ids:
         seen_ones |= int(ident, 16) & fixed
     assert seen_ones == fixed
+
+
+def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
+    new_id()  # the pool is filled
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        os.close(read)
+        os.write(write, " ".join(new_id() for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    os.waitpid(pid, 0)
+    parent = {new_id() for _ in range(8)}
+    assert len(child) == 8
+    assert not child & parent
