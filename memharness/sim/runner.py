@@ -277,19 +277,17 @@ class Simulator:
         # `replay` runs; a lock keeps replays serial.
         share = min(1.0, float(ray.cluster_resources().get("CPU", 1.0)) / self.options.workers)
         self.actor = ray.remote(ShardWorker).options(num_cpus=share, max_concurrency=2)
-        first, started = self._start_worker(0)
-        ray.get(started)
-        rest = [self._start_worker(i) for i in range(1, self.options.workers)]
-        ray.get([started for _, started in rest])
-        self.workers = [first, *(worker for worker, _ in rest)]
+        # Every worker loads its model at once; the first starts its servers alone.
+        self.workers = [self._new_worker(i) for i in range(self.options.workers)]
+        ray.get(self.workers[0].start_servers.remote())
+        ray.get([worker.start_servers.remote() for worker in self.workers[1:]])
         return self
 
-    def _start_worker(self, index: int) -> tuple[Any, Any]:
-        """A new worker, and the ref of its servers' start (`ShardWorker.start_servers`)."""
+    def _new_worker(self, index: int) -> Any:
+        """A new worker (its constructor loads the embedding model), servers not started."""
         settings = self._worker_settings(index)
         self.data_dirs[index] = settings.data_dir
-        worker = self.actor.remote(settings)
-        return worker, worker.start_servers.remote()
+        return self.actor.remote(settings)
 
     def replace_dead_workers(self) -> int:
         """Replace every worker whose process died (killed, out of memory, its node lost)
@@ -307,8 +305,8 @@ class Simulator:
             if self.settings.backend != "memory":  # its servers' directory is its own
                 _stop_orphaned_postgres(self.data_dirs[i])
             self.replaced += 1
-            self.workers[i], started = self._start_worker(i)
-            ray.get(started)
+            self.workers[i] = self._new_worker(i)
+            ray.get(self.workers[i].start_servers.remote())
             if self.loaded is not None:
                 key, cohorts = self.loaded
                 ray.get(self.workers[i].load.remote(key, cohorts[i], self.options.k))
