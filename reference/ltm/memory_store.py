@@ -56,6 +56,8 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         # Each fact's vector as float64 (its float32 values exactly, as pgvector keeps
         # them): a query stacks them without converting.
         self._vectors: dict[str, np.ndarray] = {}
+        # Each vector's squared norm, summed as a query sums it (`_query`).
+        self._squares: dict[str, float] = {}
         self._by_key: dict[tuple[str, Category, str], str] = {}
         self._by_user: dict[str, set[str]] = {}
         self._audit: list[AuditEntry] = []
@@ -100,6 +102,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             for index in (self._due_expiry, self._due_archived, self._due_sealed):
                 index.discard(fact_id)
             del self._vectors[fact_id]
+            del self._squares[fact_id]
             del self._by_key[(fact.user_id, fact.category, fact.key)]
             owned = self._by_user[fact.user_id]
             owned.discard(fact_id)
@@ -114,6 +117,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             self._facts[fact_id] = fact
             if vector is not None:
                 self._vectors[fact_id] = vector
+                self._squares[fact_id] = float(np.add.reduce(vector * vector))
             self._bytes[fact_id] = record_bytes(fact, self._vectors[fact_id].size)
             self._count_usage(fact, 1)
             self._by_key[(fact.user_id, fact.category, fact.key)] = fact_id
@@ -245,9 +249,11 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             # values): its square comes out of the same pass as the dot products.
             # Row-wise sums, not BLAS: equal vectors must get bit-equal scores (ties).
             # (`np.add.reduce` is what `ndarray.sum` calls.)
+            # A row's squared norm is summed once, when it is stored (row-wise sums of
+            # one row or of many are the same bits).
             matrix = np.array([*(self._vectors[fid] for fid in candidates), query], np.float64)
             *dots, square = np.add.reduce(matrix * matrix[-1], 1).tolist()
-            norms = np.add.reduce(matrix[:-1] * matrix[:-1], 1).tolist()
+            norms = [self._squares[fid] for fid in candidates]
             if not square:  # float32 squares never underflow in float64: a zero vector
                 nonzero_vector("embedding", embedding)  # refused as PostgreSQL refuses it
             # pgvector clamps the similarity to [-1, 1] and returns 1 - it as the distance.
