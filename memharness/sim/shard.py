@@ -233,8 +233,7 @@ class _Run:
         )
         self.result.inside_s += time.perf_counter() - mark
         self.result.turns += 1
-        for op, ms in result.timings_ms.items():
-            self.latencies.record(op, ms)
+        self.latencies.record_all(result.timings_ms)
         return result
 
     def say(self, u: SimUser, step: SayStep) -> None:
@@ -280,16 +279,14 @@ class _Run:
         spent = time.perf_counter() - mark
         self.result.inside_s += spent
         self.latencies.record("recall", spent * 1000.0)
-        found: dict[str, set[str]] = {"stm": set(), "ltm": set()}
-        hits: dict[str, list[dict[str, Any]]] = {"stm": [], "ltm": []}
         layers: tuple[tuple[str, list[Any]], ...] = (
             ("stm", recall.stm_hits), ("ltm", recall.ltm_hits)
         )  # fmt: skip
-        for layer, layer_hits in layers:
-            for hit in layer_hits:
-                facts = (self._facts_of(hit.record) or (u.index, ()))[1]
-                found[layer].update(facts)
-                hits[layer].append(hit_record(hit.score, facts, hit.record.text))
+        carried = {  # per layer, the scenario facts each hit carries, best hit first
+            layer: [(self._facts_of(hit.record) or (u.index, ()))[1] for hit in layer_hits]
+            for layer, layer_hits in layers
+        }
+        found = {layer: {f for facts in carried[layer] for f in facts} for layer, _ in layers}
         truth = self.shard.truth[u.index]
         verdicts = judge(
             step,
@@ -309,7 +306,14 @@ class _Run:
             setattr(res, name, getattr(res, name) + 1)
             res.retrieved_stm += fact_id in found["stm"]
             res.retrieved_ltm += fact_id in found["ltm"]
-        if not is_clean(verdicts):
+        if not is_clean(verdicts):  # recorded with its hits (most probes are clean)
+            hits = {
+                layer: [
+                    hit_record(hit.score, facts, hit.record.text)
+                    for hit, facts in zip(layer_hits, carried[layer], strict=True)
+                ]
+                for layer, layer_hits in layers
+            }
             record = probe_record(u.user.id, u.index, index, step, hits, verdicts)
             res.probe_records.append(record)
 

@@ -67,6 +67,13 @@ class Latencies:
         if counts is not None:
             counts[max(1, round(ms * 1000.0))] += 1
 
+    def record_all(self, timings_ms: dict[str, float]) -> None:
+        """`record` of each (op, milliseconds), in one call (a turn's timings)."""
+        counts = self.counts
+        for op, ms in timings_ms.items():
+            if op in counts:
+                counts[op][max(1, round(ms * 1000.0))] += 1
+
     def encoded(self) -> dict[str, str]:
         """op -> encoded HDR histogram (microseconds) of the latencies recorded."""
         out = {}
