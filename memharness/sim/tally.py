@@ -63,12 +63,11 @@ class Latencies:
         self.counts: dict[str, Counter[int]] = {op: Counter() for op in LATENCY_OPS}
 
     def record(self, op: str, ms: float) -> None:
-        counts = self.counts.get(op)
-        if counts is not None:
-            counts[max(1, round(ms * 1000.0))] += 1
+        self.record_all({op: ms})
 
     def record_all(self, timings_ms: dict[str, float]) -> None:
-        """`record` of each (op, milliseconds), in one call (a turn's timings)."""
+        """Count each (op, milliseconds) of an op in `LATENCY_OPS`, in one call (a turn's
+        timings; `record` is one)."""
         counts = self.counts
         for op, ms in timings_ms.items():
             if op in counts:

@@ -113,7 +113,7 @@ class ShortTermStore(ABC):
         self.ttl_s = check_positive("ttl_s", ttl_s)
         # Ids come from the store, never from a caller of `add` (a chosen id could replace
         # another user's record); an injected factory makes runs reproducible.
-        self._new_id = id_factory or _random_id
+        self._new_id = id_factory or new_id
 
     # ------------------------------------------------------------------ public API
     def add(
@@ -411,10 +411,6 @@ class ShortTermStore(ABC):
     def _purge(self, record_ids: list[str]) -> int:
         """Delete these records whatever their user or state; how many existed."""
         raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-
-def _random_id() -> str:
-    return new_id()
 
 
 def _check_updates(updates: Sequence[RetentionUpdate]) -> list[RetentionUpdate]:
