@@ -114,6 +114,9 @@ class ShortTermStore(ABC):
         # Ids come from the store, never from a caller of `add` (a chosen id could replace
         # another user's record); an injected factory makes runs reproducible.
         self._new_id = id_factory or new_id
+        #: Whether every record id is new: `new_id`'s (122 random bits) never repeat, so a
+        #: backend need not look for a stored record that an add replaces.
+        self.fresh_ids = id_factory is None
 
     # ------------------------------------------------------------------ public API
     def add(
