@@ -90,9 +90,11 @@ def _strip(column: str) -> str:
 
 
 class ForgettingStatements:
-    """The engine's SQL for one namespace: identifiers quoted once, values as parameters."""
+    """The engine's SQL for one namespace: identifiers quoted once, values as parameters,
+    each statement rendered to bytes once (as `postgres_store._Statements`)."""
 
     def __init__(self, ns: Namespace) -> None:
+        self._rendered: dict[tuple[str, str], bytes] = {}
         self._names: dict[str, sql.Composable] = {
             "facts": sql.Identifier(ns.facts_table),
             "audit": sql.Identifier(ns.audit_table),
@@ -159,53 +161,61 @@ class ForgettingStatements:
             " WHERE last_active_at > %(after)s AND last_active_at <= %(until)s ORDER BY user_id"
         )
 
-    def scan_due(self, rule: DueRule, *, first: bool) -> sql.Composed:
+    def scan_due(self, rule: DueRule, *, first: bool) -> bytes:
         """A page of the facts that may be due under `rule` (`_scan_due`): one partial
         index per kind of deadline (expiry, an archived fact's grace, a seal's
         anonymisation deadline), OR-ed into one bitmap; a rule field that is None drops
         its kind. Parameters: now, archived_until, sealed_until, after, limit."""
-        due = [sql.SQL("expires_at <= %(now)s")]
+        due = ["expires_at <= %(now)s"]
         if rule.archive_grace_s is not None:
-            due.append(sql.SQL("(status = 'archived' AND updated_at <= %(archived_until)s)"))
+            due.append("(status = 'archived' AND updated_at <= %(archived_until)s)")
         if rule.anonymise_after_s is not None:
-            due.append(sql.SQL("sealed_at <= %(sealed_until)s"))
-        return self._compose(
+            due.append("sealed_at <= %(sealed_until)s")
+        return self._over(
             "SELECT {cols} FROM {facts} WHERE status <> 'deleted'"
             + ("" if first else " AND fact_id > %(after)s")
-            + " AND ({due}) ORDER BY fact_id LIMIT %(limit)s",
-            due=sql.SQL(" OR ").join(due),
+            + " AND ({where}) ORDER BY fact_id LIMIT %(limit)s",
+            " OR ".join(due),
         )
 
-    def erase_facts(self, where: sql.Composable) -> sql.Composed:
-        return self._compose("DELETE FROM {facts} WHERE {where} RETURNING {cols}", where=where)
+    def erase_facts(self, where: str) -> bytes:
+        return self._over("DELETE FROM {facts} WHERE {where} RETURNING {cols}", where)
 
-    def redact_user(self, where: sql.Composable) -> sql.Composed:
+    def redact_user(self, where: str) -> bytes:
         """Redact the user's audit entries that the erase filter names, or of facts gone."""
-        return self._compose(
+        return self._over(
             f"UPDATE {{audit}} SET {_REDACT_SET} WHERE user_id = %(user_id)s"
             " AND (({where}) OR fact_id = ANY(%(gone)s::text[]))",
-            where=where,
+            where,
         )
 
-    def _compose(self, text: str, **extra: sql.Composable) -> sql.Composed:
-        return sql.SQL(text).format(**self._names, **extra)
+    def _compose(self, text: str, **extra: sql.Composable) -> bytes:
+        return sql.SQL(text).format(**self._names, **extra).as_bytes(None)
+
+    def _over(self, text: str, where: str) -> bytes:
+        """`text` with `{where}` (clauses of constant text), rendered once."""
+        key = (text, where)
+        rendered = self._rendered.get(key)
+        if rendered is None:
+            rendered = self._rendered[key] = self._compose(text, where=sql.SQL(where))
+        return rendered
 
 
-def erase_where(flt: LtmFilter) -> tuple[sql.Composable, dict[str, Any]]:
+def erase_where(flt: LtmFilter) -> tuple[str, dict[str, Any]]:
     """The filter's user, categories, keys and fact_ids, whatever the status: erasure
     reaches dead facts, and the same clause selects the audit rows to redact."""
-    clauses = [sql.SQL("user_id = %(user_id)s")]
+    clauses = ["user_id = %(user_id)s"]
     params: dict[str, Any] = {"user_id": flt.user_id}
     if flt.categories is not None:
-        clauses.append(sql.SQL("category = ANY(%(categories)s::text[])"))
+        clauses.append("category = ANY(%(categories)s::text[])")
         params["categories"] = sorted(c.value for c in flt.categories)
     if flt.keys is not None:
-        clauses.append(sql.SQL("key = ANY(%(keys)s::text[])"))
+        clauses.append("key = ANY(%(keys)s::text[])")
         params["keys"] = sorted(flt.keys)
     if flt.fact_ids is not None:
-        clauses.append(sql.SQL("fact_id = ANY(%(fact_ids)s::text[])"))
+        clauses.append("fact_id = ANY(%(fact_ids)s::text[])")
         params["fact_ids"] = sorted(flt.fact_ids)
-    return sql.SQL(" AND ").join(clauses), params
+    return " AND ".join(clauses), params
 
 
 class PostgresForgetting:
@@ -216,7 +226,9 @@ class PostgresForgetting:
 
     if TYPE_CHECKING:
 
-        def _transaction(self) -> AbstractContextManager[psycopg.Cursor[Any]]: ...
+        def _transaction(
+            self, *, read: bool = False
+        ) -> AbstractContextManager[psycopg.Cursor[Any]]: ...
 
         def _write_audit(self, cur: psycopg.Cursor[Any], entries: list[AuditEntry]) -> None: ...
 
@@ -246,7 +258,7 @@ class PostgresForgetting:
     @pg_guarded(idempotent=True)
     def _scan(self, after: str | None, limit: int) -> list[Fact]:
         statement = self._fsql.scan_first if after is None else self._fsql.scan_after
-        with self._transaction() as cur:
+        with self._transaction(read=True) as cur:
             rows = cur.execute(statement, {"after": after, "limit": limit}).fetchall()
         return [fact(r) for r in rows]
 
@@ -309,13 +321,13 @@ class PostgresForgetting:
         if rule.anonymise_after_s is not None:
             params["sealed_until"] = now - rule.anonymise_after_s + margin
         statement = self._fsql.scan_due(rule, first=after is None)
-        with self._transaction() as cur:
+        with self._transaction(read=True) as cur:
             rows = cur.execute(statement, params).fetchall()
         return [fact(r) for r in rows]
 
     @pg_guarded(idempotent=True)
     def _inactive_users(self, after: float, until: float) -> list[str]:
-        with self._transaction() as cur:
+        with self._transaction(read=True) as cur:
             rows = cur.execute(self._fsql.inactive_users, {"after": after, "until": until})
             return [str(r[0]) for r in rows.fetchall()]
 
@@ -328,7 +340,7 @@ class PostgresForgetting:
 
     @pg_guarded(idempotent=True)
     def _last_active(self, user_ids: list[str]) -> dict[str, float]:
-        with self._transaction() as cur:
+        with self._transaction(read=True) as cur:
             rows = cur.execute(self._fsql.last_active, {"users": user_ids}).fetchall()
         return {str(r[0]): float(r[1]) for r in rows}
 
@@ -339,7 +351,7 @@ class PostgresForgetting:
             return cur.rowcount > 0
 
 
-def _rows(cur: psycopg.Cursor[Any], statement: sql.Composed, **params: Any) -> list[Any]:
+def _rows(cur: psycopg.Cursor[Any], statement: bytes, **params: Any) -> list[Any]:
     # An empty id list would cost a round trip for nothing.
     return cur.execute(statement, params).fetchall() if params["ids"] else []
 

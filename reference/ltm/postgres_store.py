@@ -242,10 +242,15 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         conn.commit()  # the pool discards connections left inside a transaction
 
     @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+    def _transaction(self, *, read: bool = False) -> Iterator[psycopg.Cursor[Any]]:
         """One transaction: committed when the block ends, rolled back if it raises.
         Failures of the server or the connection become `BackendUnavailable`, `in_doubt`
-        if they came during the commit."""
+        if they came during the commit.
+
+        `read`: the block runs one read-only statement, in autocommit (its own snapshot,
+        as in a transaction of its own): one round trip instead of three (BEGIN, the
+        statement, COMMIT). A `SELECT 1` on this machine: 0.51 ms in a transaction, 0.22
+        in autocommit."""
         pool = self._pool
         if pool is None:
             raise MemoryStoreError("PostgresLongTermStore: call setup() before use")
@@ -253,6 +258,15 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         fired = [False]
         try:
             with pool.connection() as conn, self._deadlines.guard(_fileno(conn)) as fired:
+                if read:
+                    conn.autocommit = True
+                    try:
+                        with conn.cursor() as cur:
+                            yield cur
+                    finally:
+                        if not conn.closed:
+                            conn.autocommit = False
+                    return
                 with conn.cursor() as cur:
                     yield cur
                 committing = True
@@ -348,7 +362,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         where, params = _where(flt, now)
         params.update(query=vector, k=k)
         statement = self._sql.query(where, exact=self._exact_search is not False, touch=touch)
-        with self._transaction() as cur:
+        with self._transaction(read=not touch) as cur:
             rows = cur.execute(statement, params).fetchall()
         # Neither UPDATE ... RETURNING nor the join keeps the ranking's order.
         rows.sort(key=lambda r: (r[-1], r[0]))
@@ -375,24 +389,23 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
     @pg_guarded(idempotent=True)
     def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
         where, params = _where(flt, now)
-        with self._transaction() as cur:
+        with self._transaction(read=True) as cur:
             rows = cur.execute(self._sql.list_facts(where), params).fetchall()
         return [_fact(r) for r in rows]
 
     @pg_guarded(idempotent=True)
     def _count(self, flt: LtmFilter | None, now: float) -> int:
-        where: sql.Composable
         if flt is None:
-            where, params = sql.SQL(_LIVE), {"now": now}
+            where, params = _LIVE, {"now": now}
         else:
             where, params = _where(flt, now)
-        with self._transaction() as cur:
+        with self._transaction(read=True) as cur:
             row = cur.execute(self._sql.count(where), params).fetchone()
         return 0 if row is None else int(row[0])
 
     @pg_guarded(idempotent=True)
     def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
-        with self._transaction() as cur:
+        with self._transaction(read=True) as cur:
             rows = cur.execute(
                 self._sql.audit_log, {"user_id": user_id, "fact_id": fact_id}
             ).fetchall()
@@ -407,9 +420,13 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
 
 
 class _Statements:
-    """The SQL of one namespace: identifiers quoted once, values always as parameters."""
+    """The SQL of one namespace: identifiers quoted once, values always as parameters.
+    Each statement is rendered to bytes once (a statement over a filter, once per shape
+    of filter): psycopg renders a composed statement again at every execution, 0.12 ms
+    of a 1 ms listing of ten facts on the embedded server (cProfile)."""
 
     def __init__(self, ns: Namespace) -> None:
+        self._rendered: dict[tuple[str, str], bytes] = {}
         self._names: dict[str, sql.Composable] = {
             "facts": sql.Identifier(ns.facts_table),
             "audit": sql.Identifier(ns.audit_table),
@@ -458,10 +475,18 @@ class _Statements:
             " FOR UPDATE SKIP LOCKED) RETURNING {cols}"
         )
 
-    def _compose(self, text: str, **extra: sql.Composable) -> sql.Composed:
-        return sql.SQL(text).format(**self._names, **extra)
+    def _compose(self, text: str, **extra: sql.Composable) -> bytes:
+        return sql.SQL(text).format(**self._names, **extra).as_bytes(None)
 
-    # Statements over a filter: `where` is the composed filter of `_where`.
+    def _over(self, text: str, where: str) -> bytes:
+        """`text` with `{where}` (a filter's clauses, `_where`), rendered once."""
+        key = (text, where)
+        rendered = self._rendered.get(key)
+        if rendered is None:
+            rendered = self._rendered[key] = self._compose(text, where=sql.SQL(where))
+        return rendered
+
+    # Statements over a filter: `where` is the clause text of `_where`.
     _TOUCH = (
         " UPDATE {facts} AS f SET last_accessed_at = %(now)s,"
         " access_count = f.access_count + 1"
@@ -471,59 +496,60 @@ class _Statements:
 
     _PEEK = " SELECT {f_cols}, top.distance FROM {facts} AS f JOIN top ON f.fact_id = top.fact_id"
 
-    def query(self, where: sql.Composable, *, exact: bool, touch: bool) -> sql.Composed:
+    def query(self, where: str, *, exact: bool, touch: bool) -> bytes:
         tail = self._TOUCH if touch else self._PEEK
         if exact:
             # MATERIALIZED fences the user's candidates off from the ORDER BY, so the
             # planner cannot answer it from the HNSW index: the scores are exact.
-            return self._compose(
+            return self._over(
                 "WITH candidates AS MATERIALIZED (SELECT fact_id, embedding <=> %(query)s"
                 " AS distance FROM {facts} WHERE {where}),"
                 " top AS (SELECT fact_id, distance FROM candidates"
                 " ORDER BY distance, fact_id LIMIT %(k)s)" + tail,
-                where=where,
+                where,
             )
-        return self._compose(
+        return self._over(
             "WITH top AS (SELECT fact_id, embedding <=> %(query)s AS distance FROM {facts}"
             " WHERE {where} ORDER BY embedding <=> %(query)s, fact_id LIMIT %(k)s)" + tail,
-            where=where,
+            where,
         )
 
-    def archive(self, where: sql.Composable) -> sql.Composed:
-        return self._compose(
+    def archive(self, where: str) -> bytes:
+        return self._over(
             "UPDATE {facts} SET status = 'archived', updated_at = %(now)s"
             " WHERE {where} AND status = 'active' RETURNING {cols}",
-            where=where,
+            where,
         )
 
-    def delete(self, where: sql.Composable) -> sql.Composed:
-        return self._compose("DELETE FROM {facts} WHERE {where} RETURNING {cols}", where=where)
+    def delete(self, where: str) -> bytes:
+        return self._over("DELETE FROM {facts} WHERE {where} RETURNING {cols}", where)
 
-    def list_facts(self, where: sql.Composable) -> sql.Composed:
-        return self._compose(
-            "SELECT {cols} FROM {facts} WHERE {where} ORDER BY created_at, fact_id", where=where
+    def list_facts(self, where: str) -> bytes:
+        return self._over(
+            "SELECT {cols} FROM {facts} WHERE {where} ORDER BY created_at, fact_id", where
         )
 
-    def count(self, where: sql.Composable) -> sql.Composed:
-        return self._compose("SELECT count(*) FROM {facts} WHERE {where}", where=where)
+    def count(self, where: str) -> bytes:
+        return self._over("SELECT count(*) FROM {facts} WHERE {where}", where)
 
 
-def _where(flt: LtmFilter, now: float) -> tuple[sql.Composable, dict[str, Any]]:
-    """The SQL meaning of `LtmFilter.matches`, with every value a parameter."""
-    clauses = [sql.SQL("user_id = %(user_id)s"), sql.SQL("status <> 'deleted'")]
+def _where(flt: LtmFilter, now: float) -> tuple[str, dict[str, Any]]:
+    """The SQL meaning of `LtmFilter.matches`, with every value a parameter: clauses of
+    constant text (one per shape of filter, so each statement over it is rendered once)."""
+    clauses = ["user_id = %(user_id)s", "status <> 'deleted'"]
     params: dict[str, Any] = {"user_id": flt.user_id, "now": now}
     if flt.categories is not None:
-        clauses.append(sql.SQL("category = ANY(%(categories)s::text[])"))
+        clauses.append("category = ANY(%(categories)s::text[])")
         params["categories"] = sorted(c.value for c in flt.categories)
     if flt.keys is not None:
-        clauses.append(sql.SQL("key = ANY(%(keys)s::text[])"))
+        clauses.append("key = ANY(%(keys)s::text[])")
         params["keys"] = sorted(flt.keys)
     if flt.fact_ids is not None:
-        clauses.append(sql.SQL("fact_id = ANY(%(fact_ids)s::text[])"))
+        clauses.append("fact_id = ANY(%(fact_ids)s::text[])")
         params["fact_ids"] = sorted(flt.fact_ids)
     if not flt.include_dead:
-        clauses.append(sql.SQL(_LIVE))
-    return sql.SQL(" AND ").join(clauses), params
+        clauses.append(_LIVE)
+    return " AND ".join(clauses), params
 
 
 def _audit_entry(row: tuple[Any, ...]) -> AuditEntry:
