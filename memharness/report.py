@@ -8,9 +8,12 @@ results too: they stay in the table, and only the plots leave them out.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -314,36 +317,52 @@ def downsample(n: int, limit: int = MAX_SERIES_POINTS) -> list[int]:
     return sorted({round(i * step) for i in range(limit)})
 
 
-def write_plots(run_dir: Path, results: dict[str, Any]) -> list[Path]:
+def write_plots(
+    run_dir: Path, results: dict[str, Any], *, processes: int | None = None
+) -> list[Path]:
     """Write three PNGs per scenario into `run_dir`; returns their paths.
 
     Only ok strategies with the plotted metrics appear. A scenario with none still gets
-    its PNGs (with a note) so the links in summary.md never break.
+    its PNGs (with a note) so the links in summary.md never break. Scenarios are drawn in
+    parallel, by up to `processes` (default: one per core): matplotlib draws in Python,
+    and the 27 plots of `make run` took 9.9 s in one process.
     """
+    jobs = list(zip(results.get("scenarios") or [], plot_stems(results), strict=True))
+    processes = min(len(jobs), processes or os.cpu_count() or 1)
+    if processes <= 1:
+        return [path for scenario, stem in jobs for path in _plots(run_dir, scenario, stem)]
+    # Spawned, not forked: the caller may hold threads (Ray's) that a fork would copy.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        drawn = pool.map(_plots, [run_dir] * len(jobs), *zip(*jobs, strict=True))
+        return [path for paths in drawn for path in paths]
+
+
+def _plots(run_dir: Path, scenario: dict[str, Any], stem: str) -> list[Path]:
+    """The three PNGs of one scenario."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: reports run in CI and on servers
     import matplotlib.pyplot as plt
 
     written: list[Path] = []
-    for scenario, stem in zip(results.get("scenarios") or [], plot_stems(results), strict=True):
-        strategies = [s for s in scenario.get("strategies") or [] if _plottable(s)]
-        drawers = (_recall_vs_footprint, _stale_vs_recall, _footprint_over_time)
-        for kind, draw in zip(PLOT_KINDS, drawers, strict=True):
-            fig, ax = plt.subplots(figsize=(8, 5.5))
-            try:
-                if not draw(ax, strategies):
-                    ax.text(0.5, 0.5, _NO_DATA, ha="center", va="center", transform=ax.transAxes)
-                ax.set_title(f"{scenario.get('name', '?')}: {_PNG_TITLES[kind]}")
-                fig.tight_layout()
-                path = Path(run_dir) / f"{stem}-{kind}.png"
-                # A key beside the plot is out of tight_layout (the plot keeps its size)
-                # and in the saved image, which grows to hold it.
-                beside = [key for key in (ax.get_legend(),) if key and not key.get_in_layout()]
-                fig.savefig(path, dpi=110, bbox_inches="tight", bbox_extra_artists=beside)
-                written.append(path)
-            finally:
-                plt.close(fig)
+    strategies = [s for s in scenario.get("strategies") or [] if _plottable(s)]
+    drawers = (_recall_vs_footprint, _stale_vs_recall, _footprint_over_time)
+    for kind, draw in zip(PLOT_KINDS, drawers, strict=True):
+        fig, ax = plt.subplots(figsize=(8, 5.5))
+        try:
+            if not draw(ax, strategies):
+                ax.text(0.5, 0.5, _NO_DATA, ha="center", va="center", transform=ax.transAxes)
+            ax.set_title(f"{scenario.get('name', '?')}: {_PNG_TITLES[kind]}")
+            fig.tight_layout()
+            path = Path(run_dir) / f"{stem}-{kind}.png"
+            # A key beside the plot is out of tight_layout (the plot keeps its size)
+            # and in the saved image, which grows to hold it.
+            beside = [key for key in (ax.get_legend(),) if key and not key.get_in_layout()]
+            fig.savefig(path, dpi=110, bbox_inches="tight", bbox_extra_artists=beside)
+            written.append(path)
+        finally:
+            plt.close(fig)
     return written
 
 
