@@ -249,8 +249,8 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
 
         `read`: the block runs one read-only statement, in autocommit (its own snapshot,
         as in a transaction of its own): one round trip instead of three (BEGIN, the
-        statement, COMMIT). A `SELECT 1` on this machine: 0.51 ms in a transaction, 0.22
-        in autocommit."""
+        statement, COMMIT). A `SELECT 1` over TCP to a local PostgreSQL 15: 0.51 ms in
+        a transaction, 0.22 in autocommit."""
         pool = self._pool
         if pool is None:
             raise MemoryStoreError("PostgresLongTermStore: call setup() before use")
