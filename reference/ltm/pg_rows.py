@@ -1,4 +1,5 @@
-"""Rows of the facts table <-> `Fact`: the column list both PostgreSQL modules select."""
+"""Rows of the facts table <-> `Fact`: the column list both PostgreSQL modules select,
+and the rendering both modules' statements share."""
 
 from __future__ import annotations
 
@@ -17,6 +18,27 @@ FACT_COLUMNS = [
 def columns(prefix: str = "") -> sql.Composable:
     """The fact columns, in `FACT_COLUMNS` order, optionally qualified (`prefix="f."`)."""
     return sql.SQL(", ").join(sql.SQL(prefix) + sql.Identifier(c) for c in FACT_COLUMNS)
+
+
+class RenderedStatements:
+    """SQL of one namespace, each statement rendered to bytes once: psycopg renders a
+    composed statement again at every execution (0.12 ms of a 1 ms listing of ten facts
+    on the embedded server, cProfile). `names` fill the `{placeholders}` of every text."""
+
+    def __init__(self, names: dict[str, sql.Composable]) -> None:
+        self._names = names
+        self._rendered: dict[tuple[str, str], bytes] = {}
+
+    def _compose(self, text: str, **extra: sql.Composable) -> bytes:
+        return sql.SQL(text).format(**self._names, **extra).as_bytes(None)
+
+    def _over(self, text: str, where: str) -> bytes:
+        """`text` with `{where}` (clauses of constant text), rendered once per shape."""
+        key = (text, where)
+        rendered = self._rendered.get(key)
+        if rendered is None:
+            rendered = self._rendered[key] = self._compose(text, where=sql.SQL(where))
+        return rendered
 
 
 def fact(row: tuple[Any, ...]) -> Fact:

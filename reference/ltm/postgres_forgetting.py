@@ -26,7 +26,7 @@ from reference.forgetting.policy import DueRule, sealed_at
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter, due_margin
 from reference.ltm.common import audit_draft, storable_json
-from reference.ltm.pg_rows import columns, fact
+from reference.ltm.pg_rows import RenderedStatements, columns, fact
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate
 from reference.resilience import call_with_retry
 
@@ -89,19 +89,20 @@ def _strip(column: str) -> str:
     )
 
 
-class ForgettingStatements:
+class ForgettingStatements(RenderedStatements):
     """The engine's SQL for one namespace: identifiers quoted once, values as parameters,
-    each statement rendered to bytes once (as `postgres_store._Statements`)."""
+    each statement rendered once."""
 
     def __init__(self, ns: Namespace) -> None:
-        self._rendered: dict[tuple[str, str], bytes] = {}
-        self._names: dict[str, sql.Composable] = {
-            "facts": sql.Identifier(ns.facts_table),
-            "audit": sql.Identifier(ns.audit_table),
-            "users": sql.Identifier(ns.users_table),
-            "cols": columns(),
-            "f_cols": columns("f."),
-        }
+        super().__init__(
+            {
+                "facts": sql.Identifier(ns.facts_table),
+                "audit": sql.Identifier(ns.audit_table),
+                "users": sql.Identifier(ns.users_table),
+                "cols": columns(),
+                "f_cols": columns("f."),
+            }
+        )
         q = self._compose
         self.update_retention = q(
             "UPDATE {facts} AS f SET last_accessed_at = %(now)s,"
@@ -188,17 +189,6 @@ class ForgettingStatements:
             " AND (({where}) OR fact_id = ANY(%(gone)s::text[]))",
             where,
         )
-
-    def _compose(self, text: str, **extra: sql.Composable) -> bytes:
-        return sql.SQL(text).format(**self._names, **extra).as_bytes(None)
-
-    def _over(self, text: str, where: str) -> bytes:
-        """`text` with `{where}` (clauses of constant text), rendered once."""
-        key = (text, where)
-        rendered = self._rendered.get(key)
-        if rendered is None:
-            rendered = self._rendered[key] = self._compose(text, where=sql.SQL(where))
-        return rendered
 
 
 def erase_where(flt: LtmFilter) -> tuple[str, dict[str, Any]]:

@@ -50,6 +50,7 @@ from reference.ltm.base import (
 )
 from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
 from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations, drop_schema
+from reference.ltm.pg_rows import RenderedStatements
 from reference.ltm.pg_rows import columns as _columns
 from reference.ltm.pg_rows import fact as _fact
 from reference.ltm.postgres_forgetting import (
@@ -419,21 +420,20 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         return len(rows)
 
 
-class _Statements:
-    """The SQL of one namespace: identifiers quoted once, values always as parameters.
-    Each statement is rendered to bytes once (a statement over a filter, once per shape
-    of filter): psycopg renders a composed statement again at every execution, 0.12 ms
-    of a 1 ms listing of ten facts on the embedded server (cProfile)."""
+class _Statements(RenderedStatements):
+    """The SQL of one namespace: identifiers quoted once, values always as parameters,
+    each statement rendered once (a statement over a filter, once per shape of filter)."""
 
     def __init__(self, ns: Namespace) -> None:
-        self._rendered: dict[tuple[str, str], bytes] = {}
-        self._names: dict[str, sql.Composable] = {
-            "facts": sql.Identifier(ns.facts_table),
-            "audit": sql.Identifier(ns.audit_table),
-            "cols": _columns(),
-            "f_cols": _columns("f."),
-            "audit_cols": sql.SQL(", ").join(map(sql.Identifier, _AUDIT_COLUMNS)),
-        }
+        super().__init__(
+            {
+                "facts": sql.Identifier(ns.facts_table),
+                "audit": sql.Identifier(ns.audit_table),
+                "cols": _columns(),
+                "f_cols": _columns("f."),
+                "audit_cols": sql.SQL(", ").join(map(sql.Identifier, _AUDIT_COLUMNS)),
+            }
+        )
         q = self._compose
         self.lock_current = q(
             "SELECT fact_id, version, value FROM {facts}"
@@ -474,17 +474,6 @@ class _Statements:
             " WHERE expires_at <= %(now)s ORDER BY expires_at, fact_id LIMIT %(batch)s"
             " FOR UPDATE SKIP LOCKED) RETURNING {cols}"
         )
-
-    def _compose(self, text: str, **extra: sql.Composable) -> bytes:
-        return sql.SQL(text).format(**self._names, **extra).as_bytes(None)
-
-    def _over(self, text: str, where: str) -> bytes:
-        """`text` with `{where}` (a filter's clauses, `_where`), rendered once."""
-        key = (text, where)
-        rendered = self._rendered.get(key)
-        if rendered is None:
-            rendered = self._rendered[key] = self._compose(text, where=sql.SQL(where))
-        return rendered
 
     # Statements over a filter: `where` is the clause text of `_where`.
     _TOUCH = (
