@@ -225,6 +225,17 @@ def test_minilm_loads_offline_from_the_package(minilm: MiniLMEmbedder) -> None:
     np.testing.assert_allclose(minilm.embed_one("hello"), vectors[0], atol=1e-5)
 
 
+def test_minilm_one_text_is_encode_bit_for_bit(minilm: MiniLMEmbedder) -> None:
+    # A single text skips `encode`'s batching, not any of its arithmetic.
+    for text in ("hello", "Where is my order 12345?", "帮我订明天的机票", ""):
+        expected = minilm._model.encode(
+            [text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        got = minilm.embed([text])
+        assert got.dtype == np.float32 and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_minilm_similarity_is_semantic(minilm: MiniLMEmbedder) -> None:
     va, vb, vu = minilm.embed([*SIMILAR_EN, UNRELATED_EN])
     assert cos(va, vb) > cos(va, vu) + 0.3
