@@ -38,6 +38,7 @@ from bench.config import (
     BenchConfig,
     size_label,
 )
+from bench.machine import MachineProbe, load_reference, probe_key
 from bench.measure import (
     Measure,
     OpSamples,
@@ -65,6 +66,7 @@ from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
 from reference.factory import build_memory_system, describe_backends
 from reference.keys import Namespace
 from reference.settings import Settings
+from reference.stm.chroma_client import describe_chroma
 from reference.text import Embedder
 
 RECORDER = pytest.StashKey[Recorder]()
@@ -112,7 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run_id = config.getoption("--bench-run-id") or (
         f"bench-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     )
-    config.stash[RECORDER] = Recorder()
+    config.stash[RECORDER] = Recorder(reference=load_reference())
     config.stash[RUN] = {
         "run_id": run_id,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -351,10 +353,42 @@ def rng(request: pytest.FixtureRequest) -> random.Random:
     return random.Random(request.node.nodeid)
 
 
+@pytest.fixture(scope="session")
+def machine_probe(
+    pytestconfig: pytest.Config,
+    bench_config: BenchConfig,
+    real_case: BenchCase,
+    query_embedder: CachedEmbedder,
+    recorder: Recorder,
+) -> Iterator[MachineProbe]:
+    """The machine probe (`bench.machine`) on the real case's Chroma client and the
+    measured calls' model (past its cache), in a collection of its own."""
+    stm = real_case.system.stm
+    client = getattr(stm, "client", None)
+    if client is None:
+        raise pytest.UsageError("the bench's machine probe needs the STM layer on Chroma")
+    probe = MachineProbe(
+        query_embedder.inner, client, f"{real_case.system.session.namespace.stm_collection}-probe"
+    )
+    recorder.machine_key = probe_key(
+        embedder=bench_config.embedder,
+        torch_threads=pytestconfig.stash[RUN]["torch_threads"],
+        chroma=describe_chroma(client),
+    )
+    probe.sample()  # warm: its first calls pay for the collection's first writes
+    try:
+        yield probe
+    finally:
+        probe.close()
+
+
 @pytest.fixture
-def measure(benchmark: Any, recorder: Recorder, bench_config: BenchConfig) -> Measure:
+def measure(
+    request: pytest.FixtureRequest, benchmark: Any, recorder: Recorder, bench_config: BenchConfig
+) -> Measure:
     """`measure(op, layer, target, setup=..., case=..., params=...)`: time `target` once
-    per round under pytest-benchmark and record the raw samples for the gate."""
+    per round under pytest-benchmark and record the raw samples for the gate; on the real
+    backends, between two runs of the machine probe (`bench.machine`)."""
 
     def run(
         op: str,
@@ -372,11 +406,21 @@ def measure(benchmark: Any, recorder: Recorder, bench_config: BenchConfig) -> Me
             info["injected_delay_ms"] = slow_ms
         benchmark.group = op
         benchmark.extra_info.update(info, backend=case.backend, sla_ms=SLA_MS.get(layer))
+        probe: MachineProbe | None = None
+        if case.backend == "real":
+            probe = request.getfixturevalue("machine_probe")
+        probes = probe.sample() if probe is not None else []
         samples = run_pedantic(
             benchmark, target, rounds=bench_config.rounds, warmup=bench_config.warmup, setup=setup
         )
+        probes += probe.sample() if probe is not None else []
         recorded = OpSamples(
-            op=op, layer=layer, backend=case.backend, samples_ms=samples, params=info
+            op=op,
+            layer=layer,
+            backend=case.backend,
+            samples_ms=samples,
+            params=info,
+            probe_ms=probes,
         )
         recorder.add(recorded)
         return recorded

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.machine import Reference, slowdown
 from bench.sla import (
     CONFIDENCE,
     MIN_SAMPLES,
@@ -43,6 +44,8 @@ class OpSamples:
     backend: str  # "real" or "null"
     samples_ms: list[float]
     params: dict[str, Any] = field(default_factory=dict)
+    #: The machine probe's timings right before and after the samples (`bench.machine`).
+    probe_ms: list[float] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -50,10 +53,14 @@ class OpSamples:
 
 
 class Recorder:
-    """Collects every operation's samples during a bench session; evaluates the gate."""
+    """Collects every operation's samples during a bench session; evaluates the gate,
+    each operation at the reference machine's speed when its probes say the machine ran
+    slower (`bench.machine`; `machine_key` is set by the bench's probe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reference: Reference | None = None) -> None:
         self.ops: list[OpSamples] = []
+        self.reference = reference
+        self.machine_key: dict[str, Any] | None = None
 
     def add(self, samples: OpSamples) -> None:
         self.ops.append(samples)
@@ -68,19 +75,24 @@ class Recorder:
         slas: dict[str, float] | None = None,
     ) -> GateOutcome:
         slas = SLA_MS if slas is None else slas
-        return gate(
-            check_sla(
-                ops.name,
-                ops.samples_ms,
-                layer=ops.layer,
-                sla_ms=slas.get(ops.layer),
-                min_samples=min_samples,
-                resamples=resamples,
-                confidence=confidence,
-                seed=seed,
+        checks = []
+        for ops in self.ops:
+            factor, machine = slowdown(ops.probe_ms, self.reference, self.machine_key)
+            checks.append(
+                check_sla(
+                    ops.name,
+                    ops.samples_ms,
+                    layer=ops.layer,
+                    sla_ms=slas.get(ops.layer),
+                    min_samples=min_samples,
+                    resamples=resamples,
+                    confidence=confidence,
+                    seed=seed,
+                    slowdown=factor,
+                    machine=machine,
+                )
             )
-            for ops in self.ops
-        )
+        return gate(checks)
 
 
 def time_calls(
@@ -137,9 +149,15 @@ def report(
             row["null_p50_ms"] = round(twin_check.p50_ms, 6)
             row["null_p95_ms"] = round(twin_check.p95_ms, 6)
         row["samples_ms"] = [round(value, 4) for value in ops.samples_ms]
+        row["probe_ms"] = [round(value, 4) for value in ops.probe_ms]
         rows.append(row)
+    reference = recorder.reference
     return {
         **run,
+        "machine_key": recorder.machine_key,
+        "machine_reference": None
+        if reference is None
+        else {"probe_p50_ms": reference.probe_p50_ms, "recorded_at": reference.recorded_at},
         "gate": {"passed": outcome.passed, **gate_params},
         "ops": rows,
     }
@@ -155,7 +173,7 @@ def table(checks: list[SlaCheck]) -> list[str]:
     """A fixed-width table of the checks (the pytest terminal summary)."""
     head = (
         f"{'operation':44}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}"
-        f"{'p95 CI':>19}{'SLA':>7}{'headroom':>10}  verdict"
+        f"{'p95 CI':>19}{'SLA':>7}{'headroom':>10}{'slowdown':>9}  verdict"
     )
     lines = [head + "   (ms)", "-" * len(head)]
     for check in checks:
@@ -165,6 +183,7 @@ def table(checks: list[SlaCheck]) -> list[str]:
         ci = f"{check.p95_ci.low:.2f}-{check.p95_ci.high:.2f}"
         lines.append(
             f"{check.op:44}{check.n:>6}{check.p50_ms:>9.3f}{check.p95_ms:>9.3f}"
-            f"{check.p99_ms:>9.3f}{ci:>19}{sla:>7}{room:>10}  {check.verdict.value}"
+            f"{check.p99_ms:>9.3f}{ci:>19}{sla:>7}{room:>10}{check.slowdown:>8.2f}x"
+            f"  {check.verdict.value}"
         )
     return lines

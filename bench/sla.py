@@ -7,7 +7,9 @@ The rule: an operation FAILS only when the *lower* bound of the confidence inter
 its p95 is over the SLA, i.e. we are confident (95% by default) that the true p95
 breaches it. A noisy machine then widens the interval instead of failing the build. With
 fewer than `min_samples` samples the check says INSUFFICIENT, which fails too: a gate
-that cannot see the tail must not pass. Percentiles are order statistics (numpy's
+that cannot see the tail must not pass. An operation measured on a machine running
+`slowdown` times slower than the reference (`bench.machine`) is judged at the reference's
+speed: its interval divided by the slowdown. Percentiles are order statistics (numpy's
 "higher" method: always an observed sample, never interpolated below it).
 """
 
@@ -69,6 +71,9 @@ class SlaCheck:
     confidence: float
     verdict: Verdict
     message: str
+    #: How much slower than the reference the machine ran beside this operation (>= 1);
+    #: the verdict is on the p95 interval divided by it (`bench.machine`).
+    slowdown: float = 1.0
 
     @property
     def passed(self) -> bool:
@@ -76,10 +81,11 @@ class SlaCheck:
 
     @property
     def headroom(self) -> float | None:
-        """SLA / p95: how many times slower the operation could get before breaching."""
+        """SLA / p95 at the reference's speed: how many times slower the operation could
+        get before breaching."""
         if self.sla_ms is None or math.isnan(self.p95_ms):
             return None
-        return math.inf if self.p95_ms <= 0 else self.sla_ms / self.p95_ms
+        return math.inf if self.p95_ms <= 0 else self.sla_ms * self.slowdown / self.p95_ms
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +102,7 @@ class SlaCheck:
             "headroom": _num(self.headroom),
             "verdict": self.verdict.value,
             "message": self.message,
+            "slowdown": round(self.slowdown, 4),
         }
 
 
@@ -153,13 +160,18 @@ def check_sla(
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = SEED,
+    slowdown: float = 1.0,
+    machine: str = "",
 ) -> SlaCheck:
     """Check one operation's raw timings (milliseconds) against `sla_ms` at p95.
 
-    FAIL only when the p95 interval's lower bound is over the SLA; INSUFFICIENT (a
-    failure) below `min_samples`; INFO when `sla_ms` is None. The message gives p95,
-    its interval, the SLA, n and p99.
+    FAIL only when the p95 interval's lower bound, divided by `slowdown` (>= 1: how much
+    slower than the reference the machine ran, `machine` says how that was measured), is
+    over the SLA; INSUFFICIENT (a failure) below `min_samples`; INFO when `sla_ms` is
+    None. The message gives p95, its interval, the SLA, n, p99 and any slowdown.
     """
+    if not (slowdown >= 1.0 and math.isfinite(slowdown)):
+        raise ValueError(f"slowdown must be a finite factor >= 1, got {slowdown}")
     data = np.asarray(samples_ms, dtype=np.float64)
     n = int(data.size)
     p50, p95, p99 = percentiles(data, (50, 95, 99))
@@ -168,6 +180,12 @@ def check_sla(
     )
     level = f"{confidence:.0%} CI"
     figures = f"p95 {_fmt(p95)} ms ({level} {ci95}), p99 {_fmt(p99)} ms ({level} {ci99}), n={n}"
+    low = ci95.low / slowdown  # at the reference machine's speed
+    if slowdown > 1.0:
+        figures += (
+            f"; measured on a machine {slowdown:.2f}x slower than the reference ({machine}): "
+            f"p95 {_fmt(p95 / slowdown)} ms, lower bound {_fmt(low)} ms at reference speed"
+        )
     verdict: Verdict
     if sla_ms is None:
         verdict, message = Verdict.INFO, f"{op}: no SLA; {figures}"
@@ -177,25 +195,27 @@ def check_sla(
             f"{op}: INSUFFICIENT samples for the {layer} SLA of {_fmt(sla_ms)} ms: "
             f"n={n} < {min_samples}; {figures}"
         )
-    elif ci95.low > sla_ms:
+    elif low > sla_ms:
         verdict = Verdict.FAIL
         message = (
             f"{op}: FAIL: the {layer} SLA of {_fmt(sla_ms)} ms at p95 is breached: "
-            f"p95 {_fmt(p95)} ms, {level} lower bound {_fmt(ci95.low)} ms > {_fmt(sla_ms)} ms; "
-            f"{figures}"
+            f"p95 {_fmt(p95 / slowdown)} ms, {level} lower bound {_fmt(low)} ms > "
+            f"{_fmt(sla_ms)} ms; {figures}"
         )
     else:
         verdict = Verdict.PASS
-        headroom = math.inf if p95 <= 0 else sla_ms / p95
+        headroom = math.inf if p95 <= 0 else sla_ms * slowdown / p95  # as `headroom`
         message = (
             f"{op}: PASS: within the {layer} SLA of {_fmt(sla_ms)} ms, "
             f"headroom {headroom:.1f}x; {figures}"
         )
-        if p95 > sla_ms:
+        if p95 / slowdown > sla_ms:
             message += (
                 "; inconclusive: p95 is over the SLA but its interval reaches below it "
                 "(run more rounds)"
             )
+        elif p95 > sla_ms:
+            message += "; p95 over the SLA as measured, within it at the reference's speed"
     return SlaCheck(
         op=op,
         layer=layer,
@@ -209,6 +229,7 @@ def check_sla(
         confidence=confidence,
         verdict=verdict,
         message=message,
+        slowdown=slowdown,
     )
 
 

@@ -42,7 +42,7 @@ def test_turn_uncached(
         timings.append(result.timings_ms)
 
     params = _params(bench_config, query_embedding="uncached")
-    measure(
+    whole = measure(
         "turn[uncached]",
         "turn",
         turn,
@@ -59,6 +59,7 @@ def test_turn_uncached(
                 backend=case.backend,
                 samples_ms=[t[key] for t in measured],
                 params={**params, "from": "TurnResult.timings_ms"},
+                probe_ms=whole.probe_ms,  # measured with the turn: the same machine
             )
         )
 

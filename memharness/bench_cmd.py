@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -360,6 +361,7 @@ def format_report(document: dict[str, Any]) -> list[str]:
         f"setup and seeding: {seeding}",
         f"load average (1/5/15 min) at start {document.get('loadavg_start')}, "
         f"at end {document.get('loadavg_end')}, on {document.get('cpu_count')} cpus",
+        _machine(document),
         "",
     ]
     lines += _table(real, "operation (real backends)")
@@ -375,6 +377,20 @@ def format_report(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _machine(document: dict[str, Any]) -> str:
+    """The machine probe's median over the run against the reference (bench/machine.py)."""
+    probes = [p for op in document["ops"] for p in op.get("probe_ms") or []]
+    if not probes:
+        return "machine probe: none taken"
+    reference = document.get("machine_reference")
+    against = (
+        "no machine reference (bench/baseline/machine.json): judged as measured"
+        if reference is None
+        else f"reference {reference['probe_p50_ms']:.2f} ms (recorded {reference['recorded_at']})"
+    )
+    return f"machine probe: p50 {statistics.median(probes):.2f} ms over {len(probes)}; {against}"
+
+
 def _rule(gate: dict[str, Any]) -> str:
     return (
         f"fail when the p95's {gate.get('confidence', 0.95):.0%} bootstrap CI lower bound "
@@ -385,7 +401,7 @@ def _rule(gate: dict[str, Any]) -> str:
 def _table(rows: list[dict[str, Any]], title: str) -> list[str]:
     head = (
         f"{title:46}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}{'SLA':>6}"
-        f"{'headroom':>10}{'p95 95% CI':>18}  verdict"
+        f"{'headroom':>10}{'p95 95% CI':>18}{'slowdown':>9}  verdict"
     )
     lines = [head, "-" * len(head)]
     for row in rows:
@@ -393,11 +409,15 @@ def _table(rows: list[dict[str, Any]], title: str) -> list[str]:
         room = "-" if row["headroom"] is None else f"{row['headroom']:.1f}x"
         low, high = row["p95_ci_ms"]
         ci = "-" if low is None else f"{low:.2f}-{high:.2f}"
+        slow = f"{row.get('slowdown', 1.0):.2f}x"
         lines.append(
             f"{row['op']:46}{row['n']:>6}{_ms(row['p50_ms'])}{_ms(row['p95_ms'])}"
-            f"{_ms(row['p99_ms'])}{sla:>6}{room:>10}{ci:>18}  {row['verdict']}"
+            f"{_ms(row['p99_ms'])}{sla:>6}{room:>10}{ci:>18}{slow:>9}  {row['verdict']}"
         )
-    lines.append("(milliseconds)")
+    lines.append(
+        "(milliseconds as measured; headroom and verdict at the reference machine's speed: "
+        "the measured figures over the slowdown, bench/machine.py)"
+    )
     return lines
 
 

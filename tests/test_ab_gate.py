@@ -232,13 +232,22 @@ def test_history_lines_are_flat_and_appended(tmp_path: Path) -> None:
                 "p95_ms": 0.4,
                 "verdict": "PASS",
             },
-            {"op": "stm.add", "backend": "real", "p50_ms": 20.0, "p95_ms": 60.0, "verdict": "FAIL"},
+            {
+                "op": "stm.add",
+                "backend": "real",
+                "p50_ms": 20.0,
+                "p95_ms": 60.0,
+                "verdict": "FAIL",
+                "slowdown": 1.1,
+            },
             {"op": "stm.add", "backend": "null", "p50_ms": 0.1, "p95_ms": 0.2, "verdict": "PASS"},
         ],
     }
     line = sla_history_line(bench_doc, commit="abc", dirty=False)
     assert line["gate"] == "sla" and line["verdict"] == "FAIL" and line["commit"] == "abc"
     assert line["ops.stm.add.p95_ms"] == 60.0 and line["ops.stm.add.verdict"] == "FAIL"
+    assert line["ops.stm.add.slowdown"] == 1.1  # the machine's, beside the operation
+    assert line["ops.session.get.slowdown"] == 1.0  # a bench.json from before the probe
     path = tmp_path / "history.jsonl"
     append_history(path, line)
     append_history(path, line)

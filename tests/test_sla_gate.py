@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.machine import MachineProbe, Reference, load_reference, record, slowdown
 from bench.measure import OpSamples, Recorder, report, time_calls, write_report
 from bench.null_backend import build_null_system
 from bench.sla import SLA_MS, Verdict, bootstrap_cis, check_sla, gate, percentiles
@@ -85,6 +86,92 @@ def test_headroom_and_no_sla() -> None:
     assert check.headroom == pytest.approx(100.0)
     info = check_sla("turn.embed", [2.0] * 10, layer="embed", sla_ms=None)
     assert info.verdict is Verdict.INFO and info.passed and info.headroom is None
+
+
+def test_a_slowed_machine_is_judged_at_the_reference_speed() -> None:
+    # p95 6 ms, every resample too: over a 5 ms SLA as measured.
+    breaching = [1.0] * 170 + [6.0] * 30
+    # The probes say the machine ran 1.5x slower than the reference: 4 ms there: PASS.
+    check = check_sla(
+        "session.get", breaching, layer="session", sla_ms=5.0, slowdown=1.5, machine="probe"
+    )
+    assert check.verdict is Verdict.PASS and check.slowdown == 1.5
+    assert check.p95_ms == 6.0  # the figures stay as measured
+    assert check.headroom == pytest.approx(5.0 * 1.5 / 6.0)
+    for figure in ("1.50x slower than the reference (probe)", "p95 4.000 ms", "as measured"):
+        assert figure in check.message
+    # 1.1x slower is not enough: 5.45 ms at the reference's speed is still over: FAIL.
+    check = check_sla("session.get", breaching, layer="session", sla_ms=5.0, slowdown=1.1)
+    assert check.verdict is Verdict.FAIL
+    assert "lower bound 5.455 ms > 5.000 ms" in check.message
+    # A faster machine is not a slowdown below 1: it is judged as measured.
+    for bad in (0.9, math.inf, math.nan):
+        with pytest.raises(ValueError, match="slowdown"):
+            check_sla("session.get", breaching, layer="session", sla_ms=5.0, slowdown=bad)
+
+
+def test_the_slowdown_is_the_probes_median_over_the_reference_never_below_one() -> None:
+    key = {"embedder": "minilm", "versions": {"chromadb": "1"}}
+    reference = Reference(key=key, probe_p50_ms=20.0, recorded_at="now", runs=[])
+    factor, why = slowdown([30.0, 40.0, 50.0], reference, key)
+    assert factor == 2.0 and "probe p50 40.00 ms vs 20.00 ms" in why
+    assert slowdown([10.0, 12.0], reference, key)[0] == 1.0  # faster: as measured
+    assert slowdown([], reference, key) == (1.0, "no probes")
+    factor, why = slowdown([40.0], None, key)
+    assert factor == 1.0 and "no machine reference" in why
+    other = {"embedder": "minilm", "versions": {"chromadb": "2"}}  # a new library version
+    factor, why = slowdown([40.0], reference, other)
+    assert factor == 1.0 and "another key" in why
+
+
+def test_the_recorder_judges_each_operation_by_its_own_probes() -> None:
+    key = {"embedder": "hashing"}
+    recorder = Recorder(Reference(key=key, probe_p50_ms=10.0, recorded_at="now", runs=[]))
+    recorder.machine_key = key
+    breaching = [1.0] * 170 + [6.0] * 30
+    recorder.add(OpSamples("session.get", "session", "real", breaching, probe_ms=[15.0] * 20))
+    recorder.add(OpSamples("session.create", "session", "real", breaching, probe_ms=[10.0] * 20))
+    recorder.add(OpSamples("session.get", "session", "null", breaching))
+    checks = {c.op: c for c in recorder.evaluate().checks}
+    assert checks["session.get"].verdict is Verdict.PASS  # 6 / 1.5 = 4 ms
+    assert checks["session.create"].verdict is Verdict.FAIL  # the machine ran at reference
+    assert checks["session.get [null]"].verdict is Verdict.FAIL  # no probes: as measured
+
+
+def test_a_machine_reference_is_recorded_from_bench_runs_and_read_back(tmp_path: Path) -> None:
+    key = {"embedder": "hashing", "versions": {"chromadb": "1"}}
+    runs = []
+    for i, probes in enumerate(([10.0, 11.0, 30.0], [12.0, 13.0])):
+        run = tmp_path / f"run{i}.json"
+        run.write_text(json.dumps({"machine_key": key, "ops": [{"probe_ms": probes}]}))
+        runs.append(run)
+    path = tmp_path / "machine.json"
+    recorded = record(runs, path)
+    assert recorded.probe_p50_ms == 12.0  # the median of all five probes
+    assert load_reference(path) == recorded
+    assert load_reference(tmp_path / "none.json") is None
+    other = tmp_path / "other.json"
+    other.write_text(
+        json.dumps({"machine_key": {"embedder": "minilm"}, "ops": [{"probe_ms": [1]}]})
+    )
+    with pytest.raises(ValueError, match="different keys"):
+        record([*runs, other], path)
+    path.write_text(json.dumps({"probe_p50_ms": 0, "key": key, "recorded_at": "", "runs": []}))
+    with pytest.raises(ValueError, match="must be positive"):
+        load_reference(path)
+
+
+def test_the_machine_probe_repeats_one_fixed_piece_of_work_and_cleans_up(tmp_path: Path) -> None:
+    from reference.embedding import HashingEmbedder
+    from reference.stm.chroma_client import make_chroma_client
+
+    client = make_chroma_client(None, tmp_path)
+    probe = MachineProbe(HashingEmbedder(), client, "bench-probe-test")
+    timings = probe.sample(3)
+    assert len(timings) == 3 and all(t > 0 for t in timings)
+    assert probe.collection.count() == 201  # 200 records and the probe's own, rewritten
+    probe.close()
+    assert "bench-probe-test" not in [c.name for c in client.list_collections()]
 
 
 # --------------------------------------------------------------------------- null backend

@@ -242,6 +242,7 @@ def sla_history_line(
         line[f"ops.{op['op']}.p50_ms"] = op.get("p50_ms")
         line[f"ops.{op['op']}.p95_ms"] = op.get("p95_ms")
         line[f"ops.{op['op']}.verdict"] = op.get("verdict")
+        line[f"ops.{op['op']}.slowdown"] = op.get("slowdown", 1.0)  # bench/machine.py
     return line
 
 
