@@ -157,7 +157,11 @@ def report(
         "machine_key": recorder.machine_key,
         "machine_reference": None
         if reference is None
-        else {"probe_p50_ms": reference.probe_p50_ms, "recorded_at": reference.recorded_at},
+        else {
+            "probe_p50_ms": reference.probe_p50_ms,
+            "recorded_at": reference.recorded_at,
+            "same_key": reference.key == recorder.machine_key,
+        },
         "gate": {"passed": outcome.passed, **gate_params},
         "ops": rows,
     }

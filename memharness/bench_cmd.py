@@ -383,11 +383,17 @@ def _machine(document: dict[str, Any]) -> str:
     if not probes:
         return "machine probe: none taken"
     reference = document.get("machine_reference")
-    against = (
-        "no machine reference (bench/baseline/machine.json): judged as measured"
-        if reference is None
-        else f"reference {reference['probe_p50_ms']:.2f} ms (recorded {reference['recorded_at']})"
-    )
+    if reference is None:
+        against = "no machine reference (bench/baseline/machine.json): judged as measured"
+    elif not reference.get("same_key", True):
+        against = (
+            "the machine reference was recorded under another key (libraries, embedder, "
+            "threads or Chroma): judged as measured"
+        )
+    else:
+        against = (
+            f"reference {reference['probe_p50_ms']:.2f} ms (recorded {reference['recorded_at']})"
+        )
     return f"machine probe: p50 {statistics.median(probes):.2f} ms over {len(probes)}; {against}"
 
 

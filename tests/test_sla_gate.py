@@ -138,6 +138,24 @@ def test_the_recorder_judges_each_operation_by_its_own_probes() -> None:
     assert checks["session.get [null]"].verdict is Verdict.FAIL  # no probes: as measured
 
 
+def test_the_report_says_how_the_machine_ran_against_which_reference() -> None:
+    from memharness.bench_cmd import format_report
+
+    key = {"embedder": "hashing"}
+    recorder = Recorder(Reference(key=key, probe_p50_ms=10.0, recorded_at="then", runs=[]))
+    recorder.machine_key = key
+    recorder.add(OpSamples("session.get", "session", "real", [1.0] * 200, probe_ms=[20.0] * 4))
+    document = report(recorder.evaluate(), recorder, run={}, gate_params={})
+    assert document["ops"][0]["probe_ms"] == [20.0] * 4 and document["ops"][0]["slowdown"] == 2
+    lines = "\n".join(format_report(document))
+    assert "machine probe: p50 20.00 ms over 4; reference 10.00 ms (recorded then)" in lines
+    assert "2.00x" in lines  # the operation's slowdown, in its row
+    recorder.machine_key = {"embedder": "minilm"}  # not the reference's
+    document = report(recorder.evaluate(), recorder, run={}, gate_params={})
+    assert document["ops"][0]["slowdown"] == 1
+    assert "another key" in "\n".join(format_report(document))
+
+
 def test_a_machine_reference_is_recorded_from_bench_runs_and_read_back(tmp_path: Path) -> None:
     key = {"embedder": "hashing", "versions": {"chromadb": "1"}}
     runs = []
