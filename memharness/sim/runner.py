@@ -79,6 +79,7 @@ from reference.forgetting.policy import OracleAdvice
 from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.pii import RegexPiiMasker
+from reference.session.embedded_redis import stop_orphaned_redis
 from reference.settings import Settings
 from reference.system import MemorySystem
 
@@ -303,7 +304,7 @@ class Simulator:
         for i in dead:
             ray.kill(self.workers[i])  # a hung one too
             if self.settings.backend != "memory":  # its servers' directory is its own
-                _stop_orphaned_postgres(self.data_dirs[i])
+                _stop_orphaned_servers(self.data_dirs[i])
             self.replaced += 1
             self.workers[i] = self._new_worker(i)
             ray.get(self.workers[i].start_servers.remote())
@@ -316,11 +317,15 @@ class Simulator:
         for worker in self.workers:  # a graceful exit runs atexit: embedded servers stop
             worker.__ray_terminate__.remote()
         scratch = scratch_dir(self.settings)
-        if self.settings.backend != "memory" and scratch.parent == Path("/dev/shm"):
-            # RAM is not left holding the servers' data once they have stopped.
+        if self.settings.backend != "memory":
             for worker in self.workers:
                 _wait_for_exit(worker)
-            shutil.rmtree(scratch, ignore_errors=True)
+            # A worker that died without its exit hooks left its servers running.
+            if scratch.is_dir():
+                _stop_orphaned_servers(scratch)
+            if scratch.parent == Path("/dev/shm"):
+                # RAM is not left holding the servers' data once they have stopped.
+                shutil.rmtree(scratch, ignore_errors=True)
         self.workers = []
 
     def _worker_settings(self, index: int) -> Settings:
@@ -525,13 +530,15 @@ def _wait_for_exit(worker: Any, within_s: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def _stop_orphaned_postgres(data_dir: Path) -> None:
-    """Stop the embedded PostgreSQL a killed worker left running in `data_dir`, when that
-    directory is on this machine (pgserver's server outlives its parent; on another node
-    of a cluster it stays until that node's next reboot or `pg_ctl stop`)."""
+def _stop_orphaned_servers(data_dir: Path) -> None:
+    """Stop the embedded PostgreSQL and Redis a killed worker left running in `data_dir`,
+    when that directory is on this machine (both servers outlive their parent; on another
+    node of a cluster they stay until that node's next reboot or a manual stop)."""
     for pid_file in data_dir.glob("**/postmaster.pid"):
         with contextlib.suppress(ValueError, IndexError, ProcessLookupError, PermissionError):
             os.kill(int(pid_file.read_text().splitlines()[0]), signal.SIGTERM)
+    for registry in data_dir.glob("**/redis.db.settings"):
+        stop_orphaned_redis(registry.parent)
 
 
 def _progress(workers: list[Any]) -> list[tuple[int, int]]:

