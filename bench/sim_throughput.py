@@ -15,7 +15,11 @@ taken on two machines can be compared, or said not to be comparable.
 usage:
   .venv/bin/python -m bench.sim_throughput [--users 2000] [--domain ecommerce] [--seed 1]
       [--strategy hybrid] [--backend memory] [--embedder hashing] [--workers 1,2]
-      [--cohort-users 5000]
+      [--cohort-users 5000] [--repeat 1]
+
+With `--repeat N` the worker counts run in turn, N rounds (1, 2, 1, 2, ...): this machine's
+speed drifts over minutes, so a speed-up is read within a round (each round's rate over
+the same round's first), and the summary gives the median of the rounds.
 
 A worker replays at most `--cohort-users` users at once (the rest in later cohorts), so
 its peak RSS follows the cohort, not the population.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -89,6 +94,9 @@ def main() -> None:
     parser.add_argument(
         "--cohort-users", type=int, default=COHORT_USERS, help="users a worker replays at once"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of the worker counts, run in turn"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
 
@@ -114,20 +122,41 @@ def main() -> None:
     )
     print(header)
     rows = []
-    first: float | None = None
-    for workers in (int(w) for w in args.workers.split(",")):
-        options = RunOptions(workers=workers, cohort_users=args.cohort_users)
-        m = replay(settings, scenario, spec, options).figures["metrics"]  # type: ignore[index]
-        rate = float(m["turns_per_s"])
-        first = first or rate
-        ratio = m["wall_s"] / m["inside_s"] if m["inside_s"] else float("nan")
-        rss = m["peak_rss_mb_by_shard"]
-        print(
-            f"{workers:>7} {rate:>9,.0f} {rate / first:>7.2f}x {m['wall_s']:>8.2f} "
-            f"{m['inside_s']:>9.2f} {ratio:>11.2f}  {', '.join(f'{r:,.0f}' for r in rss)}"
-        )
-        kept = ("turns", "probes", "wall_s", "inside_s", "turns_per_s", "peak_rss_mb_by_shard")
-        rows.append({"workers": workers, **{k: m[k] for k in (*kept, "recall_at_k")}})
+    counts = [int(w) for w in args.workers.split(",")]
+    for round_ in range(args.repeat):
+        first: float | None = None
+        for workers in counts:
+            options = RunOptions(workers=workers, cohort_users=args.cohort_users)
+            m = replay(settings, scenario, spec, options).figures["metrics"]  # type: ignore[index]
+            rate = float(m["turns_per_s"])
+            first = first or rate
+            ratio = m["wall_s"] / m["inside_s"] if m["inside_s"] else float("nan")
+            rss = m["peak_rss_mb_by_shard"]
+            print(
+                f"{workers:>7} {rate:>9,.0f} {rate / first:>7.2f}x {m['wall_s']:>8.2f} "
+                f"{m['inside_s']:>9.2f} {ratio:>11.2f}  {', '.join(f'{r:,.0f}' for r in rss)}",
+                flush=True,
+            )
+            kept = ("turns", "probes", "wall_s", "inside_s", "turns_per_s", "peak_rss_mb_by_shard")
+            rows.append(
+                {
+                    "round": round_,
+                    "workers": workers,
+                    "speed_up": rate / first,
+                    **{k: m[k] for k in (*kept, "recall_at_k")},
+                }
+            )
+    if args.repeat > 1:
+        print(f"median of {args.repeat} rounds:")
+        for workers in counts:
+            mine = [r for r in rows if r["workers"] == workers]
+            rate = statistics.median(r["turns_per_s"] for r in mine)
+            speed_up = statistics.median(r["speed_up"] for r in mine)
+            low, high = min(r["speed_up"] for r in mine), max(r["speed_up"] for r in mine)
+            print(
+                f"{workers:>7} {rate:>9,.0f} {speed_up:>7.2f}x  "
+                f"(speed-up within a round: {low:.2f}-{high:.2f}x)"
+            )
     if args.json is not None:
         args.json.write_text(
             json.dumps(
