@@ -37,6 +37,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -72,14 +73,16 @@ def python_loop_ns(iterations: int = 5_000_000, repeats: int = 3) -> float:
 
 def replay(
     settings: Settings, scenario: ScenarioInput, spec: StrategySpec, options: RunOptions
-) -> StrategyOutcome:
+) -> dict[str, Any]:
+    """The metrics of one replay of `scenario` under `spec`."""
     found: list[StrategyOutcome] = []
     with Simulator(settings, options, run_tag=secrets.token_hex(2)) as sim:
         sim.run_scenario(0, scenario, [spec], on_result=found.append)
     (outcome,) = found
     if outcome.status != "ok" or outcome.figures is None:
         raise SystemExit(f"{spec.label} {outcome.status}: {outcome.error}")
-    return outcome
+    metrics: dict[str, Any] = outcome.figures["metrics"]
+    return metrics
 
 
 def main() -> None:
@@ -103,7 +106,7 @@ def main() -> None:
     started = time.perf_counter()
     scenario = population(args.domain, args.users, args.seed)
     built_s = time.perf_counter() - started
-    settings = Settings(  # type: ignore[call-arg]
+    settings = Settings(
         backend=args.backend,
         embedder=args.embedder,
         data_dir=Path(tempfile.mkdtemp(prefix="memh-simbench-")),
@@ -127,7 +130,7 @@ def main() -> None:
         first: float | None = None
         for workers in counts:
             options = RunOptions(workers=workers, cohort_users=args.cohort_users)
-            m = replay(settings, scenario, spec, options).figures["metrics"]  # type: ignore[index]
+            m = replay(settings, scenario, spec, options)
             rate = float(m["turns_per_s"])
             first = first or rate
             ratio = m["wall_s"] / m["inside_s"] if m["inside_s"] else float("nan")

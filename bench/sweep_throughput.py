@@ -58,7 +58,7 @@ settings = Settings(
     data_dir=DATA,
     prefix=ns.prefix,
     embedder="hashing",
-    encryption_key=generate_key(),  # type: ignore[arg-type]
+    encryption_key=generate_key(),
 )
 system = build_memory_system(settings, clock=clock, namespace=ns, strategy="hybrid")
 url = start_embedded_postgres(DATA / "pg").url

@@ -17,6 +17,7 @@ import functools
 from bench.config import STM_SESSION, STM_USER, BenchCase, BenchConfig
 from bench.measure import Measure
 from bench.seed import Texts
+from reference.models import Hit, MemoryRecord
 
 CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 
@@ -45,7 +46,7 @@ def test_stm_add(
     )
 
 
-def _query(case: BenchCase, *, touch: bool) -> functools.partial[object]:
+def _query(case: BenchCase, *, touch: bool) -> functools.partial[list[Hit[MemoryRecord]]]:
     return functools.partial(
         case.system.stm.query, user_id=STM_USER, session_id=STM_SESSION, k=5, touch=touch
     )
