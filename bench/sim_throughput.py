@@ -102,6 +102,8 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
 
     started = time.perf_counter()
     scenario = population(args.domain, args.users, args.seed)
