@@ -171,9 +171,13 @@ def check_embedding(field: str, value: Sequence[float] | Any) -> np.ndarray:
     """
     if isinstance(value, np.ndarray) and value.dtype == np.float32:
         if value.shape == (EMBEDDING_DIM,):
-            # One pass for both value checks: float32 squares neither overflow nor
-            # underflow in float64, so the sum is finite exactly when every value is, and
-            # positive exactly when one is not zero.
+            # One pass for both value checks. In float32 first: a finite positive sum of
+            # squares means every value is finite and one is not zero (NaN and inf
+            # propagate), which is every unit vector. Else in float64, whose squares of
+            # float32 values neither overflow nor underflow: the sum is finite exactly
+            # when every value is, and positive exactly when one is not zero.
+            if 0.0 < float(value.dot(value)) < math.inf:
+                return value
             wide = value.astype(np.float64)
             if 0.0 < float(wide.dot(wide)) < math.inf:
                 return value

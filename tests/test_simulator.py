@@ -290,3 +290,48 @@ def test_run_command_writes_results_and_report(ray_session: None, tmp_path: Path
                "--run-id", "smoke", "--backend", "memory"],
     )  # fmt: skip
     assert again.exit_code != 0 and "exists" in again.output
+
+
+def test_latencies_bin_whole_microseconds_at_least_one() -> None:
+    """A replay's latencies, binned at the end: each value in whole microseconds,
+    rounded half to even (as `round`), never below 1; ops outside LATENCY_OPS ignored."""
+    from collections import Counter
+
+    from hdrh.histogram import HdrHistogram
+
+    from memharness.sim.tally import Latencies
+
+    values = [0.0, 0.0004, 0.0015, 0.0025, 0.187, 0.187, 12.3456, 250.0]
+    latencies = Latencies()
+    for ms in values[:4]:
+        latencies.record("sweep", ms)
+    latencies.record_all({"sweep": values[4], "not-an-op": 1.0})
+    for ms in values[5:]:
+        latencies.record_all({"sweep": ms, "turn": ms})
+    encoded = latencies.encoded()
+    assert "not-an-op" not in encoded
+
+    def counts(op: str) -> Counter[int]:
+        histogram = HdrHistogram.decode(encoded[op])
+        return Counter(
+            {
+                i.value_iterated_to: i.count_at_value_iterated_to
+                for i in histogram.get_recorded_iterator()
+            }
+        )
+
+    expected = Counter(max(1, round(ms * 1000.0)) for ms in values)
+    assert expected == Counter({1: 2, 2: 2, 187: 2, 12346: 1, 250000: 1})
+    found = counts("sweep")
+    # HDR keeps 3 significant digits: compare on its buckets.
+    bucketed = HdrHistogram(1, 3_600_000_000, 3)
+    for micros, n in expected.items():
+        bucketed.record_value(micros, n)
+    assert found == Counter(
+        {
+            i.value_iterated_to: i.count_at_value_iterated_to
+            for i in bucketed.get_recorded_iterator()
+        }
+    )
+    assert sum(counts("turn").values()) == 3
+    assert sum(counts("recall").values()) == 0

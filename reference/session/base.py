@@ -219,6 +219,8 @@ class SessionStore(ABC):
 
     # ------------------------------------------------------------------ helpers
     def _clean_task_state(self, task_state: dict[str, Any]) -> dict[str, Any]:
+        if type(task_state) is dict and not task_state:
+            return {}  # what a session starts with: nothing to check or mask
         check_json_object("task_state", task_state)
         return _mask_strings(task_state, self.pii)
 
