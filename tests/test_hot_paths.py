@@ -20,9 +20,9 @@ from reference.clock import VirtualClock
 from reference.errors import InvalidInput
 from reference.intent import RuleIntentFilter, is_stable_preference
 from reference.keys import Namespace
-from reference.ltm.common import accessed_fact, copy_fact
+from reference.ltm.common import accessed_fact, audit_draft, copy_fact, numbered
 from reference.ltm.memory_store import InMemoryLongTermStore
-from reference.models import Category, Fact, MemoryType, Status
+from reference.models import AuditEntry, Category, Fact, MemoryType, Status
 from reference.pii import RegexPiiMasker
 from reference.stm.memory_store import InMemoryShortTermStore, cosine_scores, top_k
 from reference.text import Embedder, IntentFilter, PiiMasker
@@ -177,6 +177,11 @@ def test_copy_fact_copies_every_field() -> None:
     assert accessed == dataclasses.replace(fact, last_accessed_at=7.5, access_count=5)
     kept = {f.name for f in dataclasses.fields(Fact)} - {"last_accessed_at"}  # it is `now`
     assert kept <= set(accessed_fact.__code__.co_names)
+    draft = audit_draft(fact, "update", "promotion", 8.0, {"value": "x"}, fact.value)
+    assert numbered(draft, 41) == dataclasses.replace(draft, audit_id=41)
+    assert {f.name for f in dataclasses.fields(AuditEntry)} - {"audit_id"} <= set(
+        numbered.__code__.co_names
+    )
 
 
 TEXTS = [

@@ -85,6 +85,24 @@ def audit_draft(
     )
 
 
+def numbered(entry: AuditEntry, audit_id: int) -> AuditEntry:
+    """The audit entry with the id its store assigns. Positional, as `copy_fact`: every
+    change writes one (`dataclasses.replace` took twice as long)."""
+    return AuditEntry(
+        audit_id,
+        entry.fact_id,
+        entry.user_id,
+        entry.category,
+        entry.key,
+        entry.action,
+        entry.actor,
+        entry.at,
+        entry.version,
+        entry.old_value,
+        entry.new_value,
+    )
+
+
 def copy_json(value: dict[str, Any] | None) -> dict[str, Any] | None:
     # A caller mutating a returned dict must not change the stored one (as with a database).
     return None if value is None else json.loads(json.dumps(value))
@@ -158,6 +176,7 @@ __all__ = [
     "copy_json",
     "copy_plain",
     "nonzero_vector",
+    "numbered",
     "storable_json",
     "storable_text",
 ]

@@ -36,6 +36,7 @@ from reference.ltm.common import (
     copy_json,
     copy_plain,
     nonzero_vector,
+    numbered,
     storable_json,
     storable_text,
 )
@@ -127,7 +128,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             self._audit[position] = entry
         for entry in txn.audit:
             position = len(self._audit)
-            self._audit.append(dataclasses.replace(entry, audit_id=self._next_audit_id))
+            self._audit.append(numbered(entry, self._next_audit_id))
             self._audit_by_fact.setdefault(entry.fact_id, []).append(position)
             self._audit_by_user.setdefault(entry.user_id, []).append(position)
             self._next_audit_id += 1
