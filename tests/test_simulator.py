@@ -299,7 +299,15 @@ def test_latencies_bin_whole_microseconds_at_least_one() -> None:
 
     from hdrh.histogram import HdrHistogram
 
-    from memharness.sim.tally import Latencies
+    from memharness.sim.tally import Latencies, new_histogram
+
+    def recorded(histogram: HdrHistogram) -> Counter[int]:
+        return Counter(
+            {
+                i.value_iterated_to: i.count_at_value_iterated_to
+                for i in histogram.get_recorded_iterator()
+            }
+        )
 
     values = [0.0, 0.0004, 0.0015, 0.0025, 0.187, 0.187, 12.3456, 250.0]
     latencies = Latencies()
@@ -308,30 +316,14 @@ def test_latencies_bin_whole_microseconds_at_least_one() -> None:
     latencies.record_all({"sweep": values[4], "not-an-op": 1.0})
     for ms in values[5:]:
         latencies.record_all({"sweep": ms, "turn": ms})
-    encoded = latencies.encoded()
+    encoded = {op: HdrHistogram.decode(h) for op, h in latencies.encoded().items()}
     assert "not-an-op" not in encoded
-
-    def counts(op: str) -> Counter[int]:
-        histogram = HdrHistogram.decode(encoded[op])
-        return Counter(
-            {
-                i.value_iterated_to: i.count_at_value_iterated_to
-                for i in histogram.get_recorded_iterator()
-            }
-        )
 
     expected = Counter(max(1, round(ms * 1000.0)) for ms in values)
     assert expected == Counter({1: 2, 2: 2, 187: 2, 12346: 1, 250000: 1})
-    found = counts("sweep")
-    # HDR keeps 3 significant digits: compare on its buckets.
-    bucketed = HdrHistogram(1, 3_600_000_000, 3)
+    bucketed = new_histogram()  # HDR keeps 3 significant digits: compare on its buckets
     for micros, n in expected.items():
         bucketed.record_value(micros, n)
-    assert found == Counter(
-        {
-            i.value_iterated_to: i.count_at_value_iterated_to
-            for i in bucketed.get_recorded_iterator()
-        }
-    )
-    assert sum(counts("turn").values()) == 3
-    assert sum(counts("recall").values()) == 0
+    assert recorded(encoded["sweep"]) == recorded(bucketed)
+    assert encoded["turn"].get_total_count() == 3
+    assert encoded["recall"].get_total_count() == 0
