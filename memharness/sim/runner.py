@@ -149,6 +149,8 @@ class ShardWorker:
             # otherwise keep every cohort's, and the worker's memory would grow with the
             # users replayed, not with the cohort.
             self.inner.clear()
+            # The scenario's ceiling is the same under every strategy: measured here, once.
+            shard.measure_ceiling(embed=self.embedder.embed, mask=masker.mask)
             self.key, self.shard = key, shard
             # The cohort (users, steps, vectors) lives as long as its replays: a full
             # collection during a replay need not walk it. One walked a 1,000-user

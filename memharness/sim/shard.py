@@ -23,7 +23,7 @@ from dataclasses import astuple, dataclass
 from typing import Any
 
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step, User
-from memharness.sim.ceiling import CeilingTally, user_ceiling
+from memharness.sim.ceiling import CeilingTally, Embed, user_ceiling
 from memharness.sim.probes import (
     TALLY,
     Verdict,
@@ -93,7 +93,11 @@ class ShardReplayer:
         self.steps_total = sum(len(u.user.timeline) for u in users)
         self.steps_done = 0
         self.users_done = 0
-        self.ceiling: CeilingTally | None = None  # computed by the first replay
+        self.ceiling: CeilingTally | None = None  # `measure_ceiling`, or the first replay
+        # Every step of the shard in replay order, sorted once: a replay merges its
+        # ticks and samples into it.
+        self.steps: list[tuple[float, int, int, int, Any]] = [e for u in users for e in _steps(u)]
+        self.steps.sort(key=_ORDER)
 
     def texts(self) -> list[str]:
         """Every text a replay embeds, to embed ahead in batches (the embedder's cache)."""
@@ -105,6 +109,17 @@ class ShardReplayer:
                     if isinstance(text, str):
                         out.append(text)
         return out
+
+    def measure_ceiling(self, *, embed: Embed, mask: Callable[[str], str]) -> CeilingTally:
+        """The shard's retrieval ceiling (`ceiling.py`), computed once: it depends on the
+        scenario and the embedder, never on a strategy, so a worker measures it when it
+        loads the shard (with its texts embedded) rather than in a replay."""
+        if self.ceiling is None:
+            self.ceiling = sum(
+                (user_ceiling(u.user, embed=embed, mask=mask, k=self.k) for u in self.users),
+                CeilingTally(),
+            )
+        return self.ceiling
 
     def run(
         self,
@@ -125,17 +140,8 @@ class ShardReplayer:
         advice = OracleAdvice(needed_until=run.oracle_until) if strategy.oracle else None
         system = build(clock, namespace, advice)
         run.system, run.advice = system, advice
-        if self.ceiling is None:  # the texts are in the embedder's cache: no model call
-            self.ceiling = sum(
-                (
-                    user_ceiling(
-                        u.user, embed=system.embedder.embed, mask=system.pii.mask, k=self.k
-                    )
-                    for u in self.users
-                ),
-                CeilingTally(),
-            )
-        run.result.ceiling_needed, run.result.ceiling_found = astuple(self.ceiling)
+        ceiling = self.measure_ceiling(embed=system.embedder.embed, mask=system.pii.mask)
+        run.result.ceiling_needed, run.result.ceiling_found = astuple(ceiling)
         began = time.perf_counter()
         try:
             for _, kind, payload in self._merged(ticks, samples):
@@ -158,11 +164,10 @@ class ShardReplayer:
 
     def _merged(self, ticks: list[float], samples: list[float]) -> Iterator[tuple[float, int, Any]]:
         """Ticks (0), footprint samples (1) and steps (2) in time order (then kind, user,
-        step: one sort of the cohort's entries, cheaper than merging a stream per user)."""
+        step). The steps are sorted already: the sort merges three sorted runs."""
         entries: list[tuple[float, int, int, int, Any]] = [(t, 0, 0, 0, t) for t in ticks]
         entries += [(t, 1, 0, 0, t) for t in samples]
-        for u in self.users:
-            entries += _steps(u)
+        entries += self.steps
         entries.sort(key=_ORDER)
         for at, kind, _, _, payload in entries:
             yield at, kind, payload
