@@ -62,6 +62,10 @@ DEFAULT_ANONYMISE_AFTER_S = 24 * 3600.0
 SEALED = "_sealed"
 SEALED_AT = "_sealed_at"
 ANONYMISED = "_anonymised"
+
+# A sealed value's plaintext: compact JSON (one encoder, built once; see `encode_json`).
+_compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
 RESERVED_KEYS = frozenset({SEALED, SEALED_AT, ANONYMISED})
 
 _GENERATE_HINT = 'python -c "import os,base64;print(base64.b64encode(os.urandom(32)).decode())"'
@@ -285,7 +289,7 @@ def seal_value(
     masked, changed = _mask_json(value, pii)
     if not changed:
         return value
-    plain = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    plain = _compact_json(value)
     return {**masked, SEALED: cipher.encrypt(plain, aad=aad), SEALED_AT: at}
 
 

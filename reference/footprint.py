@@ -8,14 +8,16 @@ capacity formulas add them per backend).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from reference.models import Fact, MemoryRecord, SessionState
+from reference.records import fast_init
+from reference.validation import dump_json
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Live records of a layer and their payload bytes."""
@@ -55,7 +57,7 @@ def session_bytes(state: SessionState) -> int:
 
 
 def _json(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False).encode()
+    return dump_json(value).encode()
 
 
 __all__ = ["Usage", "record_bytes", "session_bytes"]

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from reference.records import fast_init
+
 T = TypeVar("T")
 
 
@@ -54,6 +56,7 @@ class Category(StrEnum):
     EPISODE = "episode"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SessionState:
     """One conversation's gateway record (session layer)."""
@@ -68,6 +71,7 @@ class SessionState:
     task_state: dict[str, Any] = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MemoryRecord:
     """An utterance kept in short-term memory."""
@@ -89,6 +93,7 @@ class MemoryRecord:
         return self.status is Status.ACTIVE and (self.expires_at is None or now < self.expires_at)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Fact:
     """A structured long-term record, unique by `(user_id, category, key)`."""
@@ -112,6 +117,7 @@ class Fact:
         return self.status is Status.ACTIVE and (self.expires_at is None or now < self.expires_at)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class DuePage(Generic[T]):
     """One page of `scan_due`: the records due, and the cursor of the next page (None:
@@ -135,6 +141,7 @@ class RetentionUpdate:
     importance: float
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Hit(Generic[T]):
     """A retrieved record with its similarity score (cosine similarity, higher is closer)."""
@@ -143,6 +150,7 @@ class Hit(Generic[T]):
     score: float
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One change to long-term memory: who did what to which fact, and when."""

@@ -36,6 +36,7 @@ from reference.intent import memoised
 from reference.ltm.base import LongTermStore, LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
+from reference.records import fast_init
 from reference.session.base import SessionStore
 from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
 from reference.text import Embedder, IntentDecision, PiiMasker
@@ -46,6 +47,7 @@ from reference.validation import check_id, check_k, check_metadata, check_text
 TIMING_KEYS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Recall:
     """What retrieval returned for one query."""
@@ -54,6 +56,7 @@ class Recall:
     ltm_hits: list[Hit[Fact]]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     """The context assembled for one user utterance, and what each layer did."""

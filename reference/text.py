@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference.models import MemoryType
+from reference.records import fast_init
 
 
 class Embedder(ABC):
@@ -31,6 +32,7 @@ class Embedder(ABC):
         """Drop whatever this embedder caches (its vectors are unchanged: a cache only)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class IntentDecision:
     """Whether an utterance is worth short-term memory, and why."""

@@ -63,6 +63,7 @@ from reference.intent import is_question
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Category, Fact, MemoryRecord, MemoryType, SessionStatus
 from reference.promotion import DEFAULT_IMPORTANCE, extract_fact
+from reference.records import fast_init
 from reference.stm.base import StmFilter
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ class SessionTracker:
         self._due.discard(ident)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Consolidation:
     """What consolidating ended sessions did (or, in a dry run, would do)."""

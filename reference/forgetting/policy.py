@@ -38,6 +38,7 @@ from reference.forgetting.strategy import (
     Strategy,
 )
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, Status
+from reference.records import fast_init
 from reference.validation import check_k, check_timestamp
 
 Memory = MemoryRecord | Fact
@@ -53,6 +54,7 @@ class Action(StrEnum):
     DELETE = "delete"  # hard delete: grace period over, an invalidation, the oracle
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """One action on one record (`layer="stm"`) or fact (`layer="ltm"`, id = fact_id)."""

@@ -50,6 +50,7 @@ from reference.forgetting.policy import Action, Decision, select_for_forgetting
 from reference.forgetting.strategy import Layer
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Fact, Status
+from reference.records import fast_init
 from reference.stm.base import StmFilter
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class LayerStats:
     decisions: list[Decision] = field(default_factory=list)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SweepStats:
     """One sweep: totals over the layers, and each layer's own figures.

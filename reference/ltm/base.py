@@ -34,6 +34,7 @@ from reference.footprint import Usage, scanned_usage
 from reference.forgetting.policy import DueRule, next_due_at
 from reference.keys import Namespace
 from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate, Status
+from reference.records import fast_init
 from reference.text import Embedder
 from reference.validation import (
     check_category,
@@ -54,6 +55,7 @@ AUDIT_ACTIONS = ("insert", "update", "archive", "delete", "erase", "anonymise")
 REDACTED: dict[str, Any] = {"_redacted": True}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FactChanges:
     """One sweep batch's changes, by fact_id, across users; applied in one transaction.
@@ -81,6 +83,7 @@ class FactChanges:
         return bool(self.delete or self.erase or self.archive or self.anonymise)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FactChangeCounts:
     """How many facts `apply_changes` changed, per kind of change."""
@@ -91,6 +94,7 @@ class FactChangeCounts:
     anonymised: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LtmFilter:
     """Which facts of one user an operation applies to. Unset fields match everything."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from reference.errors import InvalidInput
 from reference.models import AuditEntry, Fact
+from reference.validation import encode_json
 
 # Both backends apply these so they accept and reject exactly the same input. They belong
 # in validation.py (inputs PostgreSQL cannot store, or cosine cannot score).
@@ -21,7 +22,7 @@ from reference.models import AuditEntry, Fact
 
 def storable_json(field_name: str, value: dict[str, Any]) -> str:
     """`value` encoded as JSONB will store it; rejects what JSONB refuses (NUL escapes)."""
-    encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    encoded = encode_json(value)
     if "\\u0000" in encoded:
         raise InvalidInput(field_name, "must not contain NUL characters (JSONB cannot store them)")
     try:

@@ -21,6 +21,7 @@ from reference.footprint import Usage, session_bytes
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
 from reference.session.base import SessionStore
+from reference.validation import dump_json
 
 #: A session's identity: (user_id, session_id).
 _Key = tuple[str, str]
@@ -105,7 +106,7 @@ class InMemorySessionStore(SessionStore):
 
     # ------------------------------------------------------------------ primitives
     def _create(self, state: SessionState) -> bool:
-        encoded = json.dumps(state.task_state, ensure_ascii=False)
+        encoded = dump_json(state.task_state)
         with self._lock:
             sid = state.session_id
             key = (state.user_id, sid)
@@ -164,7 +165,7 @@ class InMemorySessionStore(SessionStore):
         now: float,
         refresh_until: float,
     ) -> SessionState | None:
-        encoded = json.dumps(task_state, ensure_ascii=False)
+        encoded = dump_json(task_state)
         with self._lock:
             entry = self._owned(user_id, session_id, now)
             if entry is None:

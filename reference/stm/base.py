@@ -31,6 +31,7 @@ from reference.footprint import Usage, scanned_usage
 from reference.ids import new_id
 from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
+from reference.records import fast_init
 from reference.stm.access import AccessWrite
 from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
 from reference.validation import (
@@ -48,6 +49,7 @@ DEFAULT_STM_TTL_S = 3600.0
 MetadataValue = str | int | float | bool
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StmFilter:
     """Which records of one user an operation applies to. Unset fields match everything."""
@@ -77,6 +79,7 @@ class StmFilter:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AddResult:
     """What `add` did: the stored record, or why the utterance was not stored."""
