@@ -341,7 +341,8 @@ class _Run:
         self.result.inside_s += spent
         self.latencies.record("sweep", spent * 1000.0)
         for layer in stats.by_layer.values():
-            self.pii_dirty.update(d.user_id for d in layer.decisions)
+            if layer.decisions:
+                self.pii_dirty.update(d.user_id for d in layer.decisions)
         for episode in stats.episodes:  # consolidated from STM: stored where, carrying what
             self._consolidated(episode)
         if self.pii_dirty and self.pii:

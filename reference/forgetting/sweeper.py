@@ -135,17 +135,16 @@ def run_sweep(engine: ForgettingEngine, *, dry_run: bool, full_scan: bool = Fals
         stm, ltm = _sweep_stm(engine, dry_run), _sweep_ltm(engine, dry_run)
     else:
         stm, ltm = _sweep_due(engine, dry_run)
-    layers = {"session": session, "stm": stm, "ltm": ltm}
     return SweepStats(
-        examined=sum(s.examined for s in layers.values()),
-        expired=sum(s.expired for s in layers.values()),
-        archived=sum(s.archived for s in layers.values()),
-        anonymised=sum(s.anonymised for s in layers.values()),
-        deleted=sum(s.deleted for s in layers.values()),
+        examined=session.examined + stm.examined + ltm.examined,
+        expired=session.expired + stm.expired + ltm.expired,
+        archived=session.archived + stm.archived + ltm.archived,
+        anonymised=session.anonymised + stm.anonymised + ltm.anonymised,
+        deleted=session.deleted + stm.deleted + ltm.deleted,
         duration_s=time.perf_counter() - started,
         dry_run=dry_run,
         events=events,
-        by_layer=layers,
+        by_layer={"session": session, "stm": stm, "ltm": ltm},
         sessions_consolidated=consolidation.sessions,
         consolidated=consolidation.consolidated,
         episodes=consolidation.episodes,
