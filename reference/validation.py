@@ -199,6 +199,14 @@ def check_embedding(field: str, value: Sequence[float] | Any) -> np.ndarray:
     return array
 
 
+# `json.dumps` with options builds a new encoder per call, a third of the time it takes to
+# encode a short value: these are built once (an encoder keeps no state between calls, so
+# threads share them). `encode_json` refuses NaN and infinities as JSONB does; `dump_json`
+# writes them as `json.dumps` does by default.
+encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+dump_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def check_json_object(field: str, value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidInput(field, f"must be a JSON object (dict), got {type(value).__name__}")
@@ -219,13 +227,6 @@ def check_json_object(field: str, value: object) -> dict[str, Any]:
         raise InvalidInput(field, f"encodes to more than {MAX_VALUE_BYTES} bytes")
     return value
 
-
-# `json.dumps` with options builds a new encoder per call, a third of the time it takes to
-# encode a short value: these are built once (an encoder keeps no state between calls, so
-# threads share them). `encode_json` refuses NaN and infinities as JSONB does; `dump_json`
-# writes them as `json.dumps` does by default.
-encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
-dump_json = json.JSONEncoder(ensure_ascii=False).encode
 
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
