@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from bench.sim_throughput import population
-from memharness.sim.plan import StrategySpec, sample_times, shard_of, sweep_ticks
+from memharness.sim.plan import StrategySpec, sample_times, shard_of
 from memharness.sim.runner import RunOptions, ShardWorker
 from memharness.sim.shard import SimUser
 from reference.crypto import generate_key
@@ -67,8 +67,7 @@ def main() -> None:
         SimUser(i, user) for i, user in enumerate(scenario.users) if shard_of(i, args.workers) == 0
     ]
     times = [step.at for user in scenario.users for step in user.timeline]
-    interval = spec.strategy.sweep_interval_s
-    ticks = sweep_ticks(times, interval, max(interval, options.idle_sweep_s))
+    ticks = options.sweep_ticks(spec.strategy, times)
     samples = sample_times(times, options.sample_every_s)
     worker = ShardWorker(settings)
     worker.load("shard", users, options.k)

@@ -105,6 +105,12 @@ class RunOptions:
     #: server instead (`ShardWorker.replay`).
     server_fault: Fault | None = None
 
+    def sweep_ticks(self, strategy: Strategy, step_times: list[float]) -> list[float]:
+        """A replay's sweep times under `strategy` (`plan.sweep_ticks`): its interval's
+        grid, and idle ticks `idle_sweep_s` apart, never closer than the interval."""
+        interval = strategy.sweep_interval_s
+        return sweep_ticks(step_times, interval, max(interval, self.idle_sweep_s))
+
 
 class ServerFaultInjected(RuntimeError):
     """A replay that survived a `--fault` on its server: failed all the same."""
@@ -362,7 +368,8 @@ class Simulator:
         total = sum(len(user.timeline) for user in scenario.users)
         loaded = self._load(f"{position}-{scenario.hash}", rounds[0]) if len(rounds) == 1 else ""
         for j, spec in enumerate(specs):
-            ticks, prefix = self._ticks(spec, times), self._prefix(position, j)
+            ticks = self.options.sweep_ticks(spec.strategy, times)
+            prefix = self._prefix(position, j)
             results: list[list[ShardResult]] = []  # per round, a result per worker
             before = (0, 0)  # steps and users of the cohorts replayed so far
             try:
@@ -421,7 +428,7 @@ class Simulator:
                             key,
                             spec.strategy,
                             self._prefix(position, j),
-                            self._ticks(spec, times),
+                            self.options.sweep_ticks(spec.strategy, times),
                             samples,
                             *self._faults(i),
                         )
@@ -463,10 +470,6 @@ class Simulator:
 
     def _prefix(self, position: int, j: int) -> str:
         return f"{self.settings.prefix}_{self.run_tag}_{position}_{j}"[:36]
-
-    def _ticks(self, spec: StrategySpec, times: list[float]) -> list[float]:
-        interval = spec.strategy.sweep_interval_s
-        return sweep_ticks(times, interval, max(interval, self.options.idle_sweep_s))
 
     def _load(self, key: str, cohorts: list[list[SimUser]]) -> str:
         """Give each worker its cohort of users under `key` (embedded ahead); `key`."""
