@@ -11,6 +11,7 @@ from memharness.capacity_cmd import capacity, compare
 from memharness.cli_settings import settings_from_options
 from memharness.explain_cmd import explain
 from memharness.load_cmd import load
+from memharness.report_cmd import report
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
 from memharness.strategies_cmd import strategies
@@ -85,6 +86,7 @@ main.add_command(scenarios)
 main.add_command(capacity)
 main.add_command(compare)
 main.add_command(explain)
+main.add_command(report)
 
 if __name__ == "__main__":
     main()

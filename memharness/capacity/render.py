@@ -54,6 +54,14 @@ COLUMN_NAMES = {
     "bottleneck": "bottleneck (largest service demand)",
     "validation_holds": "held-out predictions hold",
     "event_lag_p95_ms": "event lag p95 (ms)",
+    "users_small": "users (small run)",
+    "users_large": "users (large run)",
+    "mean_predicted": "mean bytes predicted",
+    "mean_measured": "mean bytes measured",
+    "mean_error": "mean error",
+    "peak_predicted": "peak bytes predicted",
+    "peak_measured": "peak bytes measured",
+    "peak_error": "peak error",
 }
 SIZING = ["layer", "cores", "cores_unit", "cores_by", "utilisation", "predicted_p_ms", "slo_ms",
           "ram_gb", "disk_gb", "instances", "bound_by", "monthly_cost"]  # fmt: skip
@@ -156,7 +164,9 @@ def _sections(plan: Plan, currency: str, p_key: str) -> list[tuple[str, str, pd.
     if plan.footprint_validation is not None:
         runs = " → ".join(doc["validation"]["footprint_runs"])
         fp = plan.footprint_validation
-        sections.append((f"footprint-{s}", f"{s}: validation, footprint {runs}", fp))
+        sections.append(
+            (f"footprint-{s}", f"{s}: validation, footprint {runs}", readable(fp, currency))
+        )
     sections += [
         (f"usl-{s}", f"{s}: fitted parameters (USL, bootstrap 95% intervals)", _usl_table(plan)),
         (f"inputs-{s}", f"{s}: inputs", plan.inputs),
@@ -222,7 +232,7 @@ _CSS = (
     "table{border-collapse:collapse;font-size:13px;margin:1em 0;width:100%;"
     "table-layout:auto}"
     "td,th{border:1px solid #ccc;padding:3px 5px;text-align:right;vertical-align:top;"
-    "overflow-wrap:anywhere}"
+    "overflow-wrap:break-word}"
     "th{background:#f3f3f3;white-space:normal;font-weight:600}"
     "td:first-child,th:first-child{text-align:left}"
     "#answer{border:2px solid #246;border-radius:8px;padding:.6em 1em;background:#f4f8fc}"
@@ -234,7 +244,13 @@ _CSS = (
 
 
 def _table_html(df: pd.DataFrame, table_id: str) -> str:
+    df = df.apply(lambda column: column.map(_yes_no) if column.dtype == object else column)
+    df = df.apply(lambda column: column.map(_yes_no) if column.dtype == bool else column)
     return df.to_html(index=False, na_rep="–", float_format=_fmt, table_id=table_id, border=0)
+
+
+def _yes_no(value: Any) -> Any:
+    return ("yes" if value else "no") if isinstance(value, bool | np.bool_) else value
 
 
 def _slug(text: str) -> str:
