@@ -50,6 +50,10 @@ def _join(inputs: Inputs) -> pd.DataFrame:
     table = inputs.quality
     for other in (inputs.load, inputs.capacity):
         table = table.merge(other, on="strategy", how="outer")
+    # Every figure has its column: a kind of run not given shows as not measured.
+    for column in HEADINGS:
+        if column not in table and column != "on_frontier":
+            table[column] = np.nan
     return table.reset_index(drop=True)
 
 
@@ -194,6 +198,8 @@ def _p95_plot(table: pd.DataFrame, columns: list[str]) -> str:
     fig, ax = _figure(8.0, 4.2)
     width = 0.8 / max(len(table), 1)
     x = np.arange(len(columns))
+    table = table.dropna(subset=columns, how="all")  # strategies with no load run: no bars
+    width = 0.8 / max(len(table), 1)
     for i, row in enumerate(table.itertuples()):
         values = [getattr(row, c) for c in columns]
         ax.bar(x + i * width, values, width, label=str(row.strategy))
@@ -240,14 +246,24 @@ def _cell(column: str, value: Any) -> str:
     return html.escape(str(value))
 
 
-def _table_html(table: pd.DataFrame, currency: str) -> str:
-    columns = [c for c in HEADINGS if c in table]
+#: The page's two tables (id, title, columns): narrow enough for 1,300 px each.
+TABLES = (
+    ("quality", "Quality and cost", ["strategy", "on_frontier", "recall_at_k", "stale_at_k",
+     "over_forget_rate", "leakage", "pii_residency_max_s", "bytes_per_user", "instances",
+     "monthly_cost"]),
+    ("load", "Under load, and background work", ["strategy", *(f"p95_{layer}_ms" for layer in
+     _LAYERS), "p95_at_rate", "sustainable_rate", "maintenance_cpu_ms_per_turn",
+     "event_lag_p95_ms"]),
+)  # fmt: skip
+
+
+def _table_html(table: pd.DataFrame, table_id: str, columns: list[str], currency: str) -> str:
     head = "".join(f"<th>{html.escape(HEADINGS[c].format(cur=currency))}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{_cell(c, row[c])}</td>" for c in columns) + "</tr>"
         for _, row in table.iterrows()
     )
-    return f"<table id='strategies'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 _CSS = (
@@ -270,8 +286,10 @@ def _html(page: Page) -> str:
         "<section id='answer'><h1>Strategies compared</h1>"
         + "".join(f"<p>{html.escape(line)}</p>" for line in page.summary)
         + "</section>",
-        "<h2>Per strategy</h2>",
-        _table_html(page.table, currency),
+        *(
+            f"<h2>{title}</h2>{_table_html(page.table, table_id, columns, currency)}"
+            for table_id, title, columns in TABLES
+        ),
         f"<p>“{NOT_MEASURED}”: no run given measured it (never a zero). Cost at "
         + (f"{doc['target_users']:,} users" if doc.get("target_users") else "the target")
         + f", in {html.escape(currency)}. p95 per layer is taken at the highest sustainable "
