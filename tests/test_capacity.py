@@ -213,7 +213,10 @@ def _write_load(
         })  # fmt: skip
     run_dir.mkdir(parents=True)
     document: dict[str, Any] = {
-        "run_id": run_dir.name, "kind": "step-load", "rates": rates, "steps": steps
+        "run_id": run_dir.name,
+        "kind": "step-load",
+        "rates": rates,
+        "steps": steps,
     }
     if strategy is not None:
         document.update({"strategy": strategy, "strategy_fingerprint": f"fp-{strategy}",
@@ -223,8 +226,8 @@ def _write_load(
             "kind": "maintenance", "strategy": strategy, "cpu_s": 1.0, "wall_s": 60.0,
             "event_lag_ms": {"p50": 4.0, "p95": 40.0, "p99": 80.0, "max": 120.0},
         }  # fmt: skip
-        document["cpu_s_per_turn"] = {"load": 0.04, "maintenance": maintenance_cpu,
-                                      "redis": 0.0003, "postgres": 0.001, "chroma": 0.0}  # fmt: skip
+        per_turn = {"load": 0.04, "redis": 0.0003, "postgres": 0.001, "chroma": 0.0}
+        document["cpu_s_per_turn"] = {**per_turn, "maintenance": maintenance_cpu}
     (run_dir / "steps.json").write_text(json.dumps(document))
 
 
@@ -317,7 +320,7 @@ def test_capacity_end_to_end(reports: Path) -> None:
     page = (out / "capacity.html").read_text()
     images = re.findall(r"<img [^>]*src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
     assert len(images) == 5 and all(len(i) > 1000 for i in images)
-    assert page.index("id='answer'") < page.index("id=\"sizing-hybrid\"")
+    assert page.index("id='answer'") < page.index('id="sizing-hybrid"')
     assert "monthly cost (USD)" in page and "lambda_peak_per_s" not in page
     assert "http" not in page.replace("http-equiv", "")
     markdown = (out / "capacity.md").read_text()
@@ -375,7 +378,7 @@ def test_strategies_side_by_side_with_the_maintenance_process(tmp_path: Path) ->
     memory = {row["strategy"]: row["memory_gb"] for row in document["answer"]}
     assert memory["keep_all"] > memory["hybrid"]  # keep_all keeps twice the STM/LTM bytes
     page = (out / "capacity.html").read_text()
-    assert "id=\"sizing-hybrid\"" in page and "id=\"sizing-keep_all\"" in page
+    assert 'id="sizing-hybrid"' in page and 'id="sizing-keep_all"' in page
 
 
 def test_the_newest_run_of_the_strategy_is_chosen_not_the_newest(tmp_path: Path) -> None:
@@ -503,7 +506,9 @@ def test_capacity_refuses_a_bad_target_naming_file_and_line(reports: Path, tmp_p
 
 def test_capacity_without_a_load_run_says_how_to_make_one(tmp_path: Path) -> None:
     result = _capacity(tmp_path)
-    assert result.exit_code != 0 and "memharness load --strategy hybrid --rates auto" in result.output
+    assert (
+        result.exit_code != 0 and "memharness load --strategy hybrid --rates auto" in result.output
+    )
 
 
 def test_compare_two_runs(reports: Path, tmp_path: Path) -> None:

@@ -116,8 +116,9 @@ def test_comparison_page_renders_in_headless_chromium(tmp_path: Path) -> None:
         write_sim(tmp_path / "sim"),
         write_steps(tmp_path / "load-h", "hybrid"),
         write_steps(tmp_path / "load-t", "typed_ttl"),
-        write_capacity(tmp_path / "plan", {"hybrid": 900.0, "typed_ttl": 700.0,
-                                           "keep_all": 1500.0}),  # fmt: skip
+        write_capacity(
+            tmp_path / "plan", {"hybrid": 900.0, "typed_ttl": 700.0, "keep_all": 1500.0}
+        ),
     ]
     out = tmp_path / "page"
     result = CliRunner().invoke(main, ["report", *map(str, runs), "--out", str(out)])

@@ -155,8 +155,7 @@ def _step_samples(run: LoadRun, op: str, entry: dict[str, Any]) -> np.ndarray:
             counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
             index = np.flatnonzero(counts)
             micros = [
-                hist.get_highest_equivalent_value(hist.get_value_from_index(int(i)))
-                for i in index
+                hist.get_highest_equivalent_value(hist.get_value_from_index(int(i))) for i in index
             ]
             repeats = counts[index].astype(np.int64)
             run.decoded[key] = np.repeat(np.asarray(micros, dtype=float) / 1e6, repeats)

@@ -85,9 +85,7 @@ def _fmt(value: Any) -> str:
 
 def readable(df: pd.DataFrame, currency: str, percentile: str = "p95") -> pd.DataFrame:
     """`df` with readable column names."""
-    names = {
-        c: COLUMN_NAMES.get(c, c).format(cur=currency, p=percentile) for c in df.columns
-    }
+    names = {c: COLUMN_NAMES.get(c, c).format(cur=currency, p=percentile) for c in df.columns}
     return df.rename(columns=names)
 
 
@@ -185,8 +183,10 @@ def _answer_lines(plans: Plans) -> list[str]:
         f"{t['utilisation_ceiling']:g}; prices in {cur}."
     ]
     for row in plans.answer.itertuples():
-        cost = "no prices" if row.monthly_cost is None or pd.isna(row.monthly_cost) else (
-            f"{row.monthly_cost:,.0f} {cur} per month"
+        cost = (
+            "no prices"
+            if row.monthly_cost is None or pd.isna(row.monthly_cost)
+            else (f"{row.monthly_cost:,.0f} {cur} per month")
         )
         lines.append(
             f"{row.strategy}: {row.instances} instances, {row.cores} cores, "
@@ -290,9 +290,7 @@ def _html(plans: Plans) -> str:
             parts.append(f"<h3>{html.escape(title)}</h3>{_table_html(table, _slug(table_id))}")
         for title, png in plan.images.items():
             label = html.escape(f"{plan.strategy}: {title}")
-            parts.append(
-                f"<h3>{label}</h3><img alt='{label}' src='data:image/png;base64,{png}'>"
-            )
+            parts.append(f"<h3>{label}</h3><img alt='{label}' src='data:image/png;base64,{png}'>")
     parts.append("</body></html>")
     return "\n".join(parts)
 

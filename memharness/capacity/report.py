@@ -367,7 +367,8 @@ def _pct_range(values: list[float], half_width: bool) -> str:
         return ""
     low, high = min(values), max(values)
     if half_width:
-        return f" ±{low:.0%}" if math.isclose(low, high) else f" ±{low:.0%}…±{high:.0%}"
+        texts = [f"±{v:.0%}" if v < 10 else "over ±1,000%" for v in (low, high)]
+        return f" {texts[0]}" if texts[0] == texts[1] else f" {texts[0]}…{texts[1]}"
     return f" {low:+.0%}" if math.isclose(low, high) else f" {low:+.0%}…{high:+.0%}"
 
 

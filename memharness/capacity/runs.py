@@ -182,10 +182,14 @@ def _pick_sims(
         return sorted(given, key=_sim_users, reverse=True), "given", []
     found = [p for p in find_runs(reports, "sim") if strategy in sim_strategies(p)]
     if not found:
-        return [], "", [
-            f"memory not planned for {strategy}: no simulator run with it under {reports}/ "
-            f"(make one with `{_MAKE['sim'].format(s=strategy)}`, or pass --sim RUN)"
-        ]
+        return (
+            [],
+            "",
+            [
+                f"memory not planned for {strategy}: no simulator run with it under {reports}/ "
+                f"(make one with `{_MAKE['sim'].format(s=strategy)}`, or pass --sim RUN)"
+            ],
+        )
     plan = found[0]
     chosen = [plan]
     smaller = [p for p in found[1:] if _sim_users(p) < _sim_users(plan)]
@@ -209,10 +213,14 @@ def _pick_bench(
     match = [r for r in found if r.strategy == strategy]
     if match:
         return match[0], f"newest under {reports}/ with strategy {strategy}", []
-    return None, "", [
-        f"no bench run with strategy {strategy} under {reports}/ (optional; "
-        f"`{_MAKE['bench'].format(s=strategy)}` makes one)"
-    ]
+    return (
+        None,
+        "",
+        [
+            f"no bench run with strategy {strategy} under {reports}/ (optional; "
+            f"`{_MAKE['bench'].format(s=strategy)}` makes one)"
+        ],
+    )
 
 
 def choose_runs(
@@ -229,16 +237,18 @@ def choose_runs(
     `source` names where the strategies come from in errors (the target file or the
     `--strategy` option). Raises `RunError` naming the option and what to pass."""
     given_loads = [run_strategy(p, "load") for g in load_given for p in expand_load(g)]
-    found_loads = [] if given_loads else [run_strategy(p, "load") for p in find_runs(reports, "load")]
+    found_loads = (
+        [] if given_loads else [run_strategy(p, "load") for p in find_runs(reports, "load")]
+    )
     given_benches = []
     for path in bench_given:
         directory = path.parent if path.is_file() else path
         if not (directory / KINDS["bench"]).is_file():
             raise RunError(f"--bench {path}: not a bench run (no bench.json there)")
         given_benches.append(run_strategy(directory, "bench"))
-    found_benches = [] if given_benches else [
-        run_strategy(p, "bench") for p in find_runs(reports, "bench")
-    ]
+    found_benches = (
+        [] if given_benches else [run_strategy(p, "bench") for p in find_runs(reports, "bench")]
+    )
     for path in sim_given:
         directory = path.parent if path.is_file() else path
         if not (directory / KINDS["sim"]).is_file():

@@ -12,7 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from reference.yamldoc import YamlDocError, compose_mapping, read_yaml_file, validation_problems
 
-__all__ = ["LAYERS", "NODE_LAYERS", "NodeShape", "Slo", "Target", "TargetError", "load_target", "parse_target"]
+__all__ = [
+    "LAYERS",
+    "NODE_LAYERS",
+    "NodeShape",
+    "Slo",
+    "Target",
+    "TargetError",
+    "load_target",
+    "parse_target",
+]
 
 #: The layers a plan sizes: the three stores, the embedder, and the turn (the app tier).
 LAYERS = ("session", "stm", "ltm", "embedder", "turn")

@@ -61,7 +61,9 @@ def held_out_steps(load: LoadRun) -> list[tuple[int, str]]:
     return chosen
 
 
-def holdouts(load: LoadRun, bench: BenchRun | None, percentile: float = 95.0) -> list[dict[str, Any]]:
+def holdouts(
+    load: LoadRun, bench: BenchRun | None, percentile: float = 95.0
+) -> list[dict[str, Any]]:
     """Each held-out step's predictions with their intervals, beside what was measured."""
     held = held_out_steps(load)
     fitted_on = [int(s) for s in load.steps["step"] if int(s) not in {h for h, _ in held}]
@@ -93,9 +95,7 @@ def _predict(
 
     def p_at(x: float, quantile: float) -> float:
         if lam < x:
-            return response_quantile(
-                quantile, c=1, lam=lam, occupancy_s=1.0 / x, latency_s=latency
-            )
+            return response_quantile(quantile, c=1, lam=lam, occupancy_s=1.0 / x, latency_s=latency)
         backlog = 0.0  # fluid backlog carried in from the earlier steps
         for _, before in earlier.iterrows():
             offered = float(before["offered"])

@@ -159,7 +159,11 @@ def _listing_rows(path: Path, data: dict[str, Any], inputs: Inputs) -> list[dict
         found = None
         if directory is not None:
             found = next(
-                (directory / f for f in ("steps.json", "load_hdr.json") if (directory / f).is_file()),
+                (
+                    directory / f
+                    for f in ("steps.json", "load_hdr.json")
+                    if (directory / f).is_file()
+                ),
                 None,
             )
         if found is not None:
@@ -168,7 +172,10 @@ def _listing_rows(path: Path, data: dict[str, Any], inputs: Inputs) -> list[dict
             continue
         # The listing's headline figures, when the run directory is not at hand.
         p95 = entry.get("p95_ms") or {}
-        row = {"strategy": entry.get("strategy"), **_p95({k: {"p95_ms": v} for k, v in p95.items()})}
+        row = {
+            "strategy": entry.get("strategy"),
+            **_p95({k: {"p95_ms": v} for k, v in p95.items()}),
+        }
         rate = entry.get("sustainable_rate")
         row["sustainable_rate"] = float(rate) if isinstance(rate, int | float) else math.nan
         row.update(_background({"maintenance": entry.get("maintenance") or {}}))
@@ -181,7 +188,9 @@ def _capacity_rows(path: Path, data: dict[str, Any], inputs: Inputs) -> list[dic
     target = data.get("target") or {}
     currency = data.get("currency") or target.get("currency") or "USD"
     if inputs.currency not in (None, currency):
-        raise PageError(f"{path}: costs in {currency}, an earlier capacity run's in {inputs.currency}")
+        raise PageError(
+            f"{path}: costs in {currency}, an earlier capacity run's in {inputs.currency}"
+        )
     inputs.currency = currency
     users = target.get("users")
     if inputs.target_users not in (None, users):
