@@ -558,3 +558,31 @@ def test_capacity_warns_when_no_core_count_meets_an_slo(
     assert result.exit_code == 0, result.output
     head = (tmp_path / "plan" / "capacity.md").read_text().split("## Sizing")[0]
     assert ("stm: no number of cores meets its p95 SLO of 50 ms" in head) is warned
+
+
+def test_the_validation_script_reports_each_run_and_held_out_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "capacity_validation.py"
+    spec = importlib.util.spec_from_file_location("capacity_validation", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    runs = []
+    for k in range(3):
+        _write_load(tmp_path / f"val-{k}", x_max=20.0 + k)
+        runs.append(str(tmp_path / f"val-{k}"))
+    out = tmp_path / "validation.md"
+    code = script.main([*runs, "--out", str(out)])
+    printed = capsys.readouterr().out
+    document = json.loads(out.with_suffix(".json").read_text())
+    assert len(document["rows"]) == 6  # two held-out steps per run
+    assert {r["step"].split(" ")[1] for r in document["rows"]} == {"(below", "(above"}
+    holding = {r["run"] for r in document["rows"]} - {
+        r["run"] for r in document["rows"] if not r["holds"]
+    }
+    assert document["verdict"].startswith(f"{len(holding)} of 3 runs hold")
+    assert code == (0 if len(holding) == 3 else 1)
+    assert printed == out.read_text()

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from memharness.capacity import plots
+from memharness.capacity.findings import Finding, group_findings, validation_findings
 from memharness.capacity.inputs import BenchRun, LoadRun, SimRun
 from memharness.capacity.plan import Measured, measure, size_layers
 from memharness.capacity.target import Target
@@ -21,7 +22,6 @@ from memharness.capacity.validate import ERROR_LIMIT, footprint_extrapolation, h
 
 __all__ = [
     "SIZING_COLUMNS",
-    "Finding",
     "Plan",
     "Plans",
     "RunRef",
@@ -51,7 +51,6 @@ SIZING_COLUMNS = [
     "bound_by",
     "monthly_cost",
 ]
-_STORES = ("session", "stm", "ltm")
 
 
 @dataclass(frozen=True)
@@ -61,19 +60,6 @@ class RunRef:
     kind: str
     path: Path
     chosen: str  # "given" or "newest under reports/ with strategy S"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One warning: its cause (what groups it with others), where, and how much."""
-
-    cause: str
-    strategy: str
-    text: str
-    layer: str | None = None
-    #: A share (an error, or a half-width when `half_width`), shown as the group's range.
-    value: float | None = None
-    half_width: bool = False
 
 
 @dataclass
@@ -179,41 +165,6 @@ def _curve(target: Target, measured: Measured, sim: SimRun | None) -> pd.DataFra
     return curve
 
 
-def _validation_findings(strategy: str, held: list[dict[str, Any]], p_key: str) -> list[Finding]:
-    found = []
-    for h in held:
-        where = f"step {h['held_out_step']} ({h['position']}, {h['offered']:g}/s)"
-        for figure, label in (("throughput", "throughput"), (p_key, p_key)):
-            j = h[figure]
-            unit = "_ms" if figure == p_key else ""
-            low, high = j[f"interval{unit}"]
-            if not j["inside"]:
-                found.append(
-                    Finding(
-                        f"held-out {label} outside its predicted interval",
-                        strategy,
-                        f"{strategy}: held-out {where} {label} measured "
-                        f"{j[f'measured{unit}']:.4g}, predicted {j[f'predicted{unit}']:.4g} "
-                        f"(interval {low:.4g} – {high:.4g})",
-                        value=j["error"],
-                    )
-                )
-            if not j["narrow"]:
-                half = j["half_width"]
-                found.append(
-                    Finding(
-                        f"held-out {label} interval too wide to plan with "
-                        f"(limit ±{j['narrow_limit']:.0%})",
-                        strategy,
-                        f"{strategy}: held-out {where} {label} interval {low:.4g} – {high:.4g}"
-                        + (f" is ±{half:.0%} of the prediction" if half is not None else ""),
-                        value=half,
-                        half_width=True,
-                    )
-                )
-    return found
-
-
 def build_plan(
     target: Target,
     *,
@@ -238,7 +189,7 @@ def build_plan(
         else None
     )
     findings = [Finding(w, strategy, w) for w in warnings or []]
-    findings += _validation_findings(strategy, held, p_key)
+    findings += validation_findings(strategy, held, p_key)
     if fp is not None:
         mine = fp[fp["strategy"] == strategy]
         for _, row in mine[mine["mean_error"].abs() > ERROR_LIMIT].iterrows():
@@ -360,60 +311,6 @@ def _answer(plan: Plan) -> dict[str, Any]:
         "bottleneck": f"{b['layer']} ({b['demand_ms']:.2f} ms CPU per turn)",
         "validation_holds": plan.document["validation"]["holds"],
     }
-
-
-def _pct_range(values: list[float], half_width: bool) -> str:
-    if not values:
-        return ""
-    low, high = min(values), max(values)
-    if half_width:
-        texts = [f"±{v:.0%}" if v < 10 else "over ±1,000%" for v in (low, high)]
-        return f" {texts[0]}" if texts[0] == texts[1] else f" {texts[0]}…{texts[1]}"
-    return f" {low:+.0%}" if math.isclose(low, high) else f" {low:+.0%}…{high:+.0%}"
-
-
-def group_findings(plans: list[Plan]) -> list[str]:
-    """One line per cause: its range, which strategies (and layers), and for footprint
-    causes the share of the planned bytes (RAM + disk) those layers hold."""
-    everyone = {p.strategy for p in plans}
-    by_cause: dict[str, list[Finding]] = {}
-    for plan in plans:
-        for finding in plan.findings:
-            by_cause.setdefault(finding.cause, []).append(finding)
-    lines = []
-    for cause, found in by_cause.items():
-        strategies = sorted({f.strategy for f in found})
-        who = (
-            "every strategy"
-            if set(strategies) == everyone and len(everyone) > 1
-            else ", ".join(strategies)
-        )
-        layers = sorted({f.layer for f in found if f.layer})
-        values = [f.value for f in found if f.value is not None and math.isfinite(f.value)]
-        line = f"{cause}:{_pct_range(values, found[0].half_width)} for {who}"
-        if layers:
-            line += f" ({'/'.join(layers)})"
-        share = _byte_share(plans, found)
-        if share is not None:
-            line += f"; these layers are {share:.2%} of the planned bytes"
-        lines.append(f"{line} [{len(found)}]")
-    return lines
-
-
-def _byte_share(plans: list[Plan], found: list[Finding]) -> float | None:
-    pairs = {(f.strategy, f.layer) for f in found if f.layer in _STORES}
-    if not pairs or not found[0].cause.startswith("footprint"):
-        return None
-    total = concerned = 0.0
-    for plan in plans:
-        if plan.strategy not in {s for s, _ in pairs}:
-            continue
-        for row in plan.sizing.itertuples():
-            if row.layer in _STORES:
-                size = float(row.ram_gb) + float(row.disk_gb)
-                total += size
-                concerned += size if (plan.strategy, row.layer) in pairs else 0.0
-    return concerned / total if total else None
 
 
 def combine(plans: list[Plan], target: Target, *, target_path: Path) -> Plans:
