@@ -17,22 +17,32 @@ __all__ = ["capacity", "compare"]
     "target_path",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="Target YAML: users, turns/day, peak, retention, SLOs, ceiling, strategy, nodes "
-    "(see capacity/example-target.yaml).",
+    help="Target YAML: users, turns/day, peak, retention, SLOs, ceiling, strategy, currency, "
+    "nodes (see capacity/example-target.yaml).",
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    help="Plan for this strategy instead of the target's (repeatable: side by side); "
+    "'all': every strategy both a load run and a simulator run have.",
 )
 @click.option(
     "--load",
-    "load_dir",
+    "load_dirs",
     type=click.Path(path_type=Path),
-    default=None,
-    help="Step-load run (memharness load --rates) [default: newest under --reports].",
+    multiple=True,
+    help="Step-load run (memharness load --rates), or a multi-strategy load's directory "
+    "(load_strategies.json); repeatable [default: per strategy, the newest under --reports "
+    "with that strategy].",
 )
 @click.option(
     "--bench",
-    "bench_dir",
+    "bench_dirs",
     type=click.Path(path_type=Path),
-    default=None,
-    help="Bench run (memharness bench) [default: newest, if any].",
+    multiple=True,
+    help="Bench run (memharness bench), repeatable [default: per strategy, the newest with "
+    "that strategy, if any; never one slowed on purpose].",
 )
 @click.option(
     "--sim",
@@ -40,8 +50,8 @@ __all__ = ["capacity", "compare"]
     type=click.Path(path_type=Path),
     multiple=True,
     help="Simulator run (memharness run); twice: a small and a large population, "
-    "the small one to validate the footprint's extrapolation [default: the newest, "
-    "and the newest with fewer users].",
+    "the small one to validate the footprint's extrapolation [default: the newest with the "
+    "strategy, and the newest with it and fewer users].",
 )
 @click.option(
     "--reports",
@@ -58,27 +68,24 @@ __all__ = ["capacity", "compare"]
 )
 def capacity(
     target_path: Path,
-    load_dir: Path | None,
-    bench_dir: Path | None,
+    strategies: tuple[str, ...],
+    load_dirs: tuple[Path, ...],
+    bench_dirs: tuple[Path, ...],
     sim_dirs: tuple[Path, ...],
     reports: Path,
     out: Path | None,
 ) -> None:
-    """Plan capacity for a target from measured runs: per layer, cores, memory, disk,
-    instances (the binding constraint named) and cost, with held-out validation.
+    """Plan capacity for a target from measured runs of one strategy (demand and footprint
+    from the same strategy): per layer and for the maintenance process, cores, memory,
+    disk, instances (the binding constraint named) and cost, with held-out validation.
+    Several strategies are planned side by side.
 
     Writes capacity.html (self-contained, plots inline), capacity.json and capacity.md.
     """
-    from memharness.capacity.inputs import (
-        RunError,
-        find_runs,
-        read_bench,
-        read_load,
-        read_sim,
-        resolve_run,
-    )
-    from memharness.capacity.render import write_plan
-    from memharness.capacity.report import RunRef, build_plan
+    from memharness.capacity.inputs import RunError, read_bench, read_load, read_sim
+    from memharness.capacity.render import markdown_table, readable, write_plan
+    from memharness.capacity.report import RunRef, build_plan, combine
+    from memharness.capacity.runs import choose_runs
     from memharness.capacity.target import TargetError, load_target
 
     started = time.perf_counter()
@@ -86,78 +93,91 @@ def capacity(
         target = load_target(target_path)
     except TargetError as exc:
         raise click.ClickException(f"bad target:\n{exc}") from None
-    runs: list[RunRef] = []
+    asked = list(dict.fromkeys(strategies)) or [target.strategy]
+    source = (
+        f"--strategy {' --strategy '.join(asked)}"
+        if strategies
+        else f"the target ({target_path}: strategy)"
+    )
+    plans = []
     try:
-        load_path = resolve_run(load_dir, reports, "load")
-        if load_path is None:
-            raise click.ClickException(
-                f"no step-load run under {reports}/ (run: memharness load --rates auto)"
-            )
-        runs.append(RunRef("load", load_path, "given" if load_dir else f"newest under {reports}/"))
-        bench_path = resolve_run(bench_dir, reports, "bench")
-        if bench_path is not None:
-            runs.append(
-                RunRef("bench", bench_path, "given" if bench_dir else f"newest under {reports}/")
-            )
-        sims = [resolve_run(p, reports, "sim") for p in sim_dirs] or [
-            resolve_run(None, reports, "sim")
-        ]
-        sim_runs = [read_sim(p) for p in sims if p is not None]
-        chosen = "given" if sim_dirs else f"newest under {reports}/"
-        if len(sim_runs) == 1 and not sim_dirs:  # find a smaller population to validate on
-            smaller = [p for p in find_runs(reports, "sim") if p != sim_runs[0].path]
-            for path in smaller:
-                candidate = read_sim(path)
-                if candidate.users < sim_runs[0].users:
-                    sim_runs.append(candidate)
-                    break
-        sim_runs.sort(key=lambda s: s.users)
-        sim = sim_runs[-1] if sim_runs else None
-        sim_small = sim_runs[0] if len(sim_runs) > 1 else None
-        for s in sim_runs:
-            role = "plan" if s is sim else "small population, validation"
-            runs.append(RunRef(f"sim ({role}, {s.users} users)", s.path, chosen))
-        load = read_load(load_path)
-        bench = read_bench(bench_path) if bench_path else None
-        plan = build_plan(
-            target,
-            target_path=target_path,
-            load=load,
-            bench=bench,
-            sim=sim,
-            sim_small=sim_small,
-            runs=runs,
+        choices = choose_runs(
+            asked,
+            source=source,
+            reports=reports,
+            load_given=load_dirs,
+            bench_given=bench_dirs,
+            sim_given=sim_dirs,
         )
+        for choice in choices:
+            runs = [RunRef("load", choice.load.path, choice.load_chosen)]
+            if choice.bench is not None:
+                runs.append(RunRef("bench", choice.bench.path, choice.bench_chosen))
+            sim_runs = sorted((read_sim(p) for p in choice.sims), key=lambda s: s.users)
+            sim = sim_runs[-1] if sim_runs else None
+            sim_small = sim_runs[0] if len(sim_runs) > 1 else None
+            for s in sim_runs:
+                role = "plan" if s is sim else "small population, validation"
+                runs.append(RunRef(f"sim ({role}, {s.users} users)", s.path, choice.sim_chosen))
+            plans.append(
+                build_plan(
+                    target.for_strategy(choice.strategy),
+                    target_path=target_path,
+                    load=read_load(choice.load.path),
+                    bench=read_bench(choice.bench.path) if choice.bench else None,
+                    sim=sim,
+                    sim_small=sim_small,
+                    runs=runs,
+                    notes=choice.notes,
+                    warnings=choice.warnings,
+                )
+            )
     except (RunError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+    combined = combine(plans, target, target_path=target_path)
     out = out or reports / time.strftime("capacity-%Y%m%d-%H%M%S")
-    paths = write_plan(plan, out)
-    for ref in runs:
-        click.echo(f"using {ref.kind}: {ref.path} ({ref.chosen})")
-    for warning in plan.document["warnings"]:
+    paths = write_plan(combined, out)
+    for plan in plans:
+        for ref in plan.document["runs"]:
+            click.echo(f"{plan.strategy}: using {ref['kind']}: {ref['path']} ({ref['chosen']})")
+        for note in plan.document["notes"]:
+            click.echo(f"{plan.strategy}: note: {note}")
+    for warning in combined.document["warnings"]:
         click.echo(f"WARNING: {warning}")
-    from memharness.capacity.render import markdown_table
-    from memharness.capacity.report import SIZING_COLUMNS
-
-    click.echo(markdown_table(plan.sizing[SIZING_COLUMNS]))
-    held = plan.document["validation"]["holdout"]
     p_key = f"p{target.slo_ms.percentile:g}"
-    click.echo(
-        f"held-out step {held['held_out_step']} ({held['offered']:g}/s): throughput "
-        f"{held['throughput']['predicted']:.2f} predicted vs {held['throughput']['measured']:.2f} "
-        f"measured ({_pct(held['throughput']['error'])}); "
-        f"{p_key} {held[p_key]['predicted_ms']:.0f} ms "
-        f"vs {held[p_key]['measured_ms']:.0f} ms ({_pct(held[p_key]['error'])})"
-    )
-    if plan.footprint_validation is not None:
-        errors = plan.footprint_validation["mean_error"].abs()
-        click.echo(
-            f"footprint extrapolation: max |error| {errors.max():.1%} over strategies × layers"
-        )
+    click.echo(markdown_table(readable(combined.answer, target.currency, p_key)))
+    for plan in plans:
+        for held in plan.document["validation"]["holdout"]:
+            x, p = held["throughput"], held[p_key]
+            click.echo(
+                f"{plan.strategy}: held-out step {held['held_out_step']} ({held['position']}, "
+                f"{held['offered']:g}/s): throughput {x['predicted']:.2f} "
+                f"[{_span(x['interval'])}] vs {x['measured']:.2f} measured "
+                f"({_pct(x['error'])}, {_verdict(x)}); {p_key} {p['predicted_ms']:.0f} ms "
+                f"[{_span(p['interval_ms'])}] vs {p['measured_ms']:.0f} ms "
+                f"({_pct(p['error'])}, {_verdict(p)})"
+            )
+        if plan.footprint_validation is not None:
+            mine = plan.footprint_validation
+            errors = mine[mine["strategy"] == plan.strategy]["mean_error"].abs()
+            click.echo(
+                f"{plan.strategy}: footprint extrapolation max |error| {errors.max():.1%} "
+                "over layers"
+            )
     click.echo(
         f"report: {paths['html']} (+ capacity.json, capacity.md) "
         f"in {time.perf_counter() - started:.1f} s"
     )
+
+
+def _span(values: list[float]) -> str:
+    return " – ".join(f"{v:.3g}" for v in values)
+
+
+def _verdict(judged: dict[str, object]) -> str:
+    inside = "inside" if judged["inside"] else "OUTSIDE"
+    narrow = "narrow" if judged["narrow"] else "TOO WIDE"
+    return f"{inside} its interval, {narrow}"
 
 
 def _pct(value: float | None) -> str:

@@ -12,6 +12,7 @@ from memharness.cli_settings import settings_from_options
 from memharness.explain_cmd import explain
 from memharness.load_cmd import load
 from memharness.maintain_cmd import maintain
+from memharness.report_cmd import report
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
 from memharness.strategies_cmd import strategies
@@ -87,6 +88,7 @@ main.add_command(scenarios)
 main.add_command(capacity)
 main.add_command(compare)
 main.add_command(explain)
+main.add_command(report)
 
 if __name__ == "__main__":
     main()

@@ -174,9 +174,18 @@ def _hist(rng: np.random.Generator, mean_ms: float, n: int) -> str:
 
 
 def _write_load(
-    run_dir: Path, x_max: float = 20.0, turn_ms: float = 30.0, stm_ms: float = 15.0
+    run_dir: Path,
+    x_max: float = 20.0,
+    turn_ms: float = 30.0,
+    stm_ms: float = 15.0,
+    *,
+    strategy: str | None = "hybrid",
+    maintenance_cpu: float | None = None,
 ) -> None:
-    """A step-load run of an M/M/1-like service: latency grows as load nears x_max."""
+    """A step-load run of an M/M/1-like service: latency grows as load nears x_max.
+
+    `strategy` None writes a run from before strategies were recorded (no strategy keys);
+    `maintenance_cpu` (CPU s per turn) adds the maintenance figures of contract 4."""
     rng = np.random.default_rng(0)
     rates = [0.1 * x_max, 0.25 * x_max, 0.45 * x_max, 0.65 * x_max, 0.85 * x_max, 1.2 * x_max]
     steps = []
@@ -203,7 +212,22 @@ def _write_load(
             "embedding_cache": {"hits": done // 2, "misses": done - done // 2},
         })  # fmt: skip
     run_dir.mkdir(parents=True)
-    document = {"run_id": run_dir.name, "kind": "step-load", "rates": rates, "steps": steps}
+    document: dict[str, Any] = {
+        "run_id": run_dir.name,
+        "kind": "step-load",
+        "rates": rates,
+        "steps": steps,
+    }
+    if strategy is not None:
+        document.update({"strategy": strategy, "strategy_fingerprint": f"fp-{strategy}",
+                         "time_scale": None, "maintenance": None})  # fmt: skip
+    if maintenance_cpu is not None:
+        document["maintenance"] = {
+            "kind": "maintenance", "strategy": strategy, "cpu_s": 1.0, "wall_s": 60.0,
+            "event_lag_ms": {"p50": 4.0, "p95": 40.0, "p99": 80.0, "max": 120.0},
+        }  # fmt: skip
+        per_turn = {"load": 0.04, "redis": 0.0003, "postgres": 0.001, "chroma": 0.0}
+        document["cpu_s_per_turn"] = {**per_turn, "maintenance": maintenance_cpu}
     (run_dir / "steps.json").write_text(json.dumps(document))
 
 
@@ -251,22 +275,44 @@ def test_capacity_end_to_end(reports: Path) -> None:
     out = reports / "plan"
     result = _capacity(reports, "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert f"using load: {reports / 'load-a'} (newest under" in result.output
+    assert f"hybrid: using load: {reports / 'load-a'} (newest under" in result.output
     assert "sim-small" in result.output and "sim-large" in result.output
-    plan = json.loads((out / "capacity.json").read_text())
+    document = json.loads((out / "capacity.json").read_text())
+    assert document["strategies"] == ["hybrid"] and document["currency"] == "USD"
+    (plan,) = document["plans"]
+    assert plan["strategy"] == "hybrid"
     layers = {row["layer"]: row for row in plan["sizing"]}
-    assert set(layers) == {"session", "stm", "ltm", "embedder", "turn"}
+    assert set(layers) == {"session", "stm", "ltm", "embedder", "turn"}  # no maintenance figures
+    assert any("maintenance process not sized" in note for note in plan["notes"])
     for row in layers.values():
         by = {k: row[f"instances_by_{k}"] for k in ("cpu", "memory", "disk")}
         assert row["instances"] == max(1, *by.values())
         assert by[row["bound_by"]] == max(by.values())
         assert row["monthly_cost"] == pytest.approx(row["instances"] * _price(row["layer"]) * 730)
+    (answer,) = document["answer"]
+    assert answer["instances"] == sum(r["instances"] for r in layers.values())
+    assert answer["monthly_cost"] == pytest.approx(sum(r["monthly_cost"] for r in layers.values()))
     # The bottleneck is the layer with the largest service demand (operational laws).
     assert plan["bottleneck"]["layer"] == max(layers, key=lambda k: layers[k]["demand_ms"])
-    # Memory follows the sim's footprint: keep_all keeps twice what hybrid keeps.
+    assert answer["bottleneck"].startswith(plan["bottleneck"]["layer"])
     assert layers["stm"]["ram_gb"] > 0 and layers["ltm"]["disk_gb"] > 0
-    holdout = plan["validation"]["holdout"]
-    assert holdout["held_out_step"] == 5 and holdout["fitted_on_steps"] == [0, 1, 2, 3, 4]
+    # One step below the knee and one past it are held out, each judged by its interval.
+    held = plan["validation"]["holdout"]
+    assert [(h["held_out_step"], h["position"]) for h in held] == [
+        (4, "below the knee"),
+        (5, "above the knee"),
+    ]
+    assert all(h["fitted_on_steps"] == [0, 1, 2, 3] for h in held)
+    for h in held:
+        for figure, unit in (("throughput", ""), ("p95", "_ms")):
+            j = h[figure]
+            low, high = j[f"interval{unit}"]
+            assert low <= j[f"predicted{unit}"] <= high
+            assert j["inside"] == (low <= j[f"measured{unit}"] <= high)
+            assert j["holds"] == (j["inside"] and j["narrow"])
+    assert plan["validation"]["holds"] == all(
+        h[f]["holds"] for h in held for f in ("throughput", "p95")
+    )
     # Footprint proportional to users: extrapolation 100 -> 1000 users is exact.
     assert all(abs(row["mean_error"]) < 1e-9 for row in plan["validation"]["footprint"])
     kinds = {row["kind"] for row in plan["inputs"]}
@@ -274,15 +320,15 @@ def test_capacity_end_to_end(reports: Path) -> None:
     page = (out / "capacity.html").read_text()
     images = re.findall(r"<img [^>]*src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
     assert len(images) == 5 and all(len(i) > 1000 for i in images)
-    assert 'id="sizing"' in page and "http" not in page.replace("http-equiv", "")
+    assert page.index("id='answer'") < page.index('id="sizing-hybrid"')
+    assert "monthly cost (USD)" in page and "lambda_peak_per_s" not in page
+    assert "http" not in page.replace("http-equiv", "")
     markdown = (out / "capacity.md").read_text()
-    assert markdown.startswith("# Capacity plan") and "## Sizing" in markdown
-    big_error = any(
-        abs(holdout[k]["error"] or 0) > 0.2
-        for k in holdout
-        if isinstance(holdout[k], dict) and "error" in holdout[k]
-    )
-    assert ("WARNING" in markdown.split("## Sizing")[0]) == big_error
+    assert markdown.startswith("# Capacity plan") and "### hybrid: sizing" in markdown
+    head = markdown.split("## Instances per layer")[0]
+    assert "USD per month" in head
+    outside = any(not h[f]["inside"] for h in held for f in ("throughput", "p95"))
+    assert ("outside its predicted interval" in head) == outside
 
 
 def _price(layer: str) -> float:
@@ -292,7 +338,9 @@ def _price(layer: str) -> float:
     return price
 
 
-def test_capacity_warns_at_the_top_when_held_out_error_is_large(tmp_path: Path) -> None:
+def test_capacity_warns_at_the_top_when_a_held_out_step_is_outside_its_interval(
+    tmp_path: Path,
+) -> None:
     _write_load(tmp_path / "load-a")
     data = json.loads((tmp_path / "load-a" / "steps.json").read_text())
     data["steps"][-1]["achieved_rate"] *= 3  # the held-out step did 3x what the fit allows
@@ -300,9 +348,152 @@ def test_capacity_warns_at_the_top_when_held_out_error_is_large(tmp_path: Path) 
     result = _capacity(tmp_path, "--out", str(tmp_path / "plan"))
     assert result.exit_code == 0, result.output
     markdown = (tmp_path / "plan" / "capacity.md").read_text()
-    head = markdown.split("## Sizing")[0]
-    assert "WARNING: held-out throughput error" in head
-    assert "not validated: one simulator run only" not in head  # no sim: no memory plan
+    head = markdown.split("## Instances per layer")[0]
+    assert "WARNING: held-out throughput outside its predicted interval" in head
+    assert "memory not planned for hybrid: no simulator run" in head  # no sim: no memory plan
+
+
+def test_strategies_side_by_side_with_the_maintenance_process(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-h", strategy="hybrid", maintenance_cpu=0.004)
+    _write_load(tmp_path / "load-k", strategy="keep_all", maintenance_cpu=0.001)
+    _write_sim(tmp_path / "sim-small", 100)
+    _write_sim(tmp_path / "sim-large", 1000)
+    out = tmp_path / "plan"
+    result = _capacity(tmp_path, "--strategy", "all", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "capacity.json").read_text())
+    assert document["strategies"] == ["hybrid", "keep_all"]
+    target = parse_target(EXAMPLE.read_text())
+    for plan, cpu in zip(document["plans"], (0.004, 0.001), strict=True):
+        layers = {row["layer"]: row for row in plan["sizing"]}
+        maintenance = layers["maintenance"]
+        # cores = CPU s per turn x turns/s at peak / the utilisation ceiling
+        offered = cpu * target.peak_turns_per_s
+        assert maintenance["offered_cores"] == pytest.approx(offered)
+        assert maintenance["cores"] == max(1, math.ceil(offered / target.utilisation_ceiling))
+        assert maintenance["ram_gb"] == pytest.approx(104.0 / 1024)  # the measured constant
+        assert maintenance["monthly_cost"] == pytest.approx(
+            maintenance["instances"] * _price("maintenance") * 730
+        )
+    memory = {row["strategy"]: row["memory_gb"] for row in document["answer"]}
+    assert memory["keep_all"] > memory["hybrid"]  # keep_all keeps twice the STM/LTM bytes
+    page = (out / "capacity.html").read_text()
+    assert 'id="sizing-hybrid"' in page and 'id="sizing-keep_all"' in page
+
+
+def test_the_newest_run_of_the_strategy_is_chosen_not_the_newest(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-h", strategy="hybrid")
+    _write_load(tmp_path / "load-k", strategy="keep_all")
+    os.utime(tmp_path / "load-k" / "steps.json", (2e9, 2e9))  # the newest
+    result = _capacity(tmp_path, "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 0, result.output
+    assert f"using load: {tmp_path / 'load-h'} (newest under {tmp_path}/ with strategy hybrid)" in (
+        result.output
+    )
+
+
+def test_a_load_run_of_another_strategy_is_refused_naming_both(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-k", strategy="keep_all")
+    result = _capacity(tmp_path, "--load", str(tmp_path / "load-k"))
+    assert result.exit_code != 0
+    message = " ".join(result.output.split())
+    assert "strategy mismatch" in message
+    assert f"the target ({EXAMPLE}: strategy) asks for 'hybrid'" in message
+    assert f"--load gives {tmp_path / 'load-k'} (keep_all)" in message
+    assert "--strategy keep_all" in message and "memharness load --strategy hybrid" in message
+
+
+def test_a_strategy_no_run_has_names_the_option_and_the_strategies_there(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-h", strategy="hybrid")
+    _write_load(tmp_path / "load-old", strategy=None)
+    result = _capacity(tmp_path, "--strategy", "typed_ttl")
+    assert result.exit_code != 0
+    message = " ".join(result.output.split())
+    assert "no step-load run with strategy 'typed_ttl'" in message
+    assert "the load runs there have: hybrid, store_defaults" in message
+    assert "--load RUN" in message and "memharness load --strategy typed_ttl" in message
+
+
+def test_a_run_without_strategy_keys_is_taken_as_the_stores_defaults(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-old", strategy=None)
+    refused = _capacity(tmp_path)
+    assert refused.exit_code != 0
+    assert "the load runs there have: store_defaults" in " ".join(refused.output.split())
+    out = tmp_path / "plan"
+    result = _capacity(tmp_path, "--strategy", "store_defaults", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "records no strategy: it ran the stores' defaults (store_defaults)" in result.output
+    page = (out / "capacity.md").read_text()
+    assert "records no strategy" in page
+
+
+def test_a_simulator_run_without_the_strategy_is_refused(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-h", strategy="typed_ttl")
+    _write_sim(tmp_path / "sim", 100)  # hybrid and keep_all only
+    result = _capacity(tmp_path, "--strategy", "typed_ttl", "--sim", str(tmp_path / "sim"))
+    assert result.exit_code != 0
+    message = " ".join(result.output.split())
+    assert f"--sim {tmp_path / 'sim'} has hybrid, keep_all" in message
+    assert "memharness run --strategy typed_ttl" in message
+
+
+@pytest.mark.parametrize("option", ["--load", "--sim", "--bench"])
+def test_a_directory_that_is_not_a_run_is_refused(tmp_path: Path, option: str) -> None:
+    _write_load(tmp_path / "load-h")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = _capacity(tmp_path, option, str(empty))
+    assert result.exit_code != 0
+    assert f"{option} {empty}: not a" in " ".join(result.output.split())
+
+
+def test_a_multi_strategy_load_directory_gives_each_strategy_its_run(tmp_path: Path) -> None:
+    for strategy in ("hybrid", "keep_all"):
+        _write_load(tmp_path / f"grid-{strategy}", strategy=strategy)
+    listing = {"kind": "load_strategies", "runs": [
+        {"strategy": s, "dir": f"grid-{s}", "p95_ms": {}, "sustainable_rate": None,
+         "maintenance": None} for s in ("hybrid", "keep_all")]}  # fmt: skip
+    (tmp_path / "grid").mkdir()
+    (tmp_path / "grid" / "load_strategies.json").write_text(json.dumps(listing))
+    args = ["--load", str(tmp_path / "grid"), "--strategy", "keep_all", "--strategy", "hybrid"]
+    result = _capacity(tmp_path, *args, "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 0, result.output
+    assert f"keep_all: using load: {tmp_path / 'grid-keep_all'} (given)" in result.output
+    assert f"hybrid: using load: {tmp_path / 'grid-hybrid'} (given)" in result.output
+
+
+def test_a_failed_report_leaves_the_earlier_one_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write_load(tmp_path / "load-h")
+    out = tmp_path / "plan"
+    assert _capacity(tmp_path, "--out", str(out)).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    import memharness.capacity.render as render
+
+    def broken(_: Any) -> str:
+        raise RuntimeError("rendering failed")
+
+    monkeypatch.setattr(render, "_html", broken)
+    failed = _capacity(tmp_path, "--out", str(out))
+    assert failed.exit_code != 0 and isinstance(failed.exception, RuntimeError)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_the_target_currency_is_shown_with_every_cost(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-h")
+    target = tmp_path / "eur.yaml"
+    target.write_text(EXAMPLE.read_text().replace("currency: USD", "currency: EUR"))
+    out = tmp_path / "plan"
+    args = ["capacity", "--target", str(target), "--reports", str(tmp_path), "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    page = (out / "capacity.html").read_text()
+    assert "monthly cost (EUR)" in page and "EUR per month" in page and "USD" not in page
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("currency: USD", "currency: '<b>'"))
+    refused = CliRunner().invoke(main, ["capacity", "--target", str(bad)])
+    assert refused.exit_code != 0 and f"{bad}:9: currency" in refused.output
 
 
 def test_capacity_refuses_a_bad_target_naming_file_and_line(reports: Path, tmp_path: Path) -> None:
@@ -315,7 +506,9 @@ def test_capacity_refuses_a_bad_target_naming_file_and_line(reports: Path, tmp_p
 
 def test_capacity_without_a_load_run_says_how_to_make_one(tmp_path: Path) -> None:
     result = _capacity(tmp_path)
-    assert result.exit_code != 0 and "memharness load --rates" in result.output
+    assert (
+        result.exit_code != 0 and "memharness load --strategy hybrid --rates auto" in result.output
+    )
 
 
 def test_compare_two_runs(reports: Path, tmp_path: Path) -> None:
@@ -337,7 +530,7 @@ def test_compare_two_runs(reports: Path, tmp_path: Path) -> None:
         plans.append(out)
     result = CliRunner().invoke(main, ["compare", str(plans[0]), str(plans[1])])
     assert result.exit_code == 0, result.output
-    assert "| layer | figure | A | B | delta | change |" in result.output
+    assert "| strategy | layer | figure | A | B | delta | change |" in result.output
     mixed = CliRunner().invoke(main, ["compare", str(plans[0]), str(reports / "sim-large")])
     assert mixed.exit_code != 0 and "different kinds" in mixed.output
 
@@ -365,3 +558,31 @@ def test_capacity_warns_when_no_core_count_meets_an_slo(
     assert result.exit_code == 0, result.output
     head = (tmp_path / "plan" / "capacity.md").read_text().split("## Sizing")[0]
     assert ("stm: no number of cores meets its p95 SLO of 50 ms" in head) is warned
+
+
+def test_the_validation_script_reports_each_run_and_held_out_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "capacity_validation.py"
+    spec = importlib.util.spec_from_file_location("capacity_validation", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    runs = []
+    for k in range(3):
+        _write_load(tmp_path / f"val-{k}", x_max=20.0 + k)
+        runs.append(str(tmp_path / f"val-{k}"))
+    out = tmp_path / "validation.md"
+    code = script.main([*runs, "--out", str(out)])
+    printed = capsys.readouterr().out
+    document = json.loads(out.with_suffix(".json").read_text())
+    assert len(document["rows"]) == 6  # two held-out steps per run
+    assert {r["step"].split(" ")[1] for r in document["rows"]} == {"(below", "(above"}
+    holding = {r["run"] for r in document["rows"]} - {
+        r["run"] for r in document["rows"] if not r["holds"]
+    }
+    assert document["verdict"].startswith(f"{len(holding)} of 3 runs hold")
+    assert code == (0 if len(holding) == 3 else 1)
+    assert printed == out.read_text()

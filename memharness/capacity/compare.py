@@ -3,7 +3,7 @@
 Runs are recognised by their files: `results.json` (simulator: strategy metrics and
 footprint), `steps.json` (step-load: per-step rate and latency), `load_hdr.json` (load:
 latency per operation), `bench.json` (bench: latency per operation), `capacity.json`
-(a plan: sizes per layer). The two are joined with pandas on their keys (strategy,
+(a plan: sizes per strategy and layer). The two are joined with pandas on their keys (strategy,
 operation, step, layer); each figure gets A, B, B − A and B / A − 1.
 """
 
@@ -82,18 +82,22 @@ def _frame(kind: str, data: Any) -> tuple[pd.DataFrame, list[str]]:
                     rows.append({"op": op, "figure": stat, "value": figures[stat]})
         return pd.DataFrame(rows), ["op"]
     if kind == "capacity.json":
-        for row in data.get("sizing") or []:
-            for figure in (
-                "cores",
-                "ram_gb",
-                "disk_gb",
-                "instances",
-                "monthly_cost",
-                "predicted_p_ms",
-            ):
-                rows.append({"layer": row["layer"], "figure": figure, "value": row.get(figure)})
-            rows.append({"layer": row["layer"], "figure": "bound_by", "value": row.get("bound_by")})
-        return pd.DataFrame(rows), ["layer"]
+        for plan in data.get("plans") or []:
+            base = {"strategy": plan.get("strategy")}
+            for row in plan.get("sizing") or []:
+                for figure in (
+                    "cores",
+                    "ram_gb",
+                    "disk_gb",
+                    "instances",
+                    "monthly_cost",
+                    "predicted_p_ms",
+                    "bound_by",
+                ):
+                    rows.append(
+                        {**base, "layer": row["layer"], "figure": figure, "value": row.get(figure)}
+                    )
+        return pd.DataFrame(rows), ["strategy", "layer"]
     raise CompareError(f"cannot compare {kind}")
 
 

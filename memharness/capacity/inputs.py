@@ -93,6 +93,8 @@ class LoadRun:
     meta: dict[str, Any]
     steps: pd.DataFrame
     raw: list[dict[str, Any]] = field(default_factory=list)
+    #: Latency samples per (op, step), decoded from the histograms once.
+    decoded: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -132,16 +134,32 @@ def read_load(directory: Path) -> LoadRun:
 def service_samples(run: LoadRun, op: str, steps: list[int]) -> np.ndarray:
     """Latency samples (seconds) of `op` in `steps`, expanded from their HDR histograms
     (each recorded value repeated by its count; the value is exact to 0.1 %)."""
-    from hdrh.histogram import HdrHistogram
-
-    values: list[np.ndarray] = []
-    for entry in run.raw:
-        if entry["step"] not in steps or op not in (entry.get("histograms") or {}):
-            continue
-        hist = HdrHistogram.decode(entry["histograms"][op])
-        for item in hist.get_recorded_iterator():
-            values.append(np.full(item.count_at_value_iterated_to, item.value_iterated_to / 1e6))
+    values = [_step_samples(run, op, entry) for entry in run.raw if entry["step"] in steps]
+    values = [v for v in values if len(v)]
     return np.concatenate(values) if values else np.zeros(0)
+
+
+def _step_samples(run: LoadRun, op: str, entry: dict[str, Any]) -> np.ndarray:
+    """One step's samples of `op`, decoded once per run: the recorded values are read off
+    the histogram's non-zero counts (as its recorded-values iterator reports them: each
+    bucket's highest equivalent value)."""
+    key = (op, int(entry["step"]))
+    if key not in run.decoded:
+        from hdrh.histogram import HdrHistogram
+
+        encoded = (entry.get("histograms") or {}).get(op)
+        if encoded is None:
+            run.decoded[key] = np.zeros(0)
+        else:
+            hist = HdrHistogram.decode(encoded)
+            counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
+            index = np.flatnonzero(counts)
+            micros = [
+                hist.get_highest_equivalent_value(hist.get_value_from_index(int(i))) for i in index
+            ]
+            repeats = counts[index].astype(np.int64)
+            run.decoded[key] = np.repeat(np.asarray(micros, dtype=float) / 1e6, repeats)
+    return run.decoded[key]
 
 
 @dataclass

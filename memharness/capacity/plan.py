@@ -13,6 +13,10 @@ Per layer (session, STM, LTM, embedder, the turn's app tier):
   (`formulas.py`);
 - instances = max(by CPU, by memory, by disk), the winning term named (Pelikan's
   calculator), and with a price, the monthly cost.
+
+The maintenance process (sweeps, consolidation, business events) is a component of its
+own, sized when the load run measured it: cores = CPU seconds per turn × turns/s at peak
+÷ the utilisation ceiling; memory its measured RSS, else `MAINTENANCE_RSS_MB`.
 """
 
 from __future__ import annotations
@@ -29,9 +33,13 @@ from memharness.capacity.inputs import BenchRun, LoadRun, SimRun, service_sample
 from memharness.capacity.queueing import UslFit, fit_usl, response_quantile, sqrt_staffing
 from memharness.capacity.target import LAYERS, Target
 
-__all__ = ["HOURS_PER_MONTH", "Measured", "measure", "size_layers"]
+__all__ = ["HOURS_PER_MONTH", "MAINTENANCE_RSS_MB", "Measured", "measure", "size_layers"]
 
 HOURS_PER_MONTH = 730.0
+#: Peak RSS of a Python process holding the reference built under hybrid with the
+#: Redis, PostgreSQL and Chroma clients imported (measured: 104 MB, ru_maxrss), the
+#: maintenance process's memory when its run reported none.
+MAINTENANCE_RSS_MB = 104.0
 #: Load-step op whose latency samples describe each layer's calls.
 LAYER_OP = {"session": "session", "stm": "stm", "ltm": "ltm", "embedder": "embed", "turn": "turn"}
 #: Bench op (concurrency 1, inside a real turn) shown beside each layer's service time.
@@ -59,6 +67,36 @@ class Measured:
     rss_mb: dict[str, float]
     cache_hit_ratio: float | None
     bench_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: The maintenance process: cpu_s_per_turn, rss_mb and where each came from, and its
+    #: event lag; None when the load run did not measure it.
+    maintenance: dict[str, Any] | None = None
+
+
+def _maintenance(load: LoadRun, unsat: pd.DataFrame) -> dict[str, Any] | None:
+    """The maintenance process's figures: CPU per turn over the unsaturated steps when
+    the steps sampled it, else the run's `cpu_s_per_turn.maintenance`."""
+    cpu = _ratio(unsat, "cpu.maintenance")
+    cpu_source = "measured: maintenance process CPU s / turn, unsaturated steps (load run)"
+    if cpu is None:
+        figure = (load.meta.get("cpu_s_per_turn") or {}).get("maintenance")
+        if not isinstance(figure, int | float):
+            return None
+        cpu, cpu_source = float(figure), "measured: cpu_s_per_turn.maintenance (load run)"
+    figures = load.meta.get("maintenance") or {}
+    rss = float(unsat["rss.maintenance"].max()) if "rss.maintenance" in unsat else math.nan
+    rss_source = "measured: the maintenance process's peak RSS (load run)"
+    if not math.isfinite(rss) and isinstance(figures.get("rss_mb"), int | float):
+        rss = float(figures["rss_mb"])
+    if not math.isfinite(rss):
+        rss, rss_source = MAINTENANCE_RSS_MB, f"measured constant: {MAINTENANCE_RSS_MB:g} MB RSS"
+    lag = (figures.get("event_lag_ms") or {}).get("p95")
+    return {
+        "cpu_s_per_turn": cpu,
+        "cpu_source": cpu_source,
+        "rss_mb": rss,
+        "rss_source": rss_source,
+        "event_lag_p95_ms": lag,
+    }
 
 
 def _ratio(df: pd.DataFrame, column: str) -> float | None:
@@ -115,6 +153,10 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
                 bench_ms[layer] = {
                     k: float(row.iloc[0][k]) for k in ("mean_ms", "p50_ms", "p95_ms")
                 }
+    maintenance = _maintenance(load, unsat)
+    if maintenance is not None:
+        demand["maintenance"] = maintenance["cpu_s_per_turn"]
+        source["maintenance"] = maintenance["cpu_source"]
     return Measured(
         demand_s=demand,
         demand_source=source,
@@ -125,6 +167,7 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
         rss_mb=rss,
         cache_hit_ratio=float(hits / (hits + misses)) if hits + misses else None,
         bench_ms=bench_ms,
+        maintenance=maintenance,
     )
 
 
@@ -222,28 +265,65 @@ def size_layers(target: Target, measured: Measured, sim: SimRun | None) -> pd.Da
             row["memory_source"] = "measured: the load process's peak RSS, per process"
         elif layer == "embedder":
             row["memory_source"] = "inside the app processes' RSS (in-process model)"
-        node, given = target.node(layer)
-        per_node_cores = node.cores
-        by = {
-            "cpu": math.ceil(cores / per_node_cores - 1e-9),
-            "memory": math.ceil(row["ram_gb"] / (node.ram_gb * target.memory_ceiling) - 1e-9),
-            "disk": math.ceil(row["disk_gb"] / node.disk_gb - 1e-9),
-        }
-        winner = max(by, key=lambda k: (by[k], k == "cpu"))
-        instances = max(1, by[winner])
-        row.update(
-            {
-                "node": f"{node.cores:g} cores, {node.ram_gb:g} GB, {node.disk_gb:g} GB disk",
-                "node_source": "target" if given else "assumed (default node)",
-                "instances_by_cpu": by["cpu"],
-                "instances_by_memory": by["memory"],
-                "instances_by_disk": by["disk"],
-                "instances": instances,
-                "bound_by": winner,
-                "monthly_cost": instances * node.price_per_hour * HOURS_PER_MONTH
-                if node.price_per_hour is not None
-                else None,
-            }
-        )
-        rows.append(row)
+        rows.append(_instances(target, row))
+    if measured.maintenance is not None:
+        rows.append(_instances(target, _maintenance_row(target, measured.maintenance)))
     return pd.DataFrame(rows)
+
+
+def _maintenance_row(target: Target, figures: dict[str, Any]) -> dict[str, Any]:
+    """The maintenance process: its cores for sweeps and events at the target's peak
+    rate, one process's RSS per instance; it holds no records and serves no calls."""
+    lam_peak, ceiling = target.peak_turns_per_s, target.utilisation_ceiling
+    a = lam_peak * figures["cpu_s_per_turn"]
+    cores = max(1, math.ceil(a / ceiling - 1e-9))
+    return {
+        "layer": "maintenance",
+        "calls_per_turn": None,
+        "lambda_peak_per_s": lam_peak,
+        "demand_ms": figures["cpu_s_per_turn"] * 1000.0,
+        "demand_source": figures["cpu_source"],
+        "offered_cores": a,
+        "latency_mean_ms": None,
+        "slo_ms": None,
+        "slo_met": None,
+        "predicted_p_ms": None,
+        "cores": cores,
+        "cores_unit": "cores (one sweeper per namespace; events shared)",
+        "cores_by": f"U <= {ceiling:g}",
+        "utilisation": a / cores,
+        "records": 0.0,
+        "payload_gb": 0.0,
+        "ram_gb": figures["rss_mb"] / 1024.0,
+        "disk_gb": 0.0,
+        "memory_source": figures["rss_source"],
+        "event_lag_p95_ms": figures.get("event_lag_p95_ms"),
+    }
+
+
+def _instances(target: Target, row: dict[str, Any]) -> dict[str, Any]:
+    """Instances = max(by CPU, by memory, by disk) on the layer's node, the winner named,
+    and the monthly cost."""
+    node, given = target.node(row["layer"])
+    by = {
+        "cpu": math.ceil(row["cores"] / node.cores - 1e-9),
+        "memory": math.ceil(row["ram_gb"] / (node.ram_gb * target.memory_ceiling) - 1e-9),
+        "disk": math.ceil(row["disk_gb"] / node.disk_gb - 1e-9),
+    }
+    winner = max(by, key=lambda k: (by[k], k == "cpu"))
+    instances = max(1, by[winner])
+    row.update(
+        {
+            "node": f"{node.cores:g} cores, {node.ram_gb:g} GB, {node.disk_gb:g} GB disk",
+            "node_source": "target" if given else "assumed (default node)",
+            "instances_by_cpu": by["cpu"],
+            "instances_by_memory": by["memory"],
+            "instances_by_disk": by["disk"],
+            "instances": instances,
+            "bound_by": winner,
+            "monthly_cost": instances * node.price_per_hour * HOURS_PER_MONTH
+            if node.price_per_hour is not None
+            else None,
+        }
+    )
+    return row

@@ -38,24 +38,28 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def usl_plot(load: LoadRun, measured: Measured, holdout: dict[str, Any]) -> str:
-    """Throughput against concurrency: the steps, the USL fit, the held-out point."""
+def usl_plot(load: LoadRun, measured: Measured, holdouts: list[dict[str, Any]]) -> str:
+    """Throughput against concurrency: the steps, the USL fit, the held-out points with
+    their predicted intervals."""
     fig, ax = _figure()
     steps = load.steps
-    held = holdout["held_out_step"]
-    fit_rows = steps[steps["step"] != held]
-    held_rows = steps[steps["step"] == held]
+    held = [h["held_out_step"] for h in holdouts]
+    fit_rows = steps[~steps["step"].isin(held)]
+    held_rows = steps[steps["step"].isin(held)]
     ax.scatter(fit_rows["concurrency"], fit_rows["achieved"], label="steps (fitted)", zorder=3)
     ax.scatter(held_rows["concurrency"], held_rows["achieved"], marker="*", s=160, color="red",
-               label="held-out step", zorder=4)  # fmt: skip
+               label="held-out steps", zorder=4)  # fmt: skip
+    for h in holdouts:
+        low, high = h["throughput"]["interval"]
+        ax.vlines(h["concurrency"], low, high, color="red", lw=2, alpha=0.5, zorder=3)
     n = np.linspace(
         max(steps["concurrency"].min() * 0.5, 1e-3), steps["concurrency"].max() * 1.3, 200
     )
     fit = measured.usl
     ax.plot(n, usl_throughput(n, fit.lam, fit.sigma, fit.kappa), label="USL, all steps")
-    u = holdout["usl"]
+    u = holdouts[0]["usl"]
     ax.plot(n, usl_throughput(n, u["lam"], u["sigma"], u["kappa"]), "--",
-            label="USL without the held-out step")  # fmt: skip
+            label="USL without the held-out steps (bars: intervals)")  # fmt: skip
     if math.isfinite(fit.x_max):
         ax.axhline(fit.x_max, color="grey", lw=0.8, ls=":", label=f"X_max {fit.x_max:.1f}/s")
     ax.set_xscale("log")

@@ -85,11 +85,21 @@ def _fit(n: np.ndarray, x: np.ndarray) -> np.ndarray:
     def residuals(p: np.ndarray) -> np.ndarray:
         return np.asarray((usl_throughput(n, *p) - x) / x)
 
+    def jacobian(p: np.ndarray) -> np.ndarray:
+        lam, sigma, kappa = p
+        d = 1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0)
+        return np.column_stack(
+            [n / d / x, -lam * n * (n - 1.0) / d**2 / x, -lam * n * n * (n - 1.0) / d**2 / x]
+        )
+
     lam0 = float(np.max(x / n))
     # σ, κ ≥ 0 by bounds: an unconstrained fit returns negative coefficients on noisy data
     # (CAPACITY.md on the R package usl and codahale/usl).
     result = least_squares(
-        residuals, x0=[lam0, 0.05, 0.001], bounds=([1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf])
+        residuals,
+        x0=[lam0, 0.05, 0.001],
+        jac=jacobian,
+        bounds=([1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf]),
     )
     return np.asarray(result.x)
 

@@ -1,11 +1,12 @@
-"""A capacity plan from runs and a target: `build_plan` computes everything the report
-shows (pure, from the runs read by `inputs`); `render.write_plan` writes the files."""
+"""A capacity plan from runs and a target: `build_plan` computes one strategy's plan (pure,
+from the runs read by `inputs`), `combine` puts the strategies side by side with the
+answer first and the warnings grouped by cause; `render.write_plan` writes the files."""
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,21 @@ import numpy as np
 import pandas as pd
 
 from memharness.capacity import plots
+from memharness.capacity.findings import Finding, group_findings, validation_findings
 from memharness.capacity.inputs import BenchRun, LoadRun, SimRun
-from memharness.capacity.plan import measure, size_layers
+from memharness.capacity.plan import Measured, measure, size_layers
 from memharness.capacity.target import Target
-from memharness.capacity.validate import ERROR_LIMIT, footprint_extrapolation, holdout
+from memharness.capacity.validate import ERROR_LIMIT, footprint_extrapolation, holdouts
 
-__all__ = ["SIZING_COLUMNS", "Plan", "RunRef", "build_plan", "clean"]
+__all__ = [
+    "SIZING_COLUMNS",
+    "Plan",
+    "Plans",
+    "RunRef",
+    "build_plan",
+    "clean",
+    "combine",
+]
 
 SCALE_FACTORS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0)
 SIZING_COLUMNS = [
@@ -49,21 +59,35 @@ class RunRef:
 
     kind: str
     path: Path
-    chosen: str  # "given" or "newest under reports/"
+    chosen: str  # "given" or "newest under reports/ with strategy S"
 
 
 @dataclass
 class Plan:
+    """One strategy's plan."""
+
+    strategy: str
     document: dict[str, Any]
     sizing: pd.DataFrame
     inputs: pd.DataFrame
     curve: pd.DataFrame
     footprint_validation: pd.DataFrame | None
     images: dict[str, str]
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class Plans:
+    """The strategies side by side: the document of capacity.json and its plans."""
+
+    document: dict[str, Any]
+    plans: list[Plan]
+    answer: pd.DataFrame
+    by_layer: pd.DataFrame
 
 
 def _inputs_table(
-    target: Target, measured: Any, load: LoadRun, bench: BenchRun | None
+    target: Target, measured: Measured, load: LoadRun, bench: BenchRun | None
 ) -> pd.DataFrame:
     rows: list[tuple[str, Any, str, str]] = [
         ("users", target.users, "target", "assumed"),
@@ -76,7 +100,7 @@ def _inputs_table(
             "assumed",
         ),
         ("retention (days)", target.retention_days, "target", "assumed"),
-        ("strategy", target.strategy, "target", "assumed"),
+        ("strategy", target.strategy, "target or --strategy", "assumed"),
         ("utilisation ceiling", target.utilisation_ceiling, "target", "assumed"),
         ("memory ceiling", target.memory_ceiling, "target", "assumed"),
         ("calls per turn, each layer", 1, "MemorySystem.turn: one of each", "assumed"),
@@ -88,7 +112,9 @@ def _inputs_table(
         source = measured.demand_source[layer]
         kind = "assumed" if "assumed" in source else "measured"
         rows.append((f"service demand {layer} (ms/turn)", round(d * 1000, 4), source, kind))
-        lat = measured.samples[layer]
+        lat = measured.samples.get(layer)
+        if lat is None:
+            continue
         rows.append(
             (
                 f"latency {layer} mean/p95 (ms, light load)",
@@ -97,6 +123,14 @@ def _inputs_table(
                 "measured",
             )
         )
+    if measured.maintenance is not None:
+        m = measured.maintenance
+        kind = "assumed" if m["rss_source"].startswith("measured constant") else "measured"
+        rows.append(("maintenance RSS (MB)", m["rss_mb"], m["rss_source"], kind))
+        if m.get("event_lag_p95_ms") is not None:
+            rows.append(
+                ("maintenance event lag p95 (ms)", m["event_lag_p95_ms"], "load run", "measured")
+            )
     for layer, figures in measured.bench_ms.items():
         rows.append(
             (
@@ -108,7 +142,9 @@ def _inputs_table(
         )
     for role, mb in measured.rss_mb.items():
         rows.append((f"peak RSS {role} (MB)", mb, f"load {load.run_id}", "measured"))
-    for layer in ("session", "stm", "ltm", "embedder", "turn"):
+    for layer in ("session", "stm", "ltm", "embedder", "turn", "maintenance"):
+        if layer == "maintenance" and measured.maintenance is None:
+            continue
         node, given = target.node(layer)
         rows.append(
             (f"node {layer}", node.model_dump(), "target" if given else "default node", "assumed")
@@ -116,7 +152,7 @@ def _inputs_table(
     return pd.DataFrame(rows, columns=["input", "value", "source", "kind"])
 
 
-def _curve(target: Target, measured: Any, sim: SimRun | None) -> pd.DataFrame:
+def _curve(target: Target, measured: Measured, sim: SimRun | None) -> pd.DataFrame:
     frames = []
     for factor in SCALE_FACTORS:
         sized = size_layers(target.scaled(factor), measured, sim)
@@ -138,46 +174,63 @@ def build_plan(
     sim: SimRun | None,
     sim_small: SimRun | None,
     runs: list[RunRef],
+    notes: list[str] | None = None,
+    warnings: list[str] | None = None,
 ) -> Plan:
-    """Everything the report shows, from the runs and the target."""
+    """One strategy's plan (`target.strategy`), from its runs."""
+    strategy = target.strategy
     measured = measure(load, bench)
     sizing = size_layers(target, measured, sim)
-    held = holdout(load, bench, target.slo_ms.percentile)
+    p_key = f"p{target.slo_ms.percentile:g}"
+    held = holdouts(load, bench, target.slo_ms.percentile)
     fp = (
         footprint_extrapolation(sim_small, sim)
         if sim is not None and sim_small is not None
         else None
     )
-    warnings = []
-    p_key = f"p{target.slo_ms.percentile:g}"
-    for what, err in (("throughput", held["throughput"]["error"]), (p_key, held[p_key]["error"])):
-        if err is not None and abs(err) > ERROR_LIMIT:
-            warnings.append(f"held-out {what} error {err:+.0%} is over {ERROR_LIMIT:.0%}")
+    findings = [Finding(w, strategy, w) for w in warnings or []]
+    findings += validation_findings(strategy, held, p_key)
     if fp is not None:
-        bad = fp[fp["mean_error"].abs() > ERROR_LIMIT]
-        for _, row in bad.iterrows():
-            warnings.append(
-                f"footprint extrapolation {row['strategy']}/{row['layer']}: "
-                f"{row['mean_error']:+.0%} is over {ERROR_LIMIT:.0%}"
+        mine = fp[fp["strategy"] == strategy]
+        for _, row in mine[mine["mean_error"].abs() > ERROR_LIMIT].iterrows():
+            findings.append(
+                Finding(
+                    f"footprint extrapolation error over {ERROR_LIMIT:.0%}",
+                    strategy,
+                    f"footprint extrapolation {strategy}/{row['layer']}: "
+                    f"{row['mean_error']:+.0%} is over {ERROR_LIMIT:.0%}",
+                    layer=str(row["layer"]),
+                    value=float(row["mean_error"]),
+                )
             )
     elif sim is not None:
-        warnings.append("footprint extrapolation not validated: one simulator run only")
+        findings.append(
+            Finding(
+                "footprint extrapolation not validated: one simulator run only",
+                strategy,
+                f"{strategy}: footprint from {sim.run_id} only; no smaller population to "
+                "validate its extrapolation on",
+            )
+        )
     if "slo_met" in sizing:
         for _, row in sizing[sizing["slo_met"].eq(False)].iterrows():
-            warnings.append(
-                f"{row['layer']}: no number of cores meets its {p_key} SLO of "
-                f"{row['slo_ms']:g} ms (predicted {row['predicted_p_ms']:.0f} ms): its "
-                "service time alone is too long; make the operation faster"
+            findings.append(
+                Finding(
+                    f"no number of cores meets the {p_key} SLO: the service time alone is too "
+                    "long; make the operation faster",
+                    strategy,
+                    f"{strategy}/{row['layer']}: no number of cores meets its {p_key} SLO of "
+                    f"{row['slo_ms']:g} ms (predicted {row['predicted_p_ms']:.0f} ms)",
+                    layer=str(row["layer"]),
+                )
             )
-    notes = []
+    notes = list(notes or [])
     if sim is not None:
-        final = sim.series[
-            (sim.series["strategy"] == target.strategy) & (sim.series["layer"] == "ltm")
-        ]
+        final = sim.series[(sim.series["strategy"] == strategy) & (sim.series["layer"] == "ltm")]
         span = float(final["day"].max()) if len(final) else 0.0
         if len(final) and final["bytes"].iloc[-1] > 0:
             notes.append(
-                f"{target.strategy} still holds LTM facts at the end of the {span:.0f}-day "
+                f"{strategy} still holds LTM facts at the end of the {span:.0f}-day "
                 f"simulation: their lifetimes are cut there, so LTM memory is a lower bound "
                 f"beyond {span:.0f} days (retention asked: {target.retention_days:g} days)"
             )
@@ -186,16 +239,23 @@ def build_plan(
                 f"the simulation spans {span:.0f} days, less than the "
                 f"{target.retention_days:g}-day retention: longer lifetimes are not seen"
             )
+    if measured.maintenance is None:
+        notes.append(
+            f"maintenance process not sized: load run {load.run_id} has no maintenance figures "
+            f"(`memharness load --strategy {strategy} --rates auto` measures them)"
+        )
     demand = measured.demand_s
     bottleneck = max(demand, key=lambda k: demand[k])
     cost = sizing["monthly_cost"].dropna()
     document = {
-        "kind": "capacity-plan",
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "target_file": str(target_path),
-        "target": target.model_dump(mode="json"),
+        "strategy": strategy,
         "runs": [{"kind": r.kind, "path": str(r.path), "chosen": r.chosen} for r in runs],
-        "warnings": warnings,
+        "load_strategy": {
+            "strategy": load.meta.get("strategy"),
+            "strategy_fingerprint": load.meta.get("strategy_fingerprint"),
+            "time_scale": load.meta.get("time_scale"),
+        },
+        "warnings": [f.text for f in findings],
         "notes": notes,
         "bottleneck": {
             "layer": bottleneck,
@@ -209,6 +269,7 @@ def build_plan(
         "monthly_cost_total": float(cost.sum()) if len(cost) else None,
         "validation": {
             "holdout": held,
+            "holds": all(h["throughput"]["holds"] and h[p_key]["holds"] for h in held),
             "footprint": _records(fp) if fp is not None else None,
             "footprint_runs": [sim_small.run_id, sim.run_id]
             if fp is not None and sim_small and sim
@@ -233,7 +294,44 @@ def build_plan(
                 sim, target, dict(zip(sizing["layer"], sizing["payload_gb"], strict=True))
             )
         )
-    return Plan(document, sizing, inputs, curve, fp, images)
+    return Plan(strategy, document, sizing, inputs, curve, fp, images, findings)
+
+
+def _answer(plan: Plan) -> dict[str, Any]:
+    s = plan.sizing
+    cost = s["monthly_cost"]
+    b = plan.document["bottleneck"]
+    return {
+        "strategy": plan.strategy,
+        "instances": int(s["instances"].sum()),
+        "cores": int(s["cores"].sum()),
+        "memory_gb": float(s["ram_gb"].sum()),
+        "disk_gb": float(s["disk_gb"].sum()),
+        "monthly_cost": float(cost.sum()) if cost.notna().any() else None,
+        "bottleneck": f"{b['layer']} ({b['demand_ms']:.2f} ms CPU per turn)",
+        "validation_holds": plan.document["validation"]["holds"],
+    }
+
+
+def combine(plans: list[Plan], target: Target, *, target_path: Path) -> Plans:
+    """The strategies side by side: the answer per strategy, instances per layer, the
+    warnings grouped by cause, and each strategy's plan."""
+    answer = pd.DataFrame([_answer(p) for p in plans])
+    by_layer = pd.concat(
+        [p.sizing.set_index("layer")["instances"].rename(p.strategy) for p in plans], axis=1
+    ).reset_index()
+    document = {
+        "kind": "capacity-plan",
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "target_file": str(target_path),
+        "target": target.model_dump(mode="json"),
+        "currency": target.currency,
+        "strategies": [p.strategy for p in plans],
+        "answer": _records(answer),
+        "warnings": group_findings(plans),
+        "plans": [p.document for p in plans],
+    }
+    return Plans(document, plans, answer, by_layer)
 
 
 def clean(value: Any) -> Any:

@@ -12,10 +12,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from reference.yamldoc import YamlDocError, compose_mapping, read_yaml_file, validation_problems
 
-__all__ = ["LAYERS", "NodeShape", "Slo", "Target", "TargetError", "load_target", "parse_target"]
+__all__ = [
+    "LAYERS",
+    "NODE_LAYERS",
+    "NodeShape",
+    "Slo",
+    "Target",
+    "TargetError",
+    "load_target",
+    "parse_target",
+]
 
 #: The layers a plan sizes: the three stores, the embedder, and the turn (the app tier).
 LAYERS = ("session", "stm", "ltm", "embedder", "turn")
+#: Layers a node shape can be given for: those, and the maintenance process (sized when
+#: the load run measured it).
+NODE_LAYERS = (*LAYERS, "maintenance")
 
 
 class TargetError(YamlDocError):
@@ -56,21 +68,24 @@ class Target(_Strict):
     #: How long memories must be kept (days): the horizon of long-term growth.
     retention_days: float = Field(default=90, gt=0)
     strategy: str = Field(default="hybrid", min_length=1, max_length=200)
+    #: The currency of the node prices, shown with every cost.
+    currency: str = Field(default="USD", min_length=1, max_length=12, pattern=r"^[^\s<>&]+$")
     slo_ms: Slo = Slo()
     #: Plan every CPU to at most this utilisation at peak (headroom for bursts, failover).
     utilisation_ceiling: float = Field(default=0.6, gt=0, lt=1)
     #: Plan memory to at most this share of a node's RAM.
     memory_ceiling: float = Field(default=0.75, gt=0, le=1)
-    #: A node shape per layer (session, stm, ltm, embedder, turn) or `default`.
+    #: A node shape per layer (session, stm, ltm, embedder, turn, maintenance) or `default`.
     nodes: dict[str, NodeShape] = Field(default_factory=dict)
 
     @field_validator("nodes")
     @classmethod
     def _known_layers(cls, nodes: dict[str, NodeShape]) -> dict[str, NodeShape]:
-        unknown = sorted(set(nodes) - {*LAYERS, "default"})
+        unknown = sorted(set(nodes) - {*NODE_LAYERS, "default"})
         if unknown:
             raise ValueError(
-                f"unknown node layer(s) {', '.join(unknown)}: use {', '.join(LAYERS)} or default"
+                f"unknown node layer(s) {', '.join(unknown)}: use {', '.join(NODE_LAYERS)} "
+                "or default"
             )
         return nodes
 
@@ -89,6 +104,10 @@ class Target(_Strict):
     @property
     def peak_turns_per_s(self) -> float:
         return self.mean_turns_per_s * self.peak_factor
+
+    def for_strategy(self, strategy: str) -> Target:
+        """The same target under `strategy`."""
+        return self.model_copy(update={"strategy": strategy})
 
     def scaled(self, factor: float) -> Target:
         """The same target with `factor` times the users."""
