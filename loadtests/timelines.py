@@ -1,0 +1,92 @@
+"""Scenario users' timelines as load: what each step of a timeline does to the memory.
+
+`MEMH_LOAD_SCENARIO` names a scenario file (`memharness load --scenario FILE`, or the
+users it generates for `--domain`); each Locust user then plays one scenario user's
+timeline after another, every play as a new memory user, so facts, questions, business
+events and forget commands reach the memory in the proportions the scenario has:
+
+- `say`: a turn (`MemorySystem.turn`, with the step's metadata: an order or ticket id
+  that a business event later names);
+- `forget`: a turn whose text is the command; the turn carries it out;
+- `probe`: a retrieval call, `MemorySystem.recall` (which changes nothing), timed as
+  `recall`;
+- `event`: the business event published to the event stream (`build_event_bus`), timed
+  as `event`, where the maintenance process beside the load applies it. On the in-memory
+  backend no other process can see the stores, so the serving process applies it itself
+  (`MemorySystem.handle_event`).
+
+A timeline's own times only order its steps: when a step is played is the load's
+pacing (think time, `--rate`, open-loop arrivals), and the memory takes the time from
+its clock (a `ScaledClock` under `memharness load --time-scale`). Only turns take an
+arrival slot of the pacing; the probes and events between two turns are played right
+before the later turn, so the offered rate is in turns per second as without a scenario.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memharness.scenarios import load_scenario
+from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step, User
+
+__all__ = [
+    "SCENARIO_ENV",
+    "TimelineQueue",
+    "is_turn",
+    "load_timelines",
+    "scenario_requested",
+    "session_of",
+]
+
+SCENARIO_ENV = "MEMH_LOAD_SCENARIO"
+#: What a played step counts as in the run's `played` tally.
+KINDS = {SayStep: "say", ForgetStep: "forget", ProbeStep: "probe", EventStep: "event"}
+
+
+def scenario_requested() -> bool:
+    """True when `MEMH_LOAD_SCENARIO` names a scenario file to play."""
+    return bool(os.environ.get(SCENARIO_ENV, "").strip())
+
+
+def load_timelines(path: str | Path) -> tuple[User, ...]:
+    """The users of a scenario file (raises `ScenarioError` naming the file and line)."""
+    return tuple(load_scenario(path).users)
+
+
+def is_turn(step: Step | str) -> bool:
+    """Whether playing `step` is a turn (a built-in utterance, a say, a forget command)."""
+    return isinstance(step, str | SayStep | ForgetStep)
+
+
+def session_of(user_id: str, step: SayStep | ForgetStep | ProbeStep) -> str:
+    """The memory's session id of a step played by memory user `user_id`."""
+    return f"{user_id}-{step.session}"
+
+
+@dataclass
+class TimelineQueue:
+    """The scenario users in a fixed order, handed out round robin from a seeded start,
+    and the count of what was played."""
+
+    users: tuple[User, ...]
+    seed: int = 0
+    played: Counter[str] = field(default_factory=Counter)
+    _next: int = -1
+
+    def __post_init__(self) -> None:
+        if not self.users:
+            raise ValueError("a scenario to play needs at least one user")
+        self._next = self.seed % len(self.users)
+
+    def take(self) -> list[Step]:
+        """The next user's timeline, as a list of steps to play in order."""
+        user = self.users[self._next]
+        self._next = (self._next + 1) % len(self.users)
+        self.played["timelines"] += 1
+        return list(user.timeline)
+
+    def count(self, step: Step) -> None:
+        self.played[KINDS[type(step)]] += 1
