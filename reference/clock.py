@@ -21,6 +21,12 @@ class Clock(ABC):
     #: ahead of the server's.
     is_wall_clock: bool = False
 
+    #: How many of this clock's seconds pass per wall second, when that is fixed: the
+    #: Redis session store gives its keys native safety-net TTLs of `ttl /
+    #: native_ttl_scale` wall seconds. None (a virtual clock): no native TTLs, since its
+    #: "now" has no fixed relation to the server's time.
+    native_ttl_scale: float | None = None
+
     @abstractmethod
     def now(self) -> float:
         """The current time in epoch seconds."""
@@ -30,9 +36,41 @@ class SystemClock(Clock):
     """The wall clock, for real runs."""
 
     is_wall_clock = True
+    native_ttl_scale = 1.0
 
     def now(self) -> float:
         return time.time()
+
+
+class ScaledClock(Clock):
+    """Wall time sped up `scale` times: `now() = origin + (wall - wall_origin) * scale`.
+
+    A load of minutes lives through weeks of expiry: at `scale=4320` ten wall minutes are
+    thirty days. `origin` and `wall_origin` default to the wall time at construction; two
+    processes given the same `origin`, `wall_origin` and `scale` agree on "now" (to their
+    hosts' clock skew times `scale`). Native TTLs follow the scale (`native_ttl_scale`).
+    """
+
+    def __init__(
+        self, scale: float, *, origin: float | None = None, wall_origin: float | None = None
+    ) -> None:
+        if not isinstance(scale, int | float) or isinstance(scale, bool) or not scale > 0:
+            raise ValueError(f"scale: must be a number > 0, got {scale!r}")
+        if scale == float("inf"):
+            raise ValueError("scale: must be finite")
+        wall = time.time()
+        self.scale = float(scale)
+        self.native_ttl_scale = self.scale
+        self.wall_origin = wall if wall_origin is None else float(wall_origin)
+        self.origin = wall if origin is None else float(origin)
+
+    def now(self) -> float:
+        return self.origin + (time.time() - self.wall_origin) * self.scale
+
+    def __repr__(self) -> str:
+        return (
+            f"ScaledClock({self.scale!r}, origin={self.origin!r}, wall_origin={self.wall_origin!r})"
+        )
 
 
 class VirtualClock(Clock):

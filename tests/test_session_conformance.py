@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reference.clock import SystemClock, VirtualClock
+from reference.clock import ScaledClock, SystemClock, VirtualClock
 from reference.errors import InvalidInput, NotFound, SessionClosed
 from reference.models import SessionStatus
 from reference.session.base import DEFAULT_SESSION_TTL_S, SessionStore
@@ -527,6 +527,22 @@ def test_native_ttl_under_the_system_clock(session_store_factory: SessionStoreFa
     # Indexes span sessions: they are cleaned by sweeps, never by a native TTL.
     assert client.ttl(ns.user_sessions_key(ALICE)) == -1
     assert client.ttl(ns.session_expiry_key) == -1
+
+
+def test_native_ttl_follows_a_scaled_clock(session_store_factory: SessionStoreFactory) -> None:
+    """At scale N a session's safety-net TTL is its remaining life over N in wall time."""
+    scale = 600.0
+    store = session_store_factory(clock=ScaledClock(scale))
+    client = redis_client_for(store)
+    if client is None:
+        pytest.skip("the in-memory backend has no native TTL")
+    _exercise(store)
+    ns = store.namespace
+    for key in (ns.session_key(ALICE, "s1"), ns.context_key(ALICE, "s1")):
+        remaining_ms = client.pttl(key)
+        # Below the TTL's wall length plus the margin's, and far below the unscaled TTL.
+        assert 0 < remaining_ms <= (TTL + NATIVE_TTL_MARGIN_S) / scale * 1000, key
+        assert remaining_ms > (TTL - MIN) / scale * 1000, key
 
 
 def test_usage_counts_the_live_sessions_and_their_bytes(

@@ -16,8 +16,10 @@ operation of one user reads, changes or reveals the existence of another's.
 Every public operation is one round trip: operations that touch several keys run as Lua
 scripts (registered once, run by EVALSHA), so they are atomic too. Times always come from
 the injected clock as arguments, never from the server's clock: under a virtual clock
-"now" may be weeks ahead of the server. Under a wall clock the hash and the list also get
-a native PEXPIREAT a little after expires_at, a safety net should no sweeper run.
+"now" may be weeks ahead of the server. Under a clock with a `native_ttl_scale` (the
+wall clock, or a scaled one) the hash and the list also get a native PEXPIRE a little
+after expires_at, a safety net should no sweeper run: the time left divided by the
+scale, relative to the server's own clock (so host/server skew does not matter).
 
 Lifecycle: build one store per process (or Ray actor) with `from_url`; the client's
 connection pool is thread-safe but not picklable; `dispose()` closes it.
@@ -58,8 +60,9 @@ from reference.resilience import (
 )
 from reference.session.base import SessionStore
 
-#: Native TTLs fire this long after expires_at: lazy expiry and sweeps stay the rule,
-#: and clock skew between this host and the server cannot expire a live session.
+#: Native TTLs fire this long (in the clock's seconds) after expires_at: lazy expiry and
+#: sweeps stay the rule, and the time between computing "now" and the server applying
+#: the TTL cannot expire a live session.
 NATIVE_TTL_MARGIN_S = 60.0
 
 _LIB = """
@@ -88,8 +91,8 @@ local function live(sid, member, hkey, ckey, ukey, zkey, now)
   return t
 end
 
-local function native(key, at_ms)
-  if at_ms ~= '' then redis.call('PEXPIREAT', key, at_ms) end
+local function native(key, ttl_ms)
+  if ttl_ms ~= '' then redis.call('PEXPIRE', key, ttl_ms) end
 end
 
 local function refresh(member, hkey, ckey, zkey, now_s, until_s, at_ms)
@@ -116,7 +119,7 @@ local now = tonumber(now_s)
 _CREATE = (
     _SINGLE
     + """
--- ARGV[5..8] = channel, expires_at, task_state, native PEXPIREAT ms or ''
+-- ARGV[5..8] = channel, expires_at, task_state, native PEXPIRE ms or ''
 if live(sid, member, hkey, ckey, ukey, zkey, now) then return 0 end
 redis.call('DEL', ckey)
 redis.call('HSET', hkey, 'user_id', uid, 'channel', ARGV[5], 'started_at', now_s,
@@ -131,7 +134,7 @@ return 1
 _GET = (
     _SINGLE
     + """
--- ARGV[5] = refresh-until or '' (peek); ARGV[6] = native PEXPIREAT ms or ''
+-- ARGV[5] = refresh-until or '' (peek); ARGV[6] = native PEXPIRE ms or ''
 local t = live(sid, member, hkey, ckey, ukey, zkey, now)
 if not t then return nil end
 if ARGV[5] ~= '' and t.status == 'active' then
@@ -144,7 +147,7 @@ return redis.call('HGETALL', hkey)
 _APPEND = (
     _SINGLE
     + """
--- ARGV[5..8] = message id, window, refresh-until, native PEXPIREAT ms or ''
+-- ARGV[5..8] = message id, window, refresh-until, native PEXPIRE ms or ''
 local t = live(sid, member, hkey, ckey, ukey, zkey, now)
 if not t then return {0} end
 if t.status ~= 'active' then return {-1} end
@@ -167,7 +170,7 @@ return {1, redis.call('LRANGE', ckey, 0, -1)}
 _SET_TASK_STATE = (
     _SINGLE
     + """
--- ARGV[5..7] = task_state, refresh-until, native PEXPIREAT ms or ''
+-- ARGV[5..7] = task_state, refresh-until, native PEXPIRE ms or ''
 local t = live(sid, member, hkey, ckey, ukey, zkey, now)
 if not t then return {0} end
 if t.status ~= 'active' then return {-1} end
@@ -399,11 +402,13 @@ class RedisSessionStore(SessionStore):
             ns.session_expiry_key,
         ]
 
-    def _native_at(self, expires_at: float) -> str:
-        """PEXPIREAT argument for the safety-net TTL, or '' under a virtual clock."""
-        if not self.clock.is_wall_clock:
+    def _native_ttl(self, expires_at: float, now: float) -> str:
+        """PEXPIRE argument (wall ms) for the safety-net TTL, or '' under a clock with no
+        `native_ttl_scale` (a virtual clock)."""
+        scale = self.clock.native_ttl_scale
+        if scale is None:
             return ""
-        return str(int((expires_at + NATIVE_TTL_MARGIN_S) * 1000))
+        return str(max(1, int((expires_at - now + NATIVE_TTL_MARGIN_S) / scale * 1000)))
 
     def _single(self, script: Any, user_id: str, session_id: str, now: float, *extra: str) -> Any:
         member = self.namespace.session_member(user_id, session_id)
@@ -439,7 +444,7 @@ class RedisSessionStore(SessionStore):
             state.channel,
             _ts(state.expires_at),
             json.dumps(state.task_state, ensure_ascii=False),
-            self._native_at(state.expires_at),
+            self._native_ttl(state.expires_at, state.started_at),
         )
         return bool(created)
 
@@ -448,7 +453,7 @@ class RedisSessionStore(SessionStore):
         self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
     ) -> SessionState | None:
         until = "" if refresh_until is None else _ts(refresh_until)
-        native = "" if refresh_until is None else self._native_at(refresh_until)
+        native = "" if refresh_until is None else self._native_ttl(refresh_until, now)
         flat = self._single(self._get_script, user_id, session_id, now, until, native)
         return None if flat is None else self._state(session_id, flat)
 
@@ -464,7 +469,7 @@ class RedisSessionStore(SessionStore):
             message_id,
             str(self.window),
             _ts(refresh_until),
-            self._native_at(refresh_until),
+            self._native_ttl(refresh_until, now),
         )
         return self._unwrap(reply, session_id)
 
@@ -491,7 +496,7 @@ class RedisSessionStore(SessionStore):
             now,
             json.dumps(task_state, ensure_ascii=False),
             _ts(refresh_until),
-            self._native_at(refresh_until),
+            self._native_ttl(refresh_until, now),
         )
         flat = self._unwrap(reply, session_id)
         return None if flat is None else self._state(session_id, flat)
