@@ -92,6 +92,7 @@ from loadtests.steps import (  # noqa: E402
 )
 from loadtests.timelines import (  # noqa: E402
     SCENARIO_ENV,
+    Play,
     TimelineQueue,
     is_turn,
     load_timelines,
@@ -407,8 +408,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     if run.roles and run.options.sample_every > 0 and _runs_users(environment):
         gevent.spawn(_sample_periodically, run, run.options.sample_every)
     if run.days is not None and _runs_users(environment):
-        run.days.hists.clear()
-        run.days.samples.clear()
+        run.days.restart()
         gevent.spawn(_sample_days, run, run.days)
     if run.rates is not None and _runs_users(environment):
         if isinstance(environment.runner, WorkerRunner):
@@ -635,7 +635,7 @@ def _report(environment: Environment, run: LoadRun) -> None:
         "time_scale": getattr(run.clock, "scale", None),
         "scenario": None
         if run.timelines is None
-        else {"file": os.environ.get(SCENARIO_ENV), "played": dict(run.timelines.played)},
+        else run.timelines.document(os.environ.get(SCENARIO_ENV)),
         "virtual_days": run.days.document() if run.days is not None else None,
     }
     report = build_report(run.hists, verdicts, failed=broken, meta=meta, errors=run.errors)
@@ -704,6 +704,7 @@ class ConversationUser(User):
         self.conversations_played = 0
         self.task_started = time.perf_counter()
         self.step: int | None = None
+        self.play: Play | None = None
 
     def wait_time(self) -> float:
         options = self.load.options
@@ -763,7 +764,8 @@ class ConversationUser(User):
         if timelines is not None:
             if self.conversations_played:
                 self.user_id = self.load.new_user_id()
-            self.pending = list(timelines.take())
+            self.play = timelines.take(self.user_id)
+            self.pending = list(self.play.steps)
         else:
             conversation = self.rng.choice(self.load.conversations)
             self.pending = list(render(conversation, self.rng))
@@ -775,8 +777,8 @@ class ConversationUser(User):
         if isinstance(item, str):
             return self._turn(item, self.session_id)
         assert isinstance(item, SayStep | ForgetStep)
-        assert self.load.timelines is not None
-        self.load.timelines.count(item)
+        assert self.load.timelines is not None and self.play is not None
+        self.load.timelines.count(self.play, item)
         session = session_of(self.user_id, item)
         if isinstance(item, ForgetStep):
             return self._turn(item.forget, session)
@@ -786,8 +788,8 @@ class ConversationUser(User):
         """A scenario's probe (a recall) or business event (published), timed as an op."""
         system, load = self.load.system, self.load
         assert system is not None and load.timelines is not None
-        assert isinstance(step, ProbeStep | EventStep)
-        load.timelines.count(step)
+        assert isinstance(step, ProbeStep | EventStep) and self.play is not None
+        load.timelines.count(self.play, step)
         name = "recall" if isinstance(step, ProbeStep) else "event"
         started = time.perf_counter()
         try:

@@ -34,6 +34,7 @@ from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep
 
 __all__ = [
     "SCENARIO_ENV",
+    "Play",
     "TimelineQueue",
     "is_turn",
     "load_timelines",
@@ -42,6 +43,9 @@ __all__ = [
 ]
 
 SCENARIO_ENV = "MEMH_LOAD_SCENARIO"
+#: The plays kept for the report (memory user, scenario user, steps played): enough to
+#: check a run's outcome user by user, bounded for long runs.
+MAX_PLAYS = 10_000
 #: What a played step counts as in the run's `played` tally.
 KINDS = {SayStep: "say", ForgetStep: "forget", ProbeStep: "probe", EventStep: "event"}
 
@@ -67,13 +71,27 @@ def session_of(user_id: str, step: SayStep | ForgetStep | ProbeStep) -> str:
 
 
 @dataclass
+class Play:
+    """One play of a scenario user's timeline by a memory user: how far it got."""
+
+    memory_user: str
+    scenario_user: str
+    steps: list[Step]
+    played: int = 0
+
+    def as_list(self) -> list[str | int]:
+        return [self.memory_user, self.scenario_user, self.played]
+
+
+@dataclass
 class TimelineQueue:
-    """The scenario users in a fixed order, handed out round robin from a seeded start,
-    and the count of what was played."""
+    """The scenario users in a fixed order, handed out round robin from a seeded start;
+    the count of what was played, and the first MAX_PLAYS plays."""
 
     users: tuple[User, ...]
     seed: int = 0
     played: Counter[str] = field(default_factory=Counter)
+    plays: list[Play] = field(default_factory=list)
     _next: int = -1
 
     def __post_init__(self) -> None:
@@ -81,12 +99,27 @@ class TimelineQueue:
             raise ValueError("a scenario to play needs at least one user")
         self._next = self.seed % len(self.users)
 
-    def take(self) -> list[Step]:
-        """The next user's timeline, as a list of steps to play in order."""
+    def take(self, memory_user: str) -> Play:
+        """The next scenario user's timeline, played by `memory_user`."""
         user = self.users[self._next]
         self._next = (self._next + 1) % len(self.users)
         self.played["timelines"] += 1
-        return list(user.timeline)
+        play = Play(memory_user, user.id, list(user.timeline))
+        if len(self.plays) < MAX_PLAYS:
+            self.plays.append(play)
+        return play
 
-    def count(self, step: Step) -> None:
+    def count(self, play: Play, step: Step) -> None:
+        """`step` of `play` was played (it ran, whether or not the memory raised)."""
         self.played[KINDS[type(step)]] += 1
+        play.played += 1
+
+    def document(self, source: str | None) -> dict[str, object]:
+        """What the report keeps: the file, counts per kind, and the plays."""
+        return {
+            "file": source,
+            "users": len(self.users),
+            "played": dict(self.played),
+            "plays": [play.as_list() for play in self.plays],
+            "plays_truncated": self.played["timelines"] > len(self.plays),
+        }

@@ -4,7 +4,7 @@ Under `memharness load --time-scale N` the memory runs on a `ScaledClock`: a wal
 second is N virtual seconds (4320: ten minutes are thirty days), so TTLs, sliding
 windows, decay, consolidation and archival fire during the load. `VirtualDays` files
 every timed operation under the virtual day its clock was in when it ended (day 0
-starts at the clock's origin) and samples each layer's live records and payload bytes
+starts when the test starts) and samples each layer's live records and payload bytes
 through the stores' footprint path (`usage()`: a read that changes nothing) a few times
 per virtual day. The report shows whether a strategy's latency drifts as its stores
 grow (keep_all) or stays flat (a TTL strategy).
@@ -74,6 +74,13 @@ class VirtualDays:
     hists: dict[int, OpHistograms] = field(default_factory=dict)
     #: (virtual day as a float, {layer: (records, bytes)}), in sampling order.
     samples: list[tuple[float, dict[str, tuple[int, int]]]] = field(default_factory=list)
+
+    def restart(self) -> None:
+        """Day 0 starts now, at the test's start (the build and warm-up before it take
+        virtual days of their own at a high scale)."""
+        self.origin = self.clock.now()
+        self.hists.clear()
+        self.samples.clear()
 
     def day(self) -> int:
         return max(0, math.floor((self.clock.now() - self.origin) / DAY_S))

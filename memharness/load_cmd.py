@@ -358,7 +358,6 @@ def load(
         )
         sys.exit(code)
     run_dir = out / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
     scenario_path = None
     if under_strategies or scenario_file is not None or domains:
         scenario_path = prepare_scenario(
@@ -368,6 +367,7 @@ def load(
             seed=seed or 0,
             out_dir=run_dir,
         )
+    run_dir.mkdir(parents=True, exist_ok=True)
 
     def command_for(directory: Path, name: str) -> list[str]:
         return build_locust_command(

@@ -251,6 +251,10 @@ def _run_one(
     if report is None:
         status = "failed"
         error = error or f"Locust exited with {code} and wrote no load_hdr.json"
+    elif report.get("virtual_days"):
+        from memharness.load_plot import plot_virtual_days
+
+        plot_virtual_days(report, load.run_dir / "virtual_days.png")
     echo(f"memharness load: {load.spec.label}: exit code {code}, {status}")
     return _row(load, report, figures, code, status, error)
 
@@ -343,6 +347,7 @@ def _row(
         "strategy": load.spec.label,
         "strategy_fingerprint": load.spec.strategy.fingerprint(),
         "dir": str(load.run_dir),
+        "namespace": load.prefix,
         "status": status,
         "error": error,
         "exit_code": code,
