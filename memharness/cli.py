@@ -11,6 +11,7 @@ from memharness.capacity_cmd import capacity, compare
 from memharness.cli_settings import settings_from_options
 from memharness.explain_cmd import explain
 from memharness.load_cmd import load
+from memharness.maintain_cmd import maintain
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
 from memharness.strategies_cmd import strategies
@@ -80,6 +81,7 @@ def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None
 main.add_command(run)
 main.add_command(strategies)
 main.add_command(load)
+main.add_command(maintain)
 main.add_command(bench)
 main.add_command(scenarios)
 main.add_command(capacity)

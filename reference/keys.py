@@ -99,3 +99,18 @@ class Namespace:
     def events_failures_key(self, group: str) -> str:
         """Hash of event id -> how often the group's handler raised on it."""
         return f"{self.prefix}:events:group:{group}:failures"
+
+    # Redis (the maintenance process, `reference.maintenance`).
+    def lease_key(self, name: str) -> str:
+        """The holder's token of a lease (one sweeper per namespace), with its expiry."""
+        return f"{self.prefix}:lease:{name}"
+
+    def lease_fence_key(self, name: str) -> str:
+        """Counter of a lease's acquisitions: the holder's fencing token."""
+        return f"{self.prefix}:lease:{name}:fence"
+
+    @property
+    def open_sessions_key(self) -> str:
+        """Sorted set of `user_id session_id` of sessions turns touched, scored by when
+        each ends if no turn comes: the serving processes' trackers, shared."""
+        return f"{self.prefix}:maintenance:open_sessions"

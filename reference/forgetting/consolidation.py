@@ -55,6 +55,7 @@ world). Clamped to 0-10.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -141,11 +142,14 @@ def episode_value(record: MemoryRecord) -> dict[str, Any]:
 # ---------------------------------------------------------------------- open sessions
 class SessionTracker:
     """The sessions turns have touched and not yet consolidated, indexed by the moment
-    each would end if no turn came (its session TTL from the last turn)."""
+    each would end if no turn came (its session TTL from the last turn). Thread-safe:
+    a serving process's turns note sessions while `ServingBackground` drains them to
+    the shared tracker (`reference.maintenance.shared`)."""
 
     def __init__(self) -> None:
         self._due = DueIndex()
         self._sessions: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -153,8 +157,9 @@ class SessionTracker:
     def note(self, user_id: str, session_id: str, ends_at: float) -> None:
         """A turn of this session; without another, it ends at `ends_at`."""
         ident = f"{user_id} {session_id}"
-        self._sessions[ident] = (user_id, session_id)
-        self._due.set(ident, ends_at)
+        with self._lock:
+            self._sessions[ident] = (user_id, session_id)
+            self._due.set(ident, ends_at)
 
     def earliest(self) -> float:
         """The earliest moment a tracked session may end (inf: none tracked)."""
@@ -164,17 +169,37 @@ class SessionTracker:
         """(user_id, session_id, ends_at) of the sessions that may have ended by `now`,
         in the order they fell due; it changes nothing."""
         out = []
-        for ident in self._due.due(now):
-            user_id, session_id = self._sessions[ident]
-            ends_at = self._due.get(ident)
-            out.append((user_id, session_id, now if ends_at is None else ends_at))
+        with self._lock:
+            for ident in self._due.due(now):
+                user_id, session_id = self._sessions[ident]
+                ends_at = self._due.get(ident)
+                out.append((user_id, session_id, now if ends_at is None else ends_at))
         return out
+
+    def ends_at(self, user_id: str, session_id: str) -> float | None:
+        """When the tracked session ends if no turn comes; None if not tracked."""
+        with self._lock:
+            return self._due.get(f"{user_id} {session_id}")
 
     def done(self, user_id: str, session_id: str) -> None:
         """The session was consolidated (or is gone): forget it."""
         ident = f"{user_id} {session_id}"
-        self._sessions.pop(ident, None)
-        self._due.discard(ident)
+        with self._lock:
+            self._sessions.pop(ident, None)
+            self._due.discard(ident)
+
+    def drain(self) -> list[tuple[str, str, float]]:
+        """Every tracked (user_id, session_id, ends_at), forgotten here: for a process
+        that hands its sessions to another (`reference.maintenance.serving`)."""
+        with self._lock:
+            out = []
+            for ident, (user_id, session_id) in self._sessions.items():
+                ends_at = self._due.get(ident)
+                if ends_at is not None:
+                    out.append((user_id, session_id, ends_at))
+            self._sessions = {}
+            self._due = DueIndex()
+        return out
 
 
 @fast_init
@@ -205,6 +230,8 @@ def consolidate_ended(engine: ForgettingEngine, *, dry_run: bool) -> Consolidati
                 engine.sessions.note(user_id, session_id, state.expires_at)
             continue
         ended_at = min(ends_at, now)
+        if not dry_run and engine.before_batch is not None:
+            engine.before_batch()  # one session's consolidation is one batch of changes
         done = consolidate_session(engine, user_id, session_id, ended_at, dry_run=dry_run)
         sessions += done.sessions
         records += done.records

@@ -21,14 +21,15 @@ can only make a user look idle for that long: archival is 90 days out by default
 
 Lifecycle: built by `reference.factory` with the stores of one `MemorySystem`; it owns no
 connections (the stores do). Not thread-safe across concurrent sweeps of one namespace:
-run one sweeper per shard, as the simulator does.
+run one sweeper per shard, as the simulator does, or per namespace under a lease
+(`reference.maintenance`: the maintenance process, `before_batch` checks the lease).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -150,6 +151,9 @@ class ForgettingEngine:
         self._activity_lock = threading.Lock()
         #: Sessions touched by turns and not yet consolidated (`consolidation.py`).
         self.sessions = SessionTracker()
+        #: Called before each batch of changes a sweep applies; raising stops the sweep
+        #: with nothing of that batch applied (the maintenance process's lease check).
+        self.before_batch: Callable[[], None] | None = None
         self._bus: tuple[EventBus, str, str] | None = None
 
     # ------------------------------------------------------------------ write

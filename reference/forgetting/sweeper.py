@@ -32,6 +32,12 @@ What each decision does:
 A deleted fact's audit entries lose their sealed originals too (the masked form stays):
 nothing can decrypt a fact that no longer exists.
 
+Before each batch of changes is applied (a page of sessions, one session's
+consolidation, a page of STM or LTM decisions) the sweep calls the engine's
+`before_batch` hook when one is set: the maintenance process checks its lease there
+(`reference.maintenance.lease`), and a hook that raises stops the sweep with nothing of
+that batch applied.
+
 A dry run reads and decides exactly as a sweep does and writes nothing: no events are
 consumed, no activity is flushed (buffered activity still counts), sessions are not
 examined (their store has no read-only way to list expired sessions).
@@ -157,6 +163,7 @@ def _sweep_sessions(engine: ForgettingEngine, dry_run: bool) -> LayerStats:
         return stats
     batch = engine.strategy.sweep_batch_size
     while True:
+        before_batch(engine)
         removed = engine.session.sweep_expired(batch_size=batch)
         stats.batches += 1
         stats.examined += removed
@@ -207,6 +214,7 @@ def _sweep_stm(engine: ForgettingEngine, dry_run: bool) -> LayerStats:
         # Archiving a short-lived record is removing it; anonymising does not apply.
         remove = {d.record_id for d in decisions if d.action is not Action.ANONYMISE}
         if remove and not dry_run:
+            before_batch(engine)
             engine.stm.purge(record_ids=remove)
         after = page[-1].record_id
         if len(page) < batch:
@@ -227,6 +235,7 @@ def _sweep_ltm(engine: ForgettingEngine, dry_run: bool) -> LayerStats:
         _count(stats, decisions)
         changes = fact_changes(page, decisions)
         if changes and not dry_run:
+            before_batch(engine)
             engine.ltm.apply_changes(changes, actor=SWEEP_ACTOR)
         after = page[-1].fact_id
         if len(page) < batch:
@@ -293,6 +302,7 @@ class _DueLayer:
         _count(self.stats, decisions)
         if not decisions or self.dry_run:
             return
+        before_batch(self.engine)
         if self.layer == "stm":
             remove = {d.record_id for d in decisions if d.action is not Action.ANONYMISE}
             if remove:
@@ -301,6 +311,13 @@ class _DueLayer:
             changes = fact_changes(page, decisions)
             if changes:
                 self.engine.ltm.apply_changes(changes, actor=SWEEP_ACTOR)
+
+
+def before_batch(engine: ForgettingEngine) -> None:
+    """Run the engine's `before_batch` hook, if any (it raises to stop the sweep)."""
+    hook = engine.before_batch
+    if hook is not None:
+        hook()
 
 
 def _ident_of(memory: Any) -> str:
@@ -347,4 +364,11 @@ def anonymised(value: dict[str, Any]) -> dict[str, Any]:
     return {k: anonymise_value(v) if isinstance(v, dict) else v for k, v in top.items()}
 
 
-__all__ = ["LayerStats", "SweepStats", "anonymised", "fact_changes", "run_sweep"]
+__all__ = [
+    "LayerStats",
+    "SweepStats",
+    "anonymised",
+    "before_batch",
+    "fact_changes",
+    "run_sweep",
+]
