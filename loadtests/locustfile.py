@@ -778,18 +778,19 @@ class ConversationUser(User):
             return self._turn(item, self.session_id)
         assert isinstance(item, SayStep | ForgetStep)
         assert self.load.timelines is not None and self.play is not None
-        self.load.timelines.count(self.play, item)
         session = session_of(self.user_id, item)
         if isinstance(item, ForgetStep):
-            return self._turn(item.forget, session)
-        return self._turn(item.say, session, dict(item.metadata) or None)
+            error = self._turn(item.forget, session)
+        else:
+            error = self._turn(item.say, session, dict(item.metadata) or None)
+        self.load.timelines.count(self.play, item)  # not reached when the stop kills it
+        return error
 
     def _call(self, step: str | Step) -> None:
         """A scenario's probe (a recall) or business event (published), timed as an op."""
         system, load = self.load.system, self.load
         assert system is not None and load.timelines is not None
         assert isinstance(step, ProbeStep | EventStep) and self.play is not None
-        load.timelines.count(self.play, step)
         name = "recall" if isinstance(step, ProbeStep) else "event"
         started = time.perf_counter()
         try:
@@ -813,8 +814,9 @@ class ConversationUser(User):
                     system.handle_event(event)
         except Exception as exc:
             self._fire("op", name, (time.perf_counter() - started) * 1000.0, exc)
-            return
-        self._fire("op", name, (time.perf_counter() - started) * 1000.0)
+        else:
+            self._fire("op", name, (time.perf_counter() - started) * 1000.0)
+        load.timelines.count(self.play, step)
 
     def _turn(
         self, text: str, session_id: str, metadata: dict[str, Any] | None = None

@@ -110,7 +110,8 @@ class TimelineQueue:
         return play
 
     def count(self, play: Play, step: Step) -> None:
-        """`step` of `play` was played (it ran, whether or not the memory raised)."""
+        """`step` of `play` was played: it finished, whether or not the memory raised (a
+        step cut short by the end of the run is not counted)."""
         self.played[KINDS[type(step)]] += 1
         play.played += 1
 

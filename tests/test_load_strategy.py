@@ -180,3 +180,82 @@ def test_a_failing_strategy_leaves_the_earlier_results(
     assert _report(Path(first["dir"]))["strategy"] == "keep_all"
     assert second["status"] == "failed" and "load_hdr.json" in second["error"]
     assert "typed_ttl" in result.output and "FAILED" in result.output
+
+
+# --------------------------------------------------------------------------- embedded run
+SCENARIO = """\
+name: forget-and-event
+users:
+  - id: company
+    timeline:
+      - {at: "2024-01-01T09:00:00Z", session: s1, say: "My company is Acme Widgets."}
+      - {at: "2024-01-01T09:01:00Z", session: s1, forget: "forget my company"}
+      - {at: "2024-01-01T09:02:00Z", session: s1, probe: "What is my company?"}
+  - id: order
+    timeline:
+      - {at: "2024-01-01T09:00:00Z", session: s1, metadata: {order_id: A100001},
+         say: "For order A100001, I always prefer gift wrapping."}
+      - {at: "2024-01-01T09:05:00Z", event: order_completed, payload: {order_id: A100001}}
+      - {at: "2024-01-01T09:06:00Z", session: s2, probe: "How should order A100001 be handled?"}
+"""
+
+
+def test_hybrid_beside_its_maintenance_process_on_the_embedded_servers(tmp_path: Path) -> None:
+    """hybrid on the embedded servers (Redis, PostgreSQL, a Chroma server) with the
+    maintenance process beside the load: the events the load publishes are applied by
+    that process (its figures count them, and the memory no longer holds the order's
+    preference), and every forget command that ran removed the company from every layer."""
+    from reference.factory import build_memory_system
+    from reference.ltm.base import LtmFilter
+    from reference.settings import Settings
+    from reference.stm.base import StmFilter
+    from reference.stm.chroma_server import start_chroma_server
+
+    scenario = tmp_path / "forget_event.yaml"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+    data = tmp_path / "data"
+    env = {"MEMH_DATA_DIR": str(data), "MEMH_EMBEDDER": "hashing", "MEMH_PREFIX": "lst"}
+    for name in ("MEMH_REDIS_URL", "MEMH_PG_URL", "MEMH_CHROMA_URL", "MEMH_BACKEND"):
+        env[name] = ""  # type: ignore[assignment]  # unset: the embedded servers
+    result = _load(
+        tmp_path,
+        "emb",
+        *("--strategy", "hybrid", "--scenario", str(scenario), "--users", "2"),
+        *("--duration", "8s", "--sla", "session=2000,stm=2000,ltm=2000,turn=5000"),
+        *("--", "--think-time", "0.05,0.15", "--keep-data"),
+        env={k: (v or None) for k, v in env.items()},  # type: ignore[misc]
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads((tmp_path / "emb" / "load_strategies.json").read_text())["runs"]
+    report = _report(Path(row["dir"]))
+    figures = report["maintenance"]
+    assert figures["kind"] == "maintenance" and figures["strategy"] == "hybrid"
+    assert figures == json.loads((Path(row["dir"]) / "maintenance.json").read_text())
+    published = report["scenario"]["played"].get("event", 0)
+    assert published >= 1 and figures["events_applied"] >= 1
+    assert figures["events_applied"] <= published and figures["errors"] == 0
+    cpu = report["cpu_s_per_turn"]
+    assert all(cpu[role] is not None for role in ROLES), cpu  # every process measured
+    assert row["maintenance"]["events_applied"] == figures["events_applied"]
+
+    # The memory as the servers hold it after the run (a fresh client, reads only).
+    with start_chroma_server(data / "chroma-server") as chroma:
+        settings = Settings(
+            data_dir=data, prefix=row["namespace"], chroma_url=chroma.url, embedder="hashing"
+        )
+        system = build_memory_system(settings)
+        try:
+            still_ordered, forgot = 0, 0
+            for memory_user, scenario_user, played in report["scenario"]["plays"]:
+                texts = [r.text for r in system.stm.records(filter=StmFilter(user_id=memory_user))]
+                texts += [f.text for f in system.ltm.facts(filter=LtmFilter(user_id=memory_user))]
+                if scenario_user == "company" and played >= 2:  # the forget command ran
+                    forgot += 1
+                    assert not [t for t in texts if "Acme" in t], (memory_user, texts)
+                if scenario_user == "order" and played >= 2:  # its event was published
+                    still_ordered += any("A100001" in t for t in texts)
+        finally:
+            system.dispose()
+    assert forgot >= 1
+    # every applied event removed its order's preference; only unapplied ones may remain
+    assert still_ordered <= published - figures["events_applied"]
