@@ -792,6 +792,12 @@ class ConversationUser(User):
         assert system is not None and load.timelines is not None
         assert isinstance(step, ProbeStep | EventStep) and self.play is not None
         name = "recall" if isinstance(step, ProbeStep) else "event"
+        with load.turn_slot:  # --serial: one call at a time, as for turns
+            self._timed_call(name, step, system)
+        load.timelines.count(self.play, step)
+
+    def _timed_call(self, name: str, step: ProbeStep | EventStep, system: MemorySystem) -> None:
+        load = self.load
         started = time.perf_counter()
         try:
             if isinstance(step, ProbeStep):
@@ -816,7 +822,6 @@ class ConversationUser(User):
             self._fire("op", name, (time.perf_counter() - started) * 1000.0, exc)
         else:
             self._fire("op", name, (time.perf_counter() - started) * 1000.0)
-        load.timelines.count(self.play, step)
 
     def _turn(
         self, text: str, session_id: str, metadata: dict[str, Any] | None = None

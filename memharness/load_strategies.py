@@ -56,7 +56,10 @@ __all__ = [
 MAINTAIN_STOP_S = 60.0
 #: Seconds between the maintenance process's figures files (the last one on exit).
 FIGURES_EVERY_S = 5.0
-_LAYERS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "event")
+_LAYERS = (
+    *("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "event"),
+    "turn@intended",
+)
 _ROLES = ("load", "maintenance", "redis", "postgres", "chroma")
 #: The maintenance figures repeated in load_strategies.json (the whole set is in the run's
 #: load_hdr.json under "maintenance").
