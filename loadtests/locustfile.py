@@ -124,6 +124,8 @@ from reference.settings import Settings  # noqa: E402
 from reference.system import TIMING_KEYS, MemorySystem  # noqa: E402
 
 log = logging.getLogger("memharness.load")
+# Chroma's HTTP client (a Chroma server by URL) logs every request at INFO.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 SLA_EXIT_CODE = 3
 CONSISTENCY_EXIT_CODE = 4
 #: The layers of a turn, in order: a failed turn is charged to the first one that did not

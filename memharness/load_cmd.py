@@ -28,7 +28,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +38,9 @@ from memharness.load_plan import (
     check_time_scale,
     plan_strategies,
     prepare_scenario,
-    strategy_loads,
+    run_under_strategies,
 )
-from memharness.load_strategies import run_strategy_loads, shared_servers
 from memharness.scenarios import DOMAINS
-from memharness.sim.plan import StrategySpec
 
 __all__ = ["build_locust_command", "default_locustfile", "load"]
 
@@ -330,8 +327,12 @@ def load(
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
     _check_shape_options(locustfile, steps=steps, sla=sla)
     under_strategies = bool(strategy_specs or grid_specs)
-    if under_strategies and overload:
-        raise click.UsageError("--overload runs without --strategy or --grid")
+    scenario_given = scenario_file is not None or bool(domains) or scenario_users is not None
+    if overload and (under_strategies or scenario_given or time_scale is not None):
+        raise click.UsageError(
+            "--overload runs the built-in conversations on the wall clock, without "
+            "--strategy, --grid, --scenario, --domain, --scenario-users or --time-scale"
+        )
     if scenario_file is not None and domains:
         raise click.UsageError("--scenario or --domain, not both")
     if scenario_users is not None and scenario_file is not None:
@@ -359,7 +360,7 @@ def load(
         sys.exit(code)
     run_dir = out / run_id
     scenario_path = None
-    if under_strategies or scenario_file is not None or domains:
+    if under_strategies or scenario_given:
         scenario_path = prepare_scenario(
             scenario=scenario_file,
             domains=domains,
@@ -395,10 +396,17 @@ def load(
     if scenario_path is not None:
         env["MEMH_LOAD_SCENARIO"] = str(scenario_path)
     if under_strategies:
-        code = _under_strategies(
-            specs, out=out, run_id=run_id, env=env, command_for=command_for,
-            time_scale=time_scale, backend=backend, embedder=embedder,
-        )  # fmt: skip
+        from memharness.cli_settings import settings_from_options
+
+        code = run_under_strategies(
+            specs,
+            settings=settings_from_options(backend=backend, embedder=embedder),
+            out=out,
+            run_id=run_id,
+            env=env,
+            locust_command=lambda one: command_for(one.run_dir, one.run_id),
+            time_scale=time_scale,
+        )
         sys.exit(code)
     if time_scale is not None:
         env["MEMH_LOAD_TIME_SCALE"] = repr(time_scale)
@@ -417,47 +425,6 @@ _RUN_ENV = (
     "MEMH_LOAD_CLOCK_ORIGIN",
     "MEMH_LOAD_WALL_ORIGIN",
 )
-
-
-def _under_strategies(
-    specs: list[StrategySpec],
-    *,
-    out: Path,
-    run_id: str,
-    env: dict[str, str],
-    command_for: Callable[[Path, str], list[str]],
-    time_scale: float | None,
-    backend: str | None,
-    embedder: str | None,
-) -> int:
-    """The load once per strategy, each beside its maintenance process (on real servers);
-    returns the first non-zero exit code of a strategy's run."""
-    from memharness.cli_settings import settings_from_options
-    from memharness.run_cmd import run_tag
-
-    settings = settings_from_options(backend=backend, embedder=embedder)
-    loads = strategy_loads(
-        specs, out=out, run_id=run_id, prefix=settings.prefix, tag=run_tag(run_id)
-    )
-    if settings.encryption_key is None and any(
-        s.strategy.pii is not None and s.strategy.pii.encrypt_ltm for s in specs
-    ):
-        from reference.crypto import generate_key
-
-        # The load's users are throwaway: their sealed fields get a throwaway key, which
-        # the maintenance process shares (it anonymises what the serving side sealed).
-        env["MEMH_ENCRYPTION_KEY"] = generate_key()
-    with shared_servers(settings, settings.data_dir) as urls:
-        env.update(urls)
-        return run_strategy_loads(
-            loads,
-            summary_dir=out / run_id,
-            locust_command=lambda one: command_for(one.run_dir, one.run_id),
-            env=env,
-            maintenance=settings.backend != "memory",
-            time_scale=time_scale,
-            echo=lambda line: click.echo(line, err=True),
-        )
 
 
 def _check_shape_options(locustfile: Path, *, steps: str | None, sla: str | None) -> None:

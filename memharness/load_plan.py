@@ -1,5 +1,7 @@
 """What `memharness load` runs under strategies: the strategies, the scenario, the clock.
 
+`run_under_strategies` then runs them (`memharness.load_strategies`).
+
 Everything a user can pass wrong is checked here, before any server or process starts:
 an unknown strategy (naming the option, the choices and the nearest name), a grid or
 override that does not validate (`memharness run`'s parser: `memharness.sim.plan`), a
@@ -10,23 +12,31 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
 
-from memharness.load_strategies import StrategyLoad, run_dir_name
+from memharness.load_strategies import (
+    StrategyLoad,
+    run_dir_name,
+    run_strategy_loads,
+    shared_servers,
+)
 from memharness.scenarios import DOMAINS, ScenarioError, load_scenario, write_scenario
 from memharness.scenarios.generate import iter_users
 from memharness.scenarios.model import Scenario, User
 from memharness.sim.plan import SpecError, StrategySpec, plan_specs
+from reference.crypto import generate_key
 from reference.forgetting.loading import list_strategies
+from reference.settings import Settings
 
 __all__ = [
     "DEFAULT_SCENARIO_USERS",
     "check_time_scale",
     "plan_strategies",
     "prepare_scenario",
+    "run_under_strategies",
     "strategy_loads",
 ]
 
@@ -147,3 +157,39 @@ def strategy_loads(
             )
         )
     return loads
+
+
+def run_under_strategies(
+    specs: Sequence[StrategySpec],
+    *,
+    settings: Settings,
+    out: Path,
+    run_id: str,
+    env: dict[str, str],
+    locust_command: Callable[[StrategyLoad], list[str]],
+    time_scale: float | None,
+) -> int:
+    """The load once per strategy, each beside its maintenance process on real servers
+    (`memharness.load_strategies`); returns the first non-zero exit code of a run."""
+    from memharness.run_cmd import run_tag
+
+    loads = strategy_loads(
+        specs, out=out, run_id=run_id, prefix=settings.prefix, tag=run_tag(run_id)
+    )
+    if settings.encryption_key is None and any(
+        s.strategy.pii is not None and s.strategy.pii.encrypt_ltm for s in specs
+    ):
+        # The load's users are throwaway: their sealed fields get a throwaway key, which
+        # the maintenance process shares (it anonymises what the serving side sealed).
+        env["MEMH_ENCRYPTION_KEY"] = generate_key()
+    with shared_servers(settings, settings.data_dir) as urls:
+        env.update(urls)
+        return run_strategy_loads(
+            loads,
+            summary_dir=out / run_id,
+            locust_command=locust_command,
+            env=env,
+            maintenance=settings.backend != "memory",
+            time_scale=time_scale,
+            echo=lambda line: click.echo(line, err=True),
+        )

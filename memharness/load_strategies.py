@@ -26,8 +26,6 @@ itself, and records expire lazily on read.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
@@ -39,14 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memharness.load_results import (
+    annotate_results,
+    format_summary,
+    read_json,
+    summary_row,
+    write_json,
+)
 from memharness.sim.plan import StrategySpec
 
 __all__ = [
     "MAINTAIN_STOP_S",
     "StrategyLoad",
-    "annotate_results",
-    "cpu_per_turn",
-    "format_summary",
     "run_dir_name",
     "run_strategy_loads",
     "shared_servers",
@@ -56,17 +58,6 @@ __all__ = [
 MAINTAIN_STOP_S = 60.0
 #: Seconds between the maintenance process's figures files (the last one on exit).
 FIGURES_EVERY_S = 5.0
-_LAYERS = (
-    *("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "event"),
-    "turn@intended",
-)
-_ROLES = ("load", "maintenance", "redis", "postgres", "chroma")
-#: The maintenance figures repeated in load_strategies.json (the whole set is in the run's
-#: load_hdr.json under "maintenance").
-_MAINTENANCE_KEYS = (
-    *("cpu_s", "wall_s", "cycles", "cycle_ms", "examined", "changed"),
-    *("sessions_consolidated", "episodes", "events_applied", "event_lag_ms", "errors"),
-)
 
 
 def run_dir_name(run_id: str, label: str) -> str:
@@ -82,21 +73,6 @@ class StrategyLoad:
     run_id: str
     run_dir: Path
     prefix: str
-
-
-def _write_json(path: Path, document: Any) -> None:
-    """Write atomically: a temporary file beside `path`, then a rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
 
 
 @contextmanager
@@ -201,7 +177,7 @@ def run_strategy_loads(
     for load in loads:
         row = _run_one(load, locust_command, env, maintenance, time_scale, echo)
         rows.append(row)
-        _write_json(summary_dir / "load_strategies.json", {"kind": "load_strategies", "runs": rows})
+        write_json(summary_dir / "load_strategies.json", {"kind": "load_strategies", "runs": rows})
         if not first_error:
             first_error = int(row["exit_code"] or 0) or (0 if row["status"] == "ok" else 1)
     echo(format_summary(rows))
@@ -243,14 +219,14 @@ def _run_one(
     finally:
         if process is not None:
             maint_code = _stop_maintenance(process)
-    figures = _read_json(load.run_dir / "maintenance.json") if maintenance else None
+    figures = read_json(load.run_dir / "maintenance.json") if maintenance else None
     if maintenance and (figures is None or maint_code != 0):
         status = "failed"
         error = error or (
             f"the maintenance process exited with {maint_code} and "
             f"{'no figures' if figures is None else 'figures'}; see {load.run_dir}/maintenance.log"
         )
-    report = annotate_results(load, figures=figures, time_scale=time_scale)
+    report = annotate_results(load.run_dir, load.spec, figures=figures, time_scale=time_scale)
     if report is None:
         status = "failed"
         error = error or f"Locust exited with {code} and wrote no load_hdr.json"
@@ -259,141 +235,4 @@ def _run_one(
 
         plot_virtual_days(report, load.run_dir / "virtual_days.png")
     echo(f"memharness load: {load.spec.label}: exit code {code}, {status}")
-    return _row(load, report, figures, code, status, error)
-
-
-def annotate_results(
-    load: StrategyLoad, *, figures: Mapping[str, Any] | None, time_scale: float | None
-) -> dict[str, Any] | None:
-    """Add the strategy, its fingerprint, the time scale, the maintenance figures and the
-    CPU seconds per turn to the run's load_hdr.json (and steps.json); returns the former."""
-    report = _read_json(load.run_dir / "load_hdr.json")
-    if report is None:
-        return None
-    steps = _read_json(load.run_dir / "steps.json")
-    keys = {
-        "strategy": load.spec.label,
-        "strategy_fingerprint": load.spec.strategy.fingerprint(),
-        "time_scale": time_scale,
-        "maintenance": dict(figures) if figures is not None else None,
-        "cpu_s_per_turn": cpu_per_turn(report, steps, figures),
-    }
-    report.update(keys)
-    _write_json(load.run_dir / "load_hdr.json", report)
-    if steps is not None:
-        steps.update(keys)
-        _write_json(load.run_dir / "steps.json", steps)
-    return report
-
-
-def cpu_per_turn(
-    report: Mapping[str, Any],
-    steps: Mapping[str, Any] | None,
-    figures: Mapping[str, Any] | None,
-) -> dict[str, float | None]:
-    """CPU seconds per served turn of each process: load, maintenance, redis, postgres,
-    chroma. The probes and event publishes of a scenario are in the CPU, not in the count.
-
-    The processes' CPU comes from the run's samples (`loadtests/procstats.py`): summed
-    over the steps with `--rates`, else from the first to the last periodic sample;
-    the maintenance process's from its own figures. A process that does not exist in
-    this run (the in-memory backend has no servers) costs 0.0; one that exists but was
-    not measured (a remote server) is None.
-    """
-    cpu: dict[str, float] = {}
-    turns = 0
-    if steps is not None and steps.get("steps"):
-        for entry in steps["steps"]:
-            turns += int(entry.get("completed_in_window") or 0)
-            for role, figures_ in (entry.get("processes") or {}).items():
-                cpu[role] = cpu.get(role, 0.0) + float(figures_.get("cpu_s") or 0.0)
-    else:
-        turns = int(((report.get("ops") or {}).get("turn") or {}).get("count") or 0)
-        for role, figures_ in (report.get("processes") or {}).items():
-            cpu[role] = float(figures_.get("cpu_s") or 0.0)
-    if figures is not None:
-        cpu["maintenance"] = float(figures.get("cpu_s") or 0.0)
-    notes = report.get("process_notes") or {}
-    memory = (report.get("backends") or {}).get("session") == "in-memory"
-    out: dict[str, float | None] = {}
-    for role in _ROLES:
-        if role in cpu and turns:
-            out[role] = round(cpu[role] / turns, 6)
-        elif (role == "maintenance" and figures is None) or (memory and role != "load"):
-            out[role] = 0.0  # no such process in this run
-        elif role == "chroma" and "embedded" in str(notes.get("chroma", "")):
-            out[role] = 0.0  # the embedded client: its CPU is in "load"
-        else:
-            out[role] = None
-    return out
-
-
-def _row(
-    load: StrategyLoad,
-    report: Mapping[str, Any] | None,
-    figures: Mapping[str, Any] | None,
-    code: int | None,
-    status: str,
-    error: str | None,
-) -> dict[str, Any]:
-    """The strategy's headline figures for load_strategies.json."""
-    ops = (report or {}).get("ops") or {}
-    steps = _read_json(load.run_dir / "steps.json")
-    sustainable = None
-    if steps is not None:
-        held = [float(s["offered_rate"]) for s in steps.get("steps", []) if s.get("sla_held")]
-        sustainable = max(held) if held else None
-    maintenance = None
-    if figures is not None:
-        maintenance = {key: figures.get(key) for key in _MAINTENANCE_KEYS}
-    return {
-        "strategy": load.spec.label,
-        "strategy_fingerprint": load.spec.strategy.fingerprint(),
-        "dir": str(load.run_dir),
-        "namespace": load.prefix,
-        "status": status,
-        "error": error,
-        "exit_code": code,
-        "p95_ms": {op: (ops.get(op) or {}).get("p95_ms") for op in _LAYERS if op in ops},
-        "turns": (ops.get("turn") or {}).get("count", 0),
-        "sustainable_rate": sustainable,
-        "passed": (report or {}).get("passed"),
-        "maintenance": maintenance,
-        "cpu_s_per_turn": (report or {}).get("cpu_s_per_turn"),
-        "time_scale": (report or {}).get("time_scale"),
-    }
-
-
-def format_summary(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One row per strategy: p95 per layer, SLAs, sustainable rate, maintenance, CPU."""
-    head = (
-        f"{'strategy':<22}{'turns':>7}{'session':>9}{'stm':>8}{'ltm':>8}{'recall':>8}"
-        f"{'turn':>8}  {'SLAs':<6}{'max/s':>7}{'events':>8}{'lag p95':>9}{'maint cpu':>10}"
-        f"  cpu ms/turn load/maint/redis/pg/chroma"
-    )
-    lines = ["Strategies under the same load (p95 in ms):", head, "-" * len(head)]
-    for row in rows:
-        p95 = row["p95_ms"]
-        maint = row["maintenance"] or {}
-        lag = (maint.get("event_lag_ms") or {}).get("p95")
-        cpu = row["cpu_s_per_turn"] or {}
-        per_turn = "/".join(
-            "-" if cpu.get(role) is None else f"{1000 * cpu[role]:.2f}" for role in _ROLES
-        )
-        sla = "-" if row["passed"] is None else ("met" if row["passed"] else "BROKEN")
-        if row["status"] != "ok":
-            sla = "FAILED"
-        lines.append(
-            f"{row['strategy'][:21]:<22}{row['turns']:>7}{_num(p95.get('session'), 9)}"
-            f"{_num(p95.get('stm'), 8)}{_num(p95.get('ltm'), 8)}{_num(p95.get('recall'), 8)}"
-            f"{_num(p95.get('turn'), 8)}  {sla:<6}{_num(row['sustainable_rate'], 7)}"
-            f"{maint.get('events_applied', '-')!s:>8}{_num(lag, 9)}"
-            f"{_num(maint.get('cpu_s'), 10)}  {per_turn}"
-        )
-        if row["error"]:
-            lines.append(f"  {row['strategy']}: {row['error']}")
-    return "\n".join(lines)
-
-
-def _num(value: Any, width: int) -> str:
-    return f"{value:>{width}.1f}" if isinstance(value, int | float) else f"{'-':>{width}}"
+    return summary_row(load.run_dir, load.spec, load.prefix, report, figures, code, status, error)
