@@ -471,6 +471,7 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
     run.stopped = True
     run.stopped_at = time.time()
+    _stop_background(run)  # its last write comes before the erasure, not after it
     if run.system is not None:
         _check_and_erase(run, run.system)
 
@@ -504,12 +505,7 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
 @events.quitting.add_listener
 def _on_quitting(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
-    if run.background is not None:
-        try:
-            run.background.stop()
-        except Exception as exc:  # a dead server: the report still has to be written
-            log.warning("could not stop the serving background writer: %s", exc)
-        run.background = None
+    _stop_background(run)
     if run.bus is not None:
         run.bus.dispose()
         run.bus = None
@@ -522,6 +518,16 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         run.system = None
     if not isinstance(environment.runner, WorkerRunner) and run.started_at is not None:
         _report(environment, run)
+
+
+def _stop_background(run: LoadRun) -> None:
+    """Write what the engine buffers one last time and stop the serving side's writer."""
+    if run.background is not None:
+        try:
+            run.background.stop()
+        except Exception as exc:  # a dead server: the report still has to be written
+            log.warning("could not stop the serving background writer: %s", exc)
+        run.background = None
 
 
 def _pg_url_of(settings: Settings | None) -> str | None:

@@ -102,12 +102,12 @@ def cpu_per_turn(
     if steps is not None and steps.get("steps"):
         for entry in steps["steps"]:
             turns += int(entry.get("completed_in_window") or 0)
-            for role, figures_ in (entry.get("processes") or {}).items():
-                cpu[role] = cpu.get(role, 0.0) + float(figures_.get("cpu_s") or 0.0)
+            for role, used in (entry.get("processes") or {}).items():
+                cpu[role] = cpu.get(role, 0.0) + float(used.get("cpu_s") or 0.0)
     else:
         turns = int(((report.get("ops") or {}).get("turn") or {}).get("count") or 0)
-        for role, figures_ in (report.get("processes") or {}).items():
-            cpu[role] = float(figures_.get("cpu_s") or 0.0)
+        for role, used in (report.get("processes") or {}).items():
+            cpu[role] = float(used.get("cpu_s") or 0.0)
     if figures is not None:
         cpu["maintenance"] = float(figures.get("cpu_s") or 0.0)
     notes = report.get("process_notes") or {}
@@ -160,6 +160,15 @@ def summary_row(
         "maintenance": maintenance,
         "cpu_s_per_turn": (report or {}).get("cpu_s_per_turn"),
         "time_scale": (report or {}).get("time_scale"),
+        "virtual_days": [
+            {
+                "day": entry["day"],
+                "p95_ms": {op: summary["p95_ms"] for op, summary in entry["ops"].items()},
+                "records": entry["records"],
+            }
+            for entry in (report or {}).get("virtual_days") or []
+        ]
+        or None,
     }
 
 

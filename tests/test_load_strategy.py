@@ -138,6 +138,8 @@ def test_strategies_on_a_scaled_clock_write_the_contract_and_expire(tmp_path: Pa
         days[row["strategy"]] = report["virtual_days"]
     fingerprint = load_strategy("fixed_ttl").with_params({"ttl.default_s": 86400}).fingerprint()
     assert summary["runs"][1]["strategy_fingerprint"] == fingerprint
+    compact = summary["runs"][0]["virtual_days"]
+    assert [d["day"] for d in compact] == [d["day"] for d in days["keep_all"]]
     keep = [d["records"]["stm"] for d in days["keep_all"] if d["records"]]
     ttl = [d["records"]["stm"] for d in days["fixed_ttl[ttl.default_s=86400]"] if d["records"]]
     assert len(keep) >= 3 and len(ttl) >= 3
