@@ -326,6 +326,7 @@ def test_sessions_of_a_serving_process_are_consolidated_by_the_maintenance_proce
     assert serving.engine is not None and len(serving.engine.sessions) == 0  # handed over
     shared = SharedSessions(client, Namespace(settings.prefix))
     assert shared.count() == 1
+    said_at = clock.now()
     clock.advance(2 * 3600)  # the session ended
     process = build_maintenance(settings, strategy, clock=clock, replica="m1")
     try:
@@ -334,6 +335,8 @@ def test_sessions_of_a_serving_process_are_consolidated_by_the_maintenance_proce
         fig = process.figures.to_json()
         assert fig["sessions_consolidated"] == 1 and fig["episodes"] >= 1
         assert shared.count() == 0
+        # the serving process's buffered activity reached the store the sweeper reads
+        assert process.system.ltm.last_active(user_ids=["ann"]) == {"ann": said_at}
         assert serving.stm.count(filter=StmFilter(user_id="ann", session_id="s1")) == 0
     finally:
         process.system.dispose()
@@ -373,6 +376,7 @@ def test_failover_a_killed_holder_is_replaced_within_two_lease_periods(
         first.wait(timeout=30)
         _until("r2 to take the lease", lambda: int(client.get(fence_key) or 0) == 2)
         took_s = time.monotonic() - killed
+        print(f"failover took {took_s:.2f} s")
         assert took_s <= 2 * lease_s, f"failover took {took_s:.2f} s"
         fig = _until(
             "r2 to sweep",
