@@ -28,7 +28,7 @@ __all__ = [
 
 _LAYERS = (
     *("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "event"),
-    "turn@intended",
+    *("turn@intended", "turn+queue"),
 )
 _ROLES = ("load", "maintenance", "redis", "postgres", "chroma")
 #: The maintenance figures repeated in load_strategies.json (the whole set is in the run's
