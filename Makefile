@@ -17,7 +17,7 @@ test: setup
 # the SLA). One torch thread: on 2 shared cores the default stalls embeddings.
 sla-gate: setup
 	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/memharness bench --size small
-	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 MEMH_PREFIX=ciload .venv/bin/memharness load --users 10 --duration 60s --serial --run-id ci-load
+	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 MEMH_PREFIX=ciload .venv/bin/memharness load --strategy hybrid --users 10 --duration 60s --serial --run-id ci-load
 
 # The CI regression gate: this commit against the previous one (the clean clone has the
 # history), both run interleaved in this job on this machine; fails only when confident

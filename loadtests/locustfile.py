@@ -54,7 +54,7 @@ from loadtests.consistency import (  # noqa: E402
 from loadtests.conversations import Conversation, load_conversations, render  # noqa: E402
 from loadtests.errors import ErrorLog, describe, layer_of_failure  # noqa: E402
 from loadtests.hdr import OpHistograms  # noqa: E402
-from loadtests.options import LoadOptions, add_arguments  # noqa: E402
+from loadtests.options import STRATEGY_ENV, LoadOptions, add_arguments  # noqa: E402
 from loadtests.pacing import ArrivalSchedule, run_paced  # noqa: E402
 from loadtests.procstats import (  # noqa: E402
     ProcessSample,
@@ -90,19 +90,52 @@ from loadtests.steps import (  # noqa: E402
     format_steps,
     parse_rates,
 )
-from reference.clock import SystemClock  # noqa: E402
-from reference.factory import build_memory_system, describe_backends  # noqa: E402
+from loadtests.timelines import (  # noqa: E402
+    SCENARIO_ENV,
+    Play,
+    TimelineQueue,
+    is_turn,
+    load_timelines,
+    scenario_requested,
+    session_of,
+)
+from loadtests.virtual_days import (  # noqa: E402
+    VirtualDays,
+    clock_from_env,
+    format_days,
+    sample_interval_s,
+)
+from memharness.scenarios.model import (  # noqa: E402
+    EventStep,
+    ForgetStep,
+    ProbeStep,
+    SayStep,
+    Step,
+)
+from reference.clock import Clock, SystemClock  # noqa: E402
+from reference.factory import (  # noqa: E402
+    build_event_bus,
+    build_memory_system,
+    describe_backends,
+)
+from reference.forgetting.events import EventBus  # noqa: E402
+from reference.models import Event  # noqa: E402
 from reference.settings import Settings  # noqa: E402
 from reference.system import TIMING_KEYS, MemorySystem  # noqa: E402
 
 log = logging.getLogger("memharness.load")
+# Chroma's HTTP client (a Chroma server by URL) logs every request at INFO.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 SLA_EXIT_CODE = 3
 CONSISTENCY_EXIT_CODE = 4
 #: The layers of a turn, in order: a failed turn is charged to the first one that did not
 #: finish (`loadtests.errors.layer_of_failure`).
 LAYERS = tuple(key for key in TIMING_KEYS if key != "turn")
 _TURN_CODE = MemorySystem.turn.__code__
-_EVENT_TYPES = frozenset({"layer", "turn", "wait"})
+_EVENT_TYPES = frozenset({"layer", "turn", "wait", "op"})
+#: Wall seconds between the serving process's writes of what its engine buffers (user
+#: activity, access statistics, sessions touched) for the maintenance process to see.
+SERVING_INTERVAL_S = 1.0
 #: Rate steps: how long the backlog of the last step may take to drain before the stop.
 DRAIN_S = 30.0
 CALIBRATION_TURNS = 12
@@ -186,6 +219,16 @@ class LoadRun:
     consistency: dict[str, object] | None = None
     #: The cache counts when the memory was released at the end.
     cache_final: tuple[int, int] | None = None
+    #: The clock the memory runs on (a ScaledClock under --time-scale) and, scaled, the
+    #: per-virtual-day figures.
+    clock: Clock = field(default_factory=SystemClock)
+    days: VirtualDays | None = None
+    #: Under a strategy: its name and fingerprint; the serving side's background writer.
+    strategy: dict[str, str] | None = None
+    background: Any = None
+    #: A scenario's timelines (MEMH_LOAD_SCENARIO) and the bus its events go to.
+    timelines: TimelineQueue | None = None
+    bus: EventBus | None = None
 
     def cache_counts(self) -> tuple[int, int]:
         """Embedding cache hits and misses since the test started, in this process."""
@@ -259,7 +302,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
     settings = run.settings = Settings()
     run.backends = {**describe_backends(settings), "embedder": settings.embedder}
     started = time.perf_counter()
-    run.system = build_memory_system(settings, clock=SystemClock())
+    _build_memory(run, settings)
+    assert run.system is not None
     warm_user = f"load-{run.token}-warmup"
     for text in render(run.conversations[0], random.Random(0)):
         run.system.turn(user_id=warm_user, session_id=f"{warm_user}-c0", text=text)
@@ -277,6 +321,40 @@ def _on_init(environment: Environment, **_: Any) -> None:
         time.perf_counter() - started,
         ", ".join(f"{k}={v}" for k, v in run.backends.items()),
     )
+
+
+def _build_memory(run: LoadRun, settings: Settings) -> None:
+    """The memory under the run's strategy and clock; the serving side's background
+    writer beside a maintenance process; the scenario's timelines and event bus."""
+    run.clock, origin = clock_from_env()
+    if origin is not None:
+        run.days = VirtualDays(run.clock, origin)
+    strategy_file = os.environ.get(STRATEGY_ENV, "").strip() or None
+    run.system = build_memory_system(settings, clock=run.clock, strategy=strategy_file)
+    if strategy_file is not None and run.system.engine is not None:
+        chosen = run.system.engine.strategy
+        run.strategy = {"name": chosen.name, "fingerprint": chosen.fingerprint()}
+        if settings.backend != "memory":  # a maintenance process shares the servers
+            from reference.maintenance.serving import ServingBackground
+
+            run.background = ServingBackground(run.system, interval_s=SERVING_INTERVAL_S)
+            run.background.start()
+    if scenario_requested():
+        users = load_timelines(os.environ[SCENARIO_ENV])
+        run.timelines = TimelineQueue(users, seed=run.options.seed)
+        if settings.backend != "memory":
+            run.bus = build_event_bus(settings, clock=run.clock)
+
+
+def _sample_days(run: LoadRun, days: VirtualDays) -> None:
+    """Greenlet: each layer's live records a few times per virtual day (a read)."""
+    every = sample_interval_s(getattr(run.clock, "scale", 1.0))
+    while not run.stopped and run.system is not None:
+        try:
+            days.sample(run.system)
+        except Exception as exc:  # a sample that fails is a gap, not a failed run
+            log.warning("could not sample the record counts: %s", exc)
+        gevent.sleep(every)
 
 
 def _prepare_rate_steps(run: LoadRun, settings: Settings) -> None:
@@ -331,6 +409,9 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     run.recorder = None
     if run.roles and run.options.sample_every > 0 and _runs_users(environment):
         gevent.spawn(_sample_periodically, run, run.options.sample_every)
+    if run.days is not None and _runs_users(environment):
+        run.days.restart()
+        gevent.spawn(_sample_days, run, run.days)
     if run.rates is not None and _runs_users(environment):
         if isinstance(environment.runner, WorkerRunner):
             log.error("rate steps run on a local runner only; this worker offers nothing")
@@ -377,6 +458,8 @@ def _on_request(
                 recorder.record_error(step, name)
             return
         run.hists.record_ms(name, response_time)
+        if run.days is not None:
+            run.days.record_ms(name, response_time)
         if recorder is not None:
             recorder.record_ms(step, name, response_time)
 
@@ -388,6 +471,7 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
     run.stopped = True
     run.stopped_at = time.time()
+    _stop_background(run)  # its last write comes before the erasure, not after it
     if run.system is not None:
         _check_and_erase(run, run.system)
 
@@ -421,6 +505,10 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
 @events.quitting.add_listener
 def _on_quitting(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
+    _stop_background(run)
+    if run.bus is not None:
+        run.bus.dispose()
+        run.bus = None
     if run.system is not None:
         run.cache_final = run.cache_counts()
         try:
@@ -430,6 +518,16 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         run.system = None
     if not isinstance(environment.runner, WorkerRunner) and run.started_at is not None:
         _report(environment, run)
+
+
+def _stop_background(run: LoadRun) -> None:
+    """Write what the engine buffers one last time and stop the serving side's writer."""
+    if run.background is not None:
+        try:
+            run.background.stop()
+        except Exception as exc:  # a dead server: the report still has to be written
+            log.warning("could not stop the serving background writer: %s", exc)
+        run.background = None
 
 
 def _pg_url_of(settings: Settings | None) -> str | None:
@@ -457,7 +555,7 @@ def _check_and_erase(run: LoadRun, system: MemorySystem) -> None:
         connect.run(
             "connect",
             lambda: fresh.append(
-                build_memory_system(settings, clock=SystemClock(), embedder=system.embedder)
+                build_memory_system(settings, clock=run.clock, embedder=system.embedder)
             ),
         )
         checker = fresh[0] if fresh else None
@@ -488,6 +586,7 @@ def _check_and_erase_with(
                 user_ids=run.user_ids,
                 marker=f"load-{run.token}-",
                 pg_url=_pg_url_of(run.settings),
+                sessions_outlived=run.days is not None,
             )
         )
     if not run.options.keep_data:
@@ -539,6 +638,13 @@ def _report(environment: Environment, run: LoadRun) -> None:
         "processes": summarize_series(run.process_series) if run.process_series else None,
         "process_notes": run.process_notes or None,
         "consistency": run.consistency,
+        "strategy": run.strategy["name"] if run.strategy else None,
+        "strategy_fingerprint": run.strategy["fingerprint"] if run.strategy else None,
+        "time_scale": getattr(run.clock, "scale", None),
+        "scenario": None
+        if run.timelines is None
+        else run.timelines.document(os.environ.get(SCENARIO_ENV)),
+        "virtual_days": run.days.document() if run.days is not None else None,
     }
     report = build_report(run.hists, verdicts, failed=broken, meta=meta, errors=run.errors)
     path = write_report(report, Path(options.out_dir) / options.run_id)
@@ -555,6 +661,8 @@ def _report(environment: Environment, run: LoadRun) -> None:
         print("  " + line, flush=True)
     for line in format_consistency(run.consistency):
         print("  " + line, flush=True)
+    if run.days is not None:
+        print(format_days(meta["virtual_days"]), flush=True)  # type: ignore[arg-type]
     print(f"HDR report: {path}", flush=True)
     if run.recorder is not None:
         _report_steps(run, run.recorder, meta)
@@ -586,7 +694,9 @@ def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object])
 
 # --------------------------------------------------------------------------- the user
 class ConversationUser(User):
-    """A user who plays scripted conversations, one turn per task, one session each.
+    """A user who plays scripted conversations, one turn per task, one session each; or,
+    with a scenario (`loadtests/timelines.py`), scenario users' timelines, each play as
+    a new memory user, its probes and events played right before the turn after them.
 
     Closed loop: a think time between turns, or pacing to its share of --rate. Open loop
     (--open-loop): no wait; each turn claims the next intended start from the process's
@@ -597,11 +707,12 @@ class ConversationUser(User):
         self.load = run_for(self.environment)
         self.user_id = self.load.new_user_id()
         self.rng = random.Random(f"{self.load.options.seed}/{self.user_id}")
-        self.pending: list[str] = []
+        self.pending: list[str | Step] = []
         self.session_id = ""
         self.conversations_played = 0
         self.task_started = time.perf_counter()
         self.step: int | None = None
+        self.play: Play | None = None
 
     def wait_time(self) -> float:
         options = self.load.options
@@ -617,18 +728,19 @@ class ConversationUser(User):
     def say(self) -> None:
         self.task_started = time.perf_counter()
         if not self.pending:
-            conversation = self.rng.choice(self.load.conversations)
-            self.pending = render(conversation, self.rng)
-            self.session_id = f"{self.user_id}-c{self.conversations_played}"
-            self.conversations_played += 1
+            self._next_conversation()
+        while self.pending and not is_turn(self.pending[0]):
+            self._call(self.pending.pop(0))
+        if not self.pending:
+            return
         if self.load.recorder is not None:
             self._stepped_turn(self.load.recorder)
             return
-        text = self.pending.pop(0)
+        item = self.pending.pop(0)
         if self.load.schedule is None:
-            self._turn(text)
+            self._play(item)
             return
-        error, paced = run_paced(self.load.schedule, lambda: self._turn(text))
+        error, paced = run_paced(self.load.schedule, lambda: self._play(item))
         self._fire("wait", QUEUE_INTENDED, paced.lag_ms)
         self._fire("turn", TURN_INTENDED, paced.response_ms, error)
 
@@ -645,7 +757,7 @@ class ConversationUser(User):
             if ahead > 0:
                 gevent.sleep(ahead)
             started = time.perf_counter()
-            error = self._turn(self.pending.pop(0))
+            error = self._play(self.pending.pop(0))
             finished = time.perf_counter()
             self._fire("wait", QUEUE_INTENDED, max(0.0, started - intended) * 1000.0)
             self._fire("turn", TURN_INTENDED, (finished - intended) * 1000.0, error)
@@ -653,7 +765,75 @@ class ConversationUser(User):
         finally:
             recorder.in_flight -= 1
 
-    def _turn(self, text: str) -> Exception | None:
+    def _next_conversation(self) -> None:
+        """The next conversation: a built-in one in a new session, or the next scenario
+        user's timeline as a new memory user."""
+        timelines = self.load.timelines
+        if timelines is not None:
+            if self.conversations_played:
+                self.user_id = self.load.new_user_id()
+            self.play = timelines.take(self.user_id)
+            self.pending = list(self.play.steps)
+        else:
+            conversation = self.rng.choice(self.load.conversations)
+            self.pending = list(render(conversation, self.rng))
+            self.session_id = f"{self.user_id}-c{self.conversations_played}"
+        self.conversations_played += 1
+
+    def _play(self, item: str | Step) -> Exception | None:
+        """One turn: a built-in utterance, a scenario's say or forget command."""
+        if isinstance(item, str):
+            return self._turn(item, self.session_id)
+        assert isinstance(item, SayStep | ForgetStep)
+        assert self.load.timelines is not None and self.play is not None
+        session = session_of(self.user_id, item)
+        if isinstance(item, ForgetStep):
+            error = self._turn(item.forget, session)
+        else:
+            error = self._turn(item.say, session, dict(item.metadata) or None)
+        self.load.timelines.count(self.play, item)  # not reached when the stop kills it
+        return error
+
+    def _call(self, step: str | Step) -> None:
+        """A scenario's probe (a recall) or business event (published), timed as an op."""
+        system, load = self.load.system, self.load
+        assert system is not None and load.timelines is not None
+        assert isinstance(step, ProbeStep | EventStep) and self.play is not None
+        name = "recall" if isinstance(step, ProbeStep) else "event"
+        with load.turn_slot:  # --serial: one call at a time, as for turns
+            self._timed_call(name, step, system)
+        load.timelines.count(self.play, step)
+
+    def _timed_call(self, name: str, step: ProbeStep | EventStep, system: MemorySystem) -> None:
+        load = self.load
+        started = time.perf_counter()
+        try:
+            if isinstance(step, ProbeStep):
+                system.recall(
+                    user_id=self.user_id,
+                    session_id=session_of(self.user_id, step),
+                    query=step.probe,
+                    k=step.k,
+                )
+            else:
+                event = Event(
+                    name=step.event,
+                    user_id=self.user_id,
+                    at=system.clock.now(),
+                    payload=dict(step.payload),
+                )
+                if load.bus is not None:
+                    load.bus.publish(event)
+                else:  # the in-memory backend: no other process sees these stores
+                    system.handle_event(event)
+        except Exception as exc:
+            self._fire("op", name, (time.perf_counter() - started) * 1000.0, exc)
+        else:
+            self._fire("op", name, (time.perf_counter() - started) * 1000.0)
+
+    def _turn(
+        self, text: str, session_id: str, metadata: dict[str, Any] | None = None
+    ) -> Exception | None:
         """One turn; fires its events. On failure, returns the error after firing it as a
         failure of the layer that raised and of the turn (the layers that finished before
         it are fired as the successes they were)."""
@@ -663,7 +843,9 @@ class ConversationUser(User):
         with self.load.turn_slot:
             started = time.perf_counter()
             try:
-                result = system.turn(user_id=self.user_id, session_id=self.session_id, text=text)
+                result = system.turn(
+                    user_id=self.user_id, session_id=session_id, text=text, metadata=metadata
+                )
             except Exception as exc:
                 finished = time.perf_counter()
                 where = layer_of_failure(exc, _TURN_CODE, LAYERS)

@@ -14,8 +14,11 @@ from typing import Any
 from loadtests.pacing import Arrivals
 from loadtests.sla import DEFAULT_SLAS, TURN_INTENDED, TURN_QUEUED, Gate, Sla, parse_slas
 
-__all__ = ["LoadOptions", "add_arguments", "default_run_id"]
+__all__ = ["STRATEGY_ENV", "LoadOptions", "add_arguments", "default_run_id"]
 
+#: A strategy YAML file the memory runs under (`memharness load --strategy` writes it);
+#: unset: the stores' defaults (`reference.factory.default_strategy`).
+STRATEGY_ENV = "MEMH_LOAD_STRATEGY"
 DEFAULT_SLA_TEXT = ",".join(f"{sla.op}={sla.limit_ms:g}" for sla in DEFAULT_SLAS)
 
 

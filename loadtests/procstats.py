@@ -141,10 +141,9 @@ def _postgres_pid(url: str) -> int | None:
 
     with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    backend = _local(int(row[0])) if row else None
-    if backend is None:
-        return None
-    stat = _proc_stat(backend)
+        # Read while the connection is open: its backend process exits when it closes.
+        backend = _local(int(row[0])) if row else None
+        stat = _proc_stat(backend) if backend is not None else None
     return _local(int(stat[1])) if stat else None  # the postmaster: the backend's parent
 
 

@@ -12,6 +12,12 @@ it from `--sustainable-rate` / `--sustainable-from steps.json`), then offers twi
 process stayed up, its memory stayed bounded, the SLA was reported broken with the
 queueing time, and the servers were consistent afterwards (`loadtests/overload.py`).
 It exits 0 when the memory survived, 5 when it did not.
+
+`--strategy S` (repeatable) and `--grid` run the load once per strategy, on the same
+offered load and seed, each beside its maintenance process (`memharness.load_strategies`),
+playing scenario users' timelines (`--scenario`, `--domain`); `--time-scale N` runs the
+memory and the maintenance on a clock N times the wall clock. Each strategy writes
+OUT/RUN_ID-STRATEGY/, and OUT/RUN_ID/load_strategies.json lists them.
 """
 
 from __future__ import annotations
@@ -26,6 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from memharness.load_plan import (
+    DEFAULT_SCENARIO_USERS,
+    check_time_scale,
+    plan_strategies,
+    prepare_scenario,
+    run_under_strategies,
+)
+from memharness.scenarios import DOMAINS
 
 __all__ = ["build_locust_command", "default_locustfile", "load"]
 
@@ -187,6 +202,58 @@ def build_locust_command(
     default=None,
     help="[default: loadtests/locustfile.py of this checkout]",
 )
+@click.option(
+    "--strategy",
+    "strategy_specs",
+    multiple=True,
+    help="Run the load under this strategy, beside its maintenance process: NAME, FILE.yaml, "
+    "or either with :key=value,... overrides, as for `memharness run` (repeatable: one run "
+    "each, same load and seed; OUT/RUN_ID-NAME/ each, OUT/RUN_ID/load_strategies.json). "
+    "Without --strategy or --grid: the stores' defaults, no maintenance process.",
+)
+@click.option(
+    "--grid",
+    "grid_specs",
+    multiple=True,
+    help="A parameter sweep as for `memharness run`: NAME:key=v1,v2,... (';' for more keys); "
+    "each point is a strategy of its own (repeatable, combines with --strategy).",
+)
+@click.option(
+    "--scenario",
+    "scenario_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Play this scenario's users' timelines (say, probe, event, forget) instead of the "
+    "built-in conversations [default with --strategy: --scenario-users generated users].",
+)
+@click.option(
+    "--domain",
+    "domains",
+    multiple=True,
+    type=click.Choice(list(DOMAINS)),
+    help="Play generated users of this domain (repeatable) [default with --strategy: all].",
+)
+@click.option(
+    "--scenario-users",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Generated scenario users, replayed round robin [default: {DEFAULT_SCENARIO_USERS}].",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed of the generated users, the conversations and the arrivals [default: 0].",
+)
+@click.option(
+    "--time-scale",
+    type=float,
+    default=None,
+    callback=lambda ctx, param, value: check_time_scale(value),
+    help="Run the memory (and the maintenance) on a clock N times the wall clock, so TTLs, "
+    "windows, decay and archival fire during the load: 4320 makes 10 minutes 30 virtual "
+    "days. Adds p95 and record counts per virtual day.",
+)
 @click.argument("locust_args", nargs=-1, type=click.UNPROCESSED)
 def load(
     users: int | None,
@@ -209,6 +276,13 @@ def load(
     backend: str | None,
     embedder: str | None,
     locustfile: Path | None,
+    strategy_specs: tuple[str, ...],
+    grid_specs: tuple[str, ...],
+    scenario_file: Path | None,
+    domains: tuple[str, ...],
+    scenario_users: int | None,
+    seed: int | None,
+    time_scale: float | None,
     locust_args: tuple[str, ...],
 ) -> None:
     """Load-test the memory with Locust: conversations in-process, per-layer HDR latency.
@@ -252,6 +326,20 @@ def load(
     if not locustfile.is_file():
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
     _check_shape_options(locustfile, steps=steps, sla=sla)
+    under_strategies = bool(strategy_specs or grid_specs)
+    scenario_given = scenario_file is not None or bool(domains) or scenario_users is not None
+    if overload and (under_strategies or scenario_given or time_scale is not None):
+        raise click.UsageError(
+            "--overload runs the built-in conversations on the wall clock, without "
+            "--strategy, --grid, --scenario, --domain, --scenario-users or --time-scale"
+        )
+    if scenario_file is not None and domains:
+        raise click.UsageError("--scenario or --domain, not both")
+    if scenario_users is not None and scenario_file is not None:
+        raise click.UsageError("--scenario-users goes with generated users, not --scenario")
+    specs = plan_strategies(strategy_specs, grid_specs) if under_strategies else []
+    if seed is not None:
+        locust_args = (*locust_args, "--seed", str(seed))
     if overload:
         assert step_s is not None
         code = _overload(
@@ -271,31 +359,72 @@ def load(
         )
         sys.exit(code)
     run_dir = out / run_id
+    scenario_path = None
+    if under_strategies or scenario_given:
+        scenario_path = prepare_scenario(
+            scenario=scenario_file,
+            domains=domains,
+            users=scenario_users or DEFAULT_SCENARIO_USERS,
+            seed=seed or 0,
+            out_dir=run_dir,
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
-    command = build_locust_command(
-        locustfile=locustfile,
-        run_dir=run_dir,
-        run_id=run_id,
-        users=users,
-        spawn_rate=spawn_rate or float(users),
-        duration=duration,
-        rate=rate,
-        open_loop=open_loop,
-        arrivals=arrivals,
-        serial=serial,
-        steps=steps,
-        sla=sla,
-        extra=locust_args,
-        rate_steps=rates is not None,
-    )
+
+    def command_for(directory: Path, name: str) -> list[str]:
+        return build_locust_command(
+            locustfile=locustfile,
+            run_dir=directory,
+            run_id=name,
+            users=users,
+            spawn_rate=spawn_rate or float(users),
+            duration=duration,
+            rate=rate,
+            open_loop=open_loop,
+            arrivals=arrivals,
+            serial=serial,
+            steps=steps,
+            sla=sla,
+            extra=locust_args,
+            rate_steps=rates is not None,
+        )
+
     env = _environment(locustfile, backend=backend, embedder=embedder, steps=steps)
-    env.pop(RATES_ENV, None)
+    for name in (RATES_ENV, STEP_S_ENV, *_RUN_ENV):
+        env.pop(name, None)  # a stray variable would change the run unseen
     if rates is not None:
         env[RATES_ENV], env[STEP_S_ENV] = rates, f"{step_s:g}"
+    if scenario_path is not None:
+        env["MEMH_LOAD_SCENARIO"] = str(scenario_path)
+    if under_strategies:
+        from memharness.cli_settings import settings_from_options
+
+        code = run_under_strategies(
+            specs,
+            settings=settings_from_options(backend=backend, embedder=embedder),
+            out=out,
+            run_id=run_id,
+            env=env,
+            locust_command=lambda one: command_for(one.run_dir, one.run_id),
+            time_scale=time_scale,
+        )
+        sys.exit(code)
+    if time_scale is not None:
+        env["MEMH_LOAD_TIME_SCALE"] = repr(time_scale)
+    command = command_for(run_dir, run_id)
     click.echo(f"memharness load: {run_dir}/ ({' '.join(command[2:])})", err=True)
     code = subprocess.run(command, env=env, check=False).returncode
     click.echo(f"memharness load: exit code {code}; reports in {run_dir}/", err=True)
     sys.exit(code)
+
+
+#: Variables the parent sets for the Locust process per run (never inherited).
+_RUN_ENV = (
+    "MEMH_LOAD_SCENARIO",
+    "MEMH_LOAD_STRATEGY",
+    "MEMH_LOAD_TIME_SCALE",
+    "MEMH_LOAD_CLOCK_ORIGIN",
+    "MEMH_LOAD_WALL_ORIGIN",
+)
 
 
 def _check_shape_options(locustfile: Path, *, steps: str | None, sla: str | None) -> None:
