@@ -64,6 +64,15 @@ class TtlRule(_Block):
             kind = MemoryType(kind.value)
         return self.by_type.get(kind, self.default_s)
 
+    def rule_for(self, kind: MemoryType | Category) -> str:
+        """Which entry `ttl_for(kind)` reads, as written in YAML: `ttl.by_category.episode`,
+        `ttl.by_type.preference` or `ttl.default_s`."""
+        if isinstance(kind, Category):
+            if kind in self.by_category:
+                return f"ttl.by_category.{kind.value}"
+            kind = MemoryType(kind.value)
+        return f"ttl.by_type.{kind.value}" if kind in self.by_type else "ttl.default_s"
+
 
 class SlidingRule(_Block):
     """A memory lives while it is accessed within `window_s` of its last access."""
