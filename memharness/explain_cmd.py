@@ -1,11 +1,14 @@
 """`memharness explain RUN_DIR`: why a strategy missed a probe, from a run's result files.
 
-For each scenario and strategy of the run (narrowed by `--scenario` and `--strategy`), it
-prints every probe that was not clean (`memharness/sim/probes.py`): the query, where and
-when it was asked, each needed and forbidden fact with its verdict, and what each layer
-returned (rank, score, the facts a hit carries, the start of its text). `--failed` keeps
-the probes where a needed fact was not retrieved. Clean probes are counted, not listed:
-a strategy's result file records only the others.
+First a summary of the whole selection (narrowed by `--scenario` and `--strategy`): the
+verdicts of the probes that were not clean, and the causes of the over-forgotten and never
+stored facts (`memharness/sim/causes.py`), per strategy. Then, per scenario and strategy,
+up to `--limit` probes that were not clean (`memharness/sim/probes.py`): the query, where
+and when it was asked, each needed and forbidden fact with its verdict and, for one that
+was over-forgotten or never stored, why (when it left which layer, by which rule; or what
+refused it), and what each layer returned (rank, score, the facts a hit carries, the
+start of its text). `--failed` keeps the probes where a needed fact was not retrieved.
+Clean probes are counted, not listed: a strategy's result file records only the others.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import click
 
 from memharness.diagnostics import failed, probe_records
+from memharness.explain_summary import explain_why, summary
 from memharness.report import ResultsError, load_results
 from memharness.sim.probes import Verdict
 
@@ -27,10 +31,18 @@ from memharness.sim.probes import Verdict
 @click.option("--strategy", "labels", multiple=True, help="a label or name (repeatable)")
 @click.option("--scenario", "names", multiple=True, help="a scenario name (repeatable)")
 @click.option("--failed", "only_failed", is_flag=True, help="only probes that missed a fact")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="probes listed in all (0: every one); the summary always counts them all",
+)
 def explain(
-    run_dir: Path, labels: tuple[str, ...], names: tuple[str, ...], only_failed: bool
+    run_dir: Path, labels: tuple[str, ...], names: tuple[str, ...], only_failed: bool, limit: int
 ) -> None:
-    """Show, probe by probe, what each layer returned and why needed facts were missed."""
+    """Why strategies missed probes: a summary by verdict and cause, then probe by probe
+    what each layer returned and why each needed fact was missed."""
     try:
         results = load_results(run_dir)
     except ResultsError as exc:
@@ -41,14 +53,31 @@ def explain(
     every = [s for sc in chosen for s in sc.get("strategies") or []]
     known = [str(s.get("label")) for s in every] + [str(s.get("name")) for s in every]
     _check(labels, known, "--strategy", "strategy")
-    for scenario in chosen:
-        ceiling = (scenario.get("ceiling") or {}).get("recall_at_k")
-        shown = "-" if ceiling is None else f"{ceiling:.3f}"
-        click.echo(f"# {scenario.get('name')}: dense ceiling recall@k {shown}")
-        for strategy in scenario.get("strategies") or []:
-            if labels and not {strategy.get("label"), strategy.get("name")} & set(labels):
-                continue
-            click.echo(_strategy(run_dir, strategy, only_failed=only_failed))
+    picked = [
+        (scenario, strategy)
+        for scenario in chosen
+        for strategy in scenario.get("strategies") or []
+        if not labels or {strategy.get("label"), strategy.get("name")} & set(labels)
+    ]
+    records = {id(st): _records(run_dir, st, only_failed) for _, st in picked}
+    click.echo(summary([(str(st.get("label")), records[id(st)] or []) for _, st in picked]))
+    left = limit or None
+    last = None
+    for scenario, strategy in picked:
+        found = records[id(strategy)]
+        if left == 0 or (found == [] and strategy.get("status") == "ok"):
+            continue  # counted in the summary; nothing to list
+        if scenario is not last:
+            ceiling = (scenario.get("ceiling") or {}).get("recall_at_k")
+            shown = "-" if ceiling is None else f"{ceiling:.3f}"
+            click.echo(f"\n# {scenario.get('name')}: dense ceiling recall@k {shown}")
+            last = scenario
+        text, listed = _strategy(strategy, found, only_failed, left)
+        click.echo(text)
+        left = None if left is None else left - listed
+    hidden = sum(len(r or []) for r in records.values()) - limit
+    if limit and hidden > 0:
+        click.echo(f"\n{hidden} more probes not listed (--limit {limit}; --limit 0 lists all)")
 
 
 def _check(given: tuple[str, ...], known: list[str], option: str, what: str) -> None:
@@ -58,25 +87,40 @@ def _check(given: tuple[str, ...], known: list[str], option: str, what: str) -> 
             raise click.UsageError(f"{option} {value!r}: no such {what} in this run ({listed})")
 
 
-def _strategy(run_dir: Path, strategy: dict[str, Any], *, only_failed: bool) -> str:
+def _records(
+    run_dir: Path, strategy: dict[str, Any], only_failed: bool
+) -> list[dict[str, Any]] | None:
+    records = probe_records(run_dir, strategy)
+    if records is None or not only_failed:
+        return records
+    return [r for r in records if failed(r)]
+
+
+def _strategy(
+    strategy: dict[str, Any],
+    picked: list[dict[str, Any]] | None,
+    only_failed: bool,
+    left: int | None,
+) -> tuple[str, int]:
+    """The strategy's heading and up to `left` of its probes (None: all); how many."""
     label = strategy.get("label")
     m = strategy.get("metrics") or {}
     head = f"\n## {label} ({strategy.get('status')})"
     if strategy.get("status") != "ok":
         error = (strategy.get("error") or "").strip().splitlines()[:1]
-        return f"{head}: no figures{': ' + error[0] if error else ''}"
-    records = probe_records(run_dir, strategy)
-    if records is None:
-        return f"{head}: {strategy.get('file')} holds no per-probe records"
-    picked = [r for r in records if failed(r)] if only_failed else records
+        return f"{head}: no figures{': ' + error[0] if error else ''}", 0
+    if picked is None:
+        return f"{head}: {strategy.get('file')} holds no per-probe records", 0
     recall = m.get("recall_at_k")
+    not_clean = m.get("probes_recorded", len(picked))
     lines = [
         f"{head}: recall@k {'-' if recall is None else f'{recall:.3f}'}, "
-        f"{m.get('probes', '?')} probes, {len(records)} not clean"
+        f"{m.get('probes', '?')} probes, {not_clean} not clean"
         + (f", {len(picked)} missed a needed fact" if only_failed else ""),
     ]
-    lines += [_probe(r) for r in picked]
-    return "\n".join(lines)
+    shown = picked if left is None else picked[: max(left, 0)]
+    lines += [_probe(r) for r in shown]
+    return "\n".join(lines), len(shown)
 
 
 def _probe(record: dict[str, Any]) -> str:
@@ -90,6 +134,8 @@ def _probe(record: dict[str, Any]) -> str:
         facts = record.get(kind) or []
         if facts:
             lines.append(f"  {kind}: " + ", ".join(f"{f} ({verdicts.get(f, '?')})" for f in facts))
+    for fact, why in (record.get("why") or {}).items():
+        lines.append(f"  why {fact} is {verdicts.get(fact, '?')}: {explain_why(why)}")
     listed = {*record.get("needed", []), *record.get("forbidden", [])}
     other = [f"{f} ({v})" for f, v in verdicts.items() if f not in listed]
     if other:

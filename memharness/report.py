@@ -259,7 +259,14 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
     """Write `run_dir/summary.md`: run header, a section per scenario, metric glossary."""
     versions = results.get("versions") or {}
     status = str(results.get("status") or "?")
-    if status != "complete":
+    stopped = status
+    if status == "interrupted":
+        status = (
+            f"**interrupted** — some strategies did not run to the end; `memharness run "
+            f"--resume {run_dir}` with the run's --scenario, --strategy and --grid options "
+            "completes it (an interrupted `run` prints the whole command)"
+        )
+    elif status != "complete":
         status = f"**{status}** — some strategies did not run to the end"
     out = [
         f"# memharness run {results.get('run_id', '?')}",
@@ -282,6 +289,11 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
             f" · seed {'-' if seed is None else seed}"
             f" · source `{scenario.get('source', '-')}`",
             "",
+        ]
+        if not scenario.get("strategies"):  # the run stopped before any strategy finished
+            out += [f"No strategy finished for this scenario: the run was {stopped}.", ""]
+            continue
+        out += [
             summary_table(scenario),
             *_diagnostics(Path(run_dir), scenario),
             *(f"![{_PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),

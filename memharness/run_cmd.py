@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import shlex
 import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -89,14 +90,14 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     "scenario_files",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="a scenario file (repeatable); default: the hand-written suite plus generated users",
+    help="a scenario file (repeatable)  [default: the hand-written suite plus generated users]",
 )
 @click.option(
     "--strategy",
     "strategy_specs",
     multiple=True,
     help="NAME, FILE.yaml, or either with :key=value,... overrides, e.g. "
-    "'fixed_ttl:ttl.default_s=86400' (repeatable); default without --grid: every built-in",
+    "'fixed_ttl:ttl.default_s=86400' (repeatable)  [default: every built-in, without --grid]",
 )
 @click.option(
     "--grid",
@@ -104,16 +105,23 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     multiple=True,
     help="a parameter sweep: NAME:key=v1,v2,... with more keys after ';' (their product), "
     "e.g. 'fixed_ttl:ttl.default_s=3600,86400' or 'NAME:a.b=1,2;c.d=x,y'; each point runs "
-    "as a strategy labelled NAME[key=v,...] (repeatable, combines with --strategy)",
+    "as a strategy labelled NAME[key=v,...] (repeatable, combines with --strategy)  "
+    "[default: none]",
 )
 @click.option(
     "--users",
     type=click.IntRange(min=1),
     default=None,
-    help=f"generated users without --scenario (default {DEFAULT_GENERATED_USERS}); "
-    "with --scenario, only the first N users of each",
+    help="generated users without --scenario; with --scenario, only the first N users of "
+    f"each  [default: {DEFAULT_GENERATED_USERS} generated; every user of a file]",
 )
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Ray workers replaying users in parallel (each a shard of every scenario)",
+)
 @click.option(
     "--cohort-users",
     type=click.IntRange(min=1),
@@ -122,10 +130,29 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     help="users a worker replays at once; a bigger shard goes in cohorts (same figures, "
     "memory bounded by the cohort)",
 )
-@click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
-@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
+@click.option(
+    "--backend",
+    type=click.Choice(["embedded", "memory"]),
+    default=None,
+    help="embedded: real Redis, Chroma and PostgreSQL+pgvector started by each worker; "
+    "memory: in-memory stores with the same semantics, fast  [default: $MEMH_BACKEND, "
+    "else embedded]",
+)
+@click.option(
+    "--embedder",
+    type=click.Choice(["minilm", "hashing"]),
+    default=None,
+    help="minilm: the sentence-transformers model; hashing: a fast deterministic stand-in "
+    "for quick runs  [default: $MEMH_EMBEDDER, else minilm]",
+)
 @click.option("--seed", type=int, default=7, show_default=True, help="seed of generated users")
-@click.option("--k", type=click.IntRange(min=1, max=100), default=5, show_default=True)
+@click.option(
+    "--k",
+    type=click.IntRange(min=1, max=100),
+    default=5,
+    show_default=True,
+    help="memories each layer returns per probe (a probe's own k overrides it)",
+)
 @click.option(
     "--idle-sweep-s",
     type=click.FloatRange(min=1.0),
@@ -133,12 +160,18 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     show_default=True,
     help="virtual seconds between sweeps when no one is active (PII residency resolution)",
 )
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="directory under which the run's directory (named by --run-id) is written",
+)
 @click.option(
     "--run-id",
     default=None,
     callback=lambda ctx, param, value: _check_run_id(value),
-    help="letters, digits, '.', '_', '-' (default: the UTC time and a random suffix)",
+    help="letters, digits, '.', '_', '-'  [default: the UTC time and a random suffix]",
 )
 @click.option(
     "--resume",
@@ -147,7 +180,7 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     default=None,
     help="continue the run in this directory (instead of --out/--run-id): results whose "
     "file is complete are kept, the others (missing, failed, interrupted) run; the "
-    "settings that shape the figures must be the run's",
+    "settings that shape the figures must be the run's  [default: a new run]",
 )
 @click.option(
     "--fault",
@@ -156,9 +189,14 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     "process (SIGKILL) at 30% of its first replay; 'pg:kill@30%' (or redis:, and stop | "
     "restart) kills, pauses or restarts that worker's embedded server instead (README, "
     "'What happens when a server dies'); that strategy is recorded as failed with the "
-    "error, the others run, --resume runs it again",
+    "error, the others run, --resume runs it again  [default: none]",
 )
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="a progress bar per strategy on stderr",
+)
 def run(
     scenario_files: tuple[Path, ...],
     strategy_specs: tuple[str, ...],
@@ -285,7 +323,11 @@ def run(
     except KeyboardInterrupt:
         bar.close()
         status = "interrupted"
-        click.echo("\ninterrupted: the finished strategies are kept", err=True)
+        click.echo(
+            "\ninterrupted: the finished strategies are kept; to complete the run:\n  "
+            + resume_command(click.get_current_context(), writer.run_dir),
+            err=True,
+        )
     except MemoryStoreError as exc:
         status = "failed"
         click.echo(f"error: {exc}", err=True)
@@ -295,6 +337,26 @@ def run(
         click.echo(f"\nreport: {summary}")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
+
+
+#: Options a resumed run takes from its directory, or that do not shape its figures.
+_NOT_RESUMED = frozenset({"out", "run_id", "resume_dir", "fault", "progress"})
+
+
+def resume_command(ctx: click.Context, run_dir: Path) -> str:
+    """The `memharness run --resume RUN_DIR ...` that completes this run: the options
+    given on the command line that shape the figures, repeated as given."""
+    words = ["memharness", "run", "--resume", str(run_dir)]
+    for param in ctx.command.params:
+        name = param.name or ""
+        if not isinstance(param, click.Option) or name in _NOT_RESUMED:
+            continue
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        value: Any = ctx.params.get(name)
+        for item in value if param.multiple else [value]:
+            words += [param.opts[0], str(item)]
+    return shlex.join(words)
 
 
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")

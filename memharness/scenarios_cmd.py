@@ -41,16 +41,29 @@ def validate(files: tuple[Path, ...]) -> None:
 
 
 @scenarios.command()
-@click.argument("file", type=click.Path(path_type=Path))
-def stats(file: Path) -> None:
-    """Users, turns, facts, probes, events, forgets and the time span of FILE."""
-    try:
-        name, found = file_stats(file)
-    except ScenarioError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"{'scenario':18} {name}")
-    for line in found.lines():
-        click.echo(line)
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def stats(files: tuple[Path, ...]) -> None:
+    """Users, turns, facts, probes, events, forgets and the time span of each of FILES.
+
+    A file with errors prints them and the others are still described (exit status 1).
+    """
+    failed = False
+    for number, path in enumerate(files):
+        try:
+            name, found = file_stats(path)
+        except ScenarioError as exc:
+            click.echo(str(exc), err=True)
+            failed = True
+            continue
+        if number:
+            click.echo("")
+        if len(files) > 1:
+            click.echo(f"{'file':18} {path}")
+        click.echo(f"{'scenario':18} {name}")
+        for line in found.lines():
+            click.echo(line)
+    if failed:
+        sys.exit(1)
 
 
 @scenarios.command()

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any, Self
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from reference.errors import InvalidInput
+from reference.user_words import describe_errors
 
 __all__ = [
     "MAX_ALIAS_EXPANSION",
@@ -44,6 +45,7 @@ __all__ = [
     "check_nodes",
     "compose_mapping",
     "dotted",
+    "in_line_order",
     "line_of",
     "problem_at",
     "read_yaml_file",
@@ -337,16 +339,24 @@ def problem_at(source: str | None, node: yaml.Node | None, loc: Loc, message: st
     return Problem(source, line_of(node, loc) if node is not None else None, dotted(loc), message)
 
 
+def in_line_order(problems: list[Problem]) -> list[Problem]:
+    """`problems` sorted by line (those without a line last), otherwise as given."""
+    return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
+
+
 def validation_problems(
     exc: ValidationError,
     *,
     source: str | None,
     node: yaml.Node | None,
     fix_loc: Callable[[Loc], Loc] | None = None,
+    model: type[BaseModel] | None = None,
 ) -> list[Problem]:
-    """Each error of a pydantic validation as a problem; `fix_loc` adapts its location."""
+    """Each error of a pydantic validation as a problem, in the user's words
+    (`reference.user_words`); `fix_loc` adapts its location; `model`, the model that was
+    validated, gives the suggestions for an unknown key."""
     problems = []
-    for err in exc.errors():
-        loc = fix_loc(err["loc"]) if fix_loc is not None else err["loc"]
-        problems.append(problem_at(source, node, loc, err["msg"].removeprefix("Value error, ")))
-    return problems
+    for loc, message in describe_errors(exc.errors(), model):
+        loc = fix_loc(loc) if fix_loc is not None else loc
+        problems.append(problem_at(source, node, loc, message))
+    return in_line_order(problems)

@@ -326,3 +326,71 @@ def test_a_resumed_run_keeps_the_ceiling_and_leaves_probe_records_in_their_files
     entry = writer.reuse(source, StrategySpec(name="one_hour", params=(), strategy=strategy))
     assert entry is not None and "probes" not in entry
     assert section["ceiling"]["found"] == 5
+
+
+# ---------------------------------------------------------------------- why
+def test_a_probe_record_says_why_a_fact_was_over_forgotten_or_never_stored(
+    tmp_path: Path,
+) -> None:
+    result = _replay(tmp_path, REACH, _strategy(ONE_HOUR))
+    why = {r["step"]: r["why"] for r in result.probe_records}
+    # s1's STM record expired after an hour (default_s: fact has no by_type entry);
+    # the sweep at 7200 removed it, before the probe at the same moment.
+    over = why[7]["table"]
+    assert over["cause"] == "ttl.default_s"
+    [gone] = over["gone"]
+    assert (gone["layer"], gone["at"], gone["rule"]) == ("stm", 7200.0, "ttl.default_s")
+    assert gone["detail"].startswith("expired at 1970-01-01T01:00:00")
+    assert over["promoted"] is False
+    unstored = why[5]["laugh"]
+    assert unstored["cause"].startswith("intent filter: chit-chat")
+    # Only over-forgotten and never stored facts get a why.
+    assert why[4] == {} and why[6] == {} and why[8] == {}
+
+
+FORGOTTEN = """
+name: forgotten
+users:
+  - id: bo
+    timeline:
+      - {at: 0, session: s1, say: "I booked a table at Luigi's for Friday evening.",
+         facts: [{id: table, type: fact}]}
+      - {at: 30, session: s1, forget: "Forget everything about me.", scope: everything}
+      - {at: 60, session: s1, probe: "Where did I book a table?", needed: [table]}
+"""
+
+
+def test_a_forget_command_is_named_as_the_cause(tmp_path: Path) -> None:
+    result = _replay(tmp_path, FORGOTTEN, _strategy(FOREVER))
+    [record] = result.probe_records
+    assert record["verdicts"] == {"table": "over-forgotten"}
+    over = record["why"]["table"]
+    assert over["cause"] == "forget command"
+    [gone] = over["gone"]
+    assert (gone["layer"], gone["at"]) == ("stm", 30.0)
+    assert gone["detail"] == "everything forget command 'Forget everything about me.'"
+
+
+def test_explain_starts_with_a_summary_and_says_why(run_dir: Path) -> None:
+    result = _explain(str(run_dir), "--strategy", "one_hour")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    head = out.split("\n# reach", 1)[0]
+    assert head.startswith("summary: 5 probes not clean\n")
+    assert "facts by verdict: unreachable 2, missed 1, never stored 1, over-forgotten 1" in head
+    assert "over-forgotten: ttl.default_s 1" in head
+    assert "never stored: intent filter: chit-chat" in head
+    assert "  why table is over-forgotten: gone from stm at 1970-01-01T02:00:00Z: expired at" in out
+    assert "by ttl.default_s; never promoted to LTM" in out
+    assert "  why laugh is never stored: the intent filter did not keep the utterance" in out
+
+
+def test_explain_limit_lists_that_many_probes_and_counts_all(run_dir: Path) -> None:
+    result = _explain(str(run_dir), "--limit", "1")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("\nprobe ann#") == 1
+    assert result.output.startswith("summary: 9 probes not clean\n")  # both strategies
+    assert "8 more probes not listed (--limit 1; --limit 0 lists all)" in result.output
+    everything = _explain(str(run_dir), "--limit", "0")
+    assert everything.output.count("\nprobe ann#") == 9
+    assert "more probes not listed" not in everything.output

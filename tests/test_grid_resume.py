@@ -66,9 +66,9 @@ def test_a_grid_point_is_the_strategy_spec_of_the_same_overrides() -> None:
         ("fixed_ttl:ttl.default_s=1,,2", ["ttl.default_s", "empty value"]),
         ("fixed_ttl:ttl.default_s=1;ttl.default_s=2", ["'ttl.default_s' given twice"]),
         ("fixed_ttl:ttl.default_s=[1", ["ttl.default_s", "'[1' is not a YAML value"]),
-        ("fixed_ttl:ttl.bogus=1,2", ["point ttl.bogus=1", "ttl.bogus", "Extra inputs"]),
+        ("fixed_ttl:ttl.bogus=1,2", ["point ttl.bogus=1", "ttl.bogus", "unknown key 'bogus'"]),
         ("fixed_ttl:ttl.default_s=60,-5", ["point ttl.default_s=-5", "greater than 0"]),
-        ("fixed_ttl:ttl.default_s=abc", ["ttl.default_s", "valid number"]),
+        ("fixed_ttl:ttl.default_s=abc", ["ttl.default_s", "is not a duration"]),
     ],
 )
 def test_grid_errors_name_the_argument_and_the_field(text: str, needles: list[str]) -> None:

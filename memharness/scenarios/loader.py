@@ -17,11 +17,19 @@ from typing import Any, TextIO
 import yaml
 from pydantic import ValidationError
 
-from memharness.scenarios.model import STEP_KINDS, Loc, Scenario, check_scenario, iso
+from memharness.scenarios.model import (
+    STEP_KINDS,
+    Loc,
+    Scenario,
+    check_scenario,
+    check_scenario_data,
+    iso,
+)
 from reference.yamldoc import (
     Problem,
     YamlDocError,
     compose_mapping,
+    in_line_order,
     problem_at,
     read_yaml_file,
     validation_problems,
@@ -67,15 +75,23 @@ def load_scenario(path: str | Path) -> Scenario:
 def validate_scenario(
     data: Mapping[str, Any], *, source: str | None = None, node: yaml.Node | None = None
 ) -> Scenario:
-    """A scenario from plain data: types, then the cross-step checks of `check_scenario`."""
+    """A scenario from plain data: types, and the cross-step checks of `check_scenario`.
+
+    Every problem is reported at once, in line order: when the types fail, the cross-step
+    checks run on the parts that validate (`check_scenario_data`).
+    """
     try:
         scenario = Scenario.model_validate(dict(data))
     except ValidationError as exc:
-        problems = validation_problems(exc, source=source, node=node, fix_loc=_without_tags)
-        raise ScenarioError(problems) from None
-    found = check_scenario(scenario)
-    if found:
-        raise ScenarioError([problem_at(source, node, loc, message) for loc, message in found])
+        problems = validation_problems(
+            exc, source=source, node=node, fix_loc=_without_tags, model=Scenario
+        )
+        found = check_scenario_data(data)
+    else:
+        problems, found = [], check_scenario(scenario)
+    problems += [problem_at(source, node, loc, message) for loc, message in found]
+    if problems:
+        raise ScenarioError(in_line_order(problems))
     return scenario
 
 

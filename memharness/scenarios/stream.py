@@ -19,13 +19,23 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
 from memharness.scenarios.loader import ScenarioError, _without_tags
-from memharness.scenarios.model import Adversarial, Loc, Scenario, User, check_user
+from memharness.scenarios.model import (
+    Adversarial,
+    Loc,
+    Scenario,
+    User,
+    check_adversarial,
+    check_user,
+    check_user_data,
+)
+from reference.user_words import describe_errors
 from reference.yamldoc import (
     MAX_DEPTH,
     Problem,
     check_nodes,
     construct,
     dotted,
+    in_line_order,
     line_of,
     yaml_problem,
 )
@@ -85,25 +95,42 @@ def _compose(loader: _EventLoader, source: str) -> yaml.Node:
     return node
 
 
+#: How many problems a streamed file may gather before reading stops.
+MAX_PROBLEMS = 100
+
+
 class _Reader:
+    """Reads the document, gathering every problem (up to `MAX_PROBLEMS`), and raises
+    them together at the end; a user with problems is not handed to the callback."""
+
     def __init__(self, source: str, on_user: Callable[[User], None]) -> None:
         self.source = source
         self.on_user = on_user
         self.facts: dict[str, frozenset[str]] = {}
+        self.users = 0
+        self.problems: list[Problem] = []
         self.top_line = 1  # the line of the document's mapping, for problems of the whole
 
+    def note(self, node: yaml.Node | None, loc: Loc, messages: list[tuple[Loc, str]]) -> None:
+        """Add `messages` (each at a location under `loc`, where `node` is)."""
+        self.problems += [
+            Problem(
+                self.source,
+                line_of(node, sub[len(loc) :]) if node is not None else self.top_line,
+                dotted(sub),
+                message,
+            )
+            for sub, message in messages
+        ]
+        if len(self.problems) >= MAX_PROBLEMS:
+            self.raise_problems()
+
     def fail(self, node: yaml.Node | None, loc: Loc, messages: list[tuple[Loc, str]]) -> NoReturn:
-        raise ScenarioError(
-            [
-                Problem(
-                    self.source,
-                    line_of(node, sub[len(loc) :]) if node is not None else self.top_line,
-                    dotted(sub),
-                    message,
-                )
-                for sub, message in messages
-            ]
-        )
+        self.note(node, loc, messages)
+        self.raise_problems()
+
+    def raise_problems(self) -> NoReturn:
+        raise ScenarioError(in_line_order(self.problems))
 
     def read(self, loader: _EventLoader) -> ScenarioInfo:
         loader.get_event()  # stream start
@@ -138,21 +165,35 @@ class _Reader:
 
     def user(self, loader: _EventLoader, node: yaml.Node, index: int) -> None:
         loc: Loc = ("users", index)
+        self.users += 1
         check_nodes(node, loc, self.source, error=ScenarioError)
         data = construct(loader, node, self.source, error=ScenarioError)
-        try:
-            user = User.model_validate(data)
-        except ValidationError as exc:
-            errors = [(_without_tags((*loc, *e["loc"])), e["msg"]) for e in exc.errors()]
-            self.fail(node, loc, [(sub, m.removeprefix("Value error, ")) for sub, m in errors])
         problems: list[tuple[Loc, str]] = []
-        facts = check_user(user, loc, problems)
-        if user.id in self.facts:
-            problems.insert(0, ((*loc, "id"), f"duplicate user id {user.id!r}"))
+        try:
+            user: User | None = User.model_validate(data)
+        except ValidationError as exc:
+            user = None
+            problems += [
+                (_without_tags((*loc, *sub)), message)
+                for sub, message in describe_errors(exc.errors(), User)
+            ]
+        user_id = (
+            user.id if user is not None else data.get("id") if isinstance(data, dict) else None
+        )
+        if isinstance(user_id, str) and user_id in self.facts:
+            problems.append(((*loc, "id"), f"duplicate user id {user_id!r}"))
+        if user is not None:
+            facts = check_user(user, loc, problems)
+        elif isinstance(data, dict):
+            facts = check_user_data(data, loc, problems)
+        else:
+            facts = set()
+        if isinstance(user_id, str):
+            self.facts[user_id] = frozenset(facts)
         if problems:
-            self.fail(node, loc, problems)
-        self.facts[user.id] = frozenset(facts)
-        self.on_user(user)
+            self.note(node, loc, problems)
+        elif user is not None:
+            self.on_user(user)
 
     def finish(self, header: dict[str, Any], top: Any) -> ScenarioInfo:
         data = {
@@ -164,39 +205,28 @@ class _Reader:
             shell = {**data, "users": [{"id": "_"}]} if "users" in data else data
             scenario = Scenario.model_validate(shell)
         except ValidationError as exc:
-            found = []
-            for err in exc.errors():
-                key = err["loc"][0] if err["loc"] else "(document)"
+            for err_loc, message in describe_errors(exc.errors(), Scenario):
+                key = err_loc[0] if err_loc else "(document)"
                 entry = header.get(str(key))
                 node = entry[1] if isinstance(entry, tuple) else None
-                line = (
-                    line_of(node, err["loc"][1:]) if node is not None else top.start_mark.line + 1
-                )
-                found.append(Problem(self.source, line, dotted(err["loc"]), err["msg"]))
-            raise ScenarioError(found) from None
+                line = line_of(node, err_loc[1:]) if node is not None else top.start_mark.line + 1
+                self.problems.append(Problem(self.source, line, dotted(err_loc), message))
+            self.raise_problems()
         users = header.get("users")
         if isinstance(users, tuple) and not isinstance(users[0], list):  # not a sequence
             self.fail(users[1], ("users",), [(("users",), "Input should be a valid list")])
-        if "users" in data and not self.facts:
+        if "users" in data and not self.users:
             self.fail(None, (), [(("users",), "List should have at least 1 item")])
         node = header["adversarial"][1] if "adversarial" in header else None
         problems: list[tuple[Loc, str]] = []
-        for a, question in enumerate(scenario.adversarial):
-            known = self.facts.get(question.user)
-            if known is None:
-                problems.append((("adversarial", a, "user"), f"unknown user {question.user!r}"))
-                continue
-            problems.extend(
-                (("adversarial", a, "evidence", e), f"unknown fact {fact!r}")
-                for e, fact in enumerate(question.evidence)
-                if fact not in known
-            )
-        if problems:
-            self.fail(node, ("adversarial",), problems)
+        check_adversarial(enumerate(scenario.adversarial), self.facts, problems)
+        self.note(node, ("adversarial",), problems)
+        if self.problems:
+            self.raise_problems()
         return ScenarioInfo(
             name=scenario.name,
             description=scenario.description,
             seed=scenario.seed,
-            users=len(self.facts),
+            users=self.users,
             adversarial=list(scenario.adversarial),
         )

@@ -120,9 +120,11 @@ def probe_record(
     step: ProbeStep,
     hits: dict[str, list[dict[str, Any]]],
     verdicts: dict[str, Verdict],
+    why: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The record of a probe that is not clean: where it was asked, what it needed and
-    must not get, what each layer returned (`hit_record`, best first) and the verdicts."""
+    must not get, what each layer returned (`hit_record`, best first), the verdicts, and
+    `why` each over-forgotten or never stored needed fact is so (`causes.py`)."""
     return {
         "user": user,
         "user_index": user_index,
@@ -134,6 +136,7 @@ def probe_record(
         "forbidden": list(step.forbidden),
         "hits": hits,
         "verdicts": {f: str(v) for f, v in verdicts.items()},
+        "why": why or {},
     }
 
 

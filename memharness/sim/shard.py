@@ -23,6 +23,7 @@ from dataclasses import astuple, dataclass
 from typing import Any
 
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step, User
+from memharness.sim.causes import Causes, Key
 from memharness.sim.ceiling import CeilingTally, Embed, user_ceiling
 from memharness.sim.probes import (
     TALLY,
@@ -189,6 +190,10 @@ class _Run:
         self.stm_sessions: dict[str, str] = {}  # STM record id -> its session (its scope)
         self.pii: list[_PiiItem] = []
         self.pii_dirty: set[str] = set()  # users whose PII items the next tick checks
+        # What removed or refused each memory that carries facts, for the probe records.
+        self.causes = Causes()
+        self.keys: dict[tuple[str, str], Key] = {}  # (layer, id) -> its current version
+        self.user_refs: dict[int, list[Ref]] = {}  # user -> where their facts were stored
 
     # ------------------------------------------------------------------ the oracle
     def oracle_until(self, memory: Memory) -> float | None:
@@ -220,10 +225,7 @@ class _Run:
             self.forget(u, step)
         elif isinstance(step, EventStep):
             self.result.events += 1
-            event = Event(name=step.event, user_id=u.user_id, at=step.at, payload=step.payload)
-            mark = time.perf_counter()
-            self.system.handle_event(event, at=step.at)
-            self.result.inside_s += time.perf_counter() - mark
+            self.event(u, step)
         else:
             self.probe(u, step, index)
 
@@ -253,8 +255,16 @@ class _Run:
             fact = result.promoted
             self.ltm_facts[(fact.fact_id, fact.version)] = (u.index, facts)
             refs.append(("ltm", fact.category.value, fact.key, fact.fact_id, fact.version))
+            older = self.keys.get(("ltm", fact.fact_id))
+            if older is not None and older[2] != fact.version:
+                what = f"{fact.category.value}/{fact.key}"
+                self.causes.remove(older, step.at, "replaced", f"a newer value of {what}")
         for fact_id in facts:
             self.refs.setdefault((u.index, fact_id), []).extend(refs)
+        if facts:
+            self._follow(u.index, refs)
+            if not refs:
+                self.causes.refuse(u.index, facts, result.stm.reason)
         if self.advice is not None:  # the oracle learns what the new memories carry
             for memory in (result.stm.record, result.promoted):
                 if memory is not None:
@@ -265,8 +275,52 @@ class _Run:
             if raw and not self._resolved(item, step.at):
                 self.pii.append(item)
 
+    def _follow(self, user: int, refs: list[Ref]) -> None:
+        """Follow the memories at `refs` (they carry scenario facts) for `causes`."""
+        self.user_refs.setdefault(user, []).extend(refs)
+        for ref in refs:
+            key = _key(ref)
+            self.keys[(key[0], key[1])] = key
+
+    def event(self, u: SimUser, step: EventStep) -> None:
+        event = Event(name=step.event, user_id=u.user_id, at=step.at, payload=step.payload)
+        # Under event rules, the memories a later probe needs are checked around the event
+        # (read-only reads), to name it as the cause of what it removed.
+        watched = self._needed_live(u, step.at) if self.strategy.events else []
+        mark = time.perf_counter()
+        self.system.handle_event(event, at=step.at)
+        self.result.inside_s += time.perf_counter() - mark
+        for ref in watched:
+            if not self._stored(u, ref):
+                detail = f"invalidated by event {step.event!r}"
+                self.causes.remove(_key(ref), step.at, f"event {step.event}", detail)
+
+    def _needed_live(self, u: SimUser, at: float) -> list[Ref]:
+        truth = self.shard.truth[u.index]
+        found = []
+        for ref in self.user_refs.get(u.index, []):
+            if _key(ref) in self.causes.removed:
+                continue
+            carried = self.stm_facts.get(ref[1]) if ref[0] == "stm" else None
+            if ref[0] == "ltm":
+                carried = self.ltm_facts.get((ref[3], ref[4]))  # type: ignore[misc]
+            facts = carried[1] if carried is not None else ()
+            if any(truth.needed_from(f, at) for f in facts) and self._stored(u, ref):
+                found.append(ref)
+        return found
+
     def forget(self, u: SimUser, step: ForgetStep) -> None:
-        self._turn(u, step.session, step.forget, step.at, {})
+        result = self._turn(u, step.session, step.forget, step.at, {})
+        report = result.forgotten
+        if report is not None:
+            detail = f"{report.scope} forget command {step.forget!r}"
+            removed = [("stm", r) for r in report.stm_removed] + [
+                ("ltm", f) for f in report.ltm_erased
+            ]
+            for ident in removed:
+                key = self.keys.get(ident)
+                if key is not None:
+                    self.causes.remove(key, step.at, "forget command", detail)
         for fact_id in step.facts:  # gone from every layer, right away
             if any(self._stored(u, ref) for ref in self.refs.get((u.index, fact_id), [])):
                 self._leak(u, step.at, fact_id, "still stored after the forget command")
@@ -319,14 +373,33 @@ class _Run:
                 ]
                 for layer, layer_hits in layers
             }
-            record = probe_record(u.user.id, u.index, index, step, hits, verdicts)
+            why = {
+                fact_id: self._why(u, fact_id, session_id, verdicts[fact_id], step.at)
+                for fact_id in step.needed
+                if verdicts[fact_id] in (Verdict.OVER_FORGOTTEN, Verdict.UNSTORED)
+            }
+            record = probe_record(u.user.id, u.index, index, step, hits, verdicts, why)
             res.probe_records.append(record)
+
+    def _why(
+        self, u: SimUser, fact_id: str, session_id: str, verdict: Verdict, at: float
+    ) -> dict[str, Any]:
+        """Why a needed fact is over-forgotten or was never stored (`causes.py`)."""
+        if verdict is Verdict.UNSTORED:
+            return self.causes.why_unstored(u.index, fact_id)
+        refs = self.refs.get((u.index, fact_id), [])
+        reachable = [_key(r) for r in refs if self._reachable(r, session_id)]
+        promoted = any(r[0] == "ltm" for r in refs)
+        return self.causes.why_over_forgotten(reachable, promoted=promoted, probe_at=at)
+
+    def _reachable(self, ref: Ref, session_id: str) -> bool:
+        return ref[0] == "ltm" or self.stm_sessions.get(ref[1]) == session_id
 
     def _not_retrieved(self, u: SimUser, fact_id: str, session_id: str) -> Verdict:
         """Why a needed fact was not retrieved by a probe in `session_id` (`probes.py`):
         STM is scoped to its session, so only this session's STM and LTM are reachable."""
         refs = self.refs.get((u.index, fact_id), [])
-        reachable = [r for r in refs if r[0] == "ltm" or self.stm_sessions.get(r[1]) == session_id]
+        reachable = [r for r in refs if self._reachable(r, session_id)]
         return needed_verdict(
             stored=bool(refs),
             reachable=bool(reachable),
@@ -343,8 +416,9 @@ class _Run:
         for layer in stats.by_layer.values():
             if layer.decisions:
                 self.pii_dirty.update(d.user_id for d in layer.decisions)
+                self.causes.sweep(at, layer.decisions, self.keys)
         for episode in stats.episodes:  # consolidated from STM: stored where, carrying what
-            self._consolidated(episode)
+            self._consolidated(episode, at)
         if self.pii_dirty and self.pii:
             # Only users whose memories changed since the last check (a sweep decision on
             # one of their records, or a step of theirs) can have had raw PII leave the
@@ -356,7 +430,7 @@ class _Run:
             ]
         self.pii_dirty.clear()
 
-    def _consolidated(self, episode: Fact) -> None:
+    def _consolidated(self, episode: Fact, at: float) -> None:
         found = self._facts_of(episode)
         if found is None:
             return
@@ -366,6 +440,10 @@ class _Run:
         for fact_id in facts:
             self.refs.setdefault((user, fact_id), []).append(ref)
         source: Ref = ("stm", episode_source(episode) or "")
+        if facts:
+            self._follow(user, [ref])
+            detail = "its session ended: consolidated into an LTM episode"
+            self.causes.remove(_key(source), at, "consolidation", detail)
         for item in self.pii:  # PII said in the record may live on in the episode's value
             if source in item.refs:
                 item.refs.append(ref)
@@ -428,6 +506,13 @@ class _Run:
         self.result.leaked += 1
         if len(self.result.leaks) < self.shard.max_leaks:
             self.result.leaks.append({"user": u.user.id, "at": at, "fact": fact_id, "how": how})
+
+
+def _key(ref: Ref) -> Key:
+    """The `causes` key of the memory at `ref`."""
+    if ref[0] == "stm":
+        return "stm", ref[1], 0
+    return "ltm", ref[3], ref[4]  # type: ignore[misc]
 
 
 _ORDER = operator.itemgetter(0, 1, 2, 3)  # the payload is never compared

@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from reference.forgetting.strategy import Strategy
+from reference.suggest import did_you_mean
 from reference.yamldoc import (
     Problem,
     YamlDocError,
@@ -74,7 +75,9 @@ def validate_strategy(
     try:
         return Strategy.model_validate(dict(data))
     except ValidationError as exc:
-        raise StrategyError(validation_problems(exc, source=source, node=node)) from None
+        raise StrategyError(
+            validation_problems(exc, source=source, node=node, model=Strategy)
+        ) from None
 
 
 def set_path(data: dict[str, Any], path: str, value: Any) -> None:
@@ -165,7 +168,8 @@ class StrategyRegistry:
             source = self._sources.get(name)
             if source is None:
                 known = ", ".join(self._sources) or "none"
-                raise _error("strategy", f"no strategy named {name!r}; known: {known}")
+                hint = did_you_mean(name, self._sources)
+                raise _error("strategy", f"no strategy named {name!r}{hint}; known: {known}")
             strategy = parse_strategy(source.read_text(encoding="utf-8"), source=str(source))
             if strategy.name != name:
                 raise _error("name", f"is {strategy.name!r}; expected {name!r}", str(source))

@@ -192,6 +192,28 @@ def _deadline(
     return min(deadlines, default=None)
 
 
+def expiry_rule(strategy: Strategy, record: Memory) -> str:
+    """The time rule whose deadline is the record's `expires_at`, named as in the
+    strategy's YAML: `ttl.by_category.episode`, `ttl.by_type.preference`,
+    `ttl.default_s`, `sliding.window_s` or `importance` (the closest, when access times
+    were recorded after the deadline was set); `expires_at` when no rule applies."""
+    if record.expires_at is None:
+        return "expires_at"
+    kind = record.category if isinstance(record, Fact) else record.type
+    candidates: list[tuple[float, str]] = []
+    if strategy.ttl is not None:
+        ttl = strategy.ttl.ttl_for(kind)
+        if ttl is not None:
+            candidates.append((_written_at(record) + ttl, strategy.ttl.rule_for(kind)))
+    if strategy.sliding is not None:
+        candidates.append((record.last_accessed_at + strategy.sliding.window_s, "sliding.window_s"))
+    if strategy.importance is not None:
+        delay = expiry_delay(strategy.importance, record.importance)
+        candidates.append((record.last_accessed_at + delay, "importance"))
+    expires_at = record.expires_at
+    return min(candidates, key=lambda c: abs(c[0] - expires_at), default=(0.0, "expires_at"))[1]
+
+
 def _check_kind(kind: object) -> None:
     if not isinstance(kind, Category | MemoryType):
         raise InvalidInput("kind", f"must be a MemoryType or a Category, got {kind!r}")
@@ -253,7 +275,9 @@ def _sweep_one(
     if record.status is Status.DELETED:
         return []
     if record.expires_at is not None and now >= record.expires_at:
-        return [_decision(record, Action.EXPIRE, f"expired at {format_ts(record.expires_at)}")]
+        rule = expiry_rule(strategy, record)
+        reason = f"expired at {format_ts(record.expires_at)} by {rule}"
+        return [_decision(record, Action.EXPIRE, reason)]
     archival, user_seen = strategy.archival, last_active.get(record.user_id)
     found: list[Decision] = []
     if record.status is Status.ARCHIVED:

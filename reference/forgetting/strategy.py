@@ -2,7 +2,8 @@
 
 A `Strategy` is data only: which rule blocks are on and with which parameters. The pure
 decisions it implies live in `reference.forgetting.policy`; the engine that applies them
-to the stores is separate. Durations are float seconds; `None` means "never".
+to the stores is separate. Durations are float seconds (a YAML file may write them with
+units: `7d`, `1h30m`); `None` means "never".
 
 Reading strategies from YAML (with errors that name the file, line and field), and the
 registry of built-in and user strategies, live in `reference.forgetting.loading`.
@@ -16,14 +17,17 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from reference.durations import seconds_field
 from reference.models import Category, MemoryType
+from reference.user_words import EVENT_PATTERN, NAME_PATTERN
 
 DAY_S = 86_400.0
 Layer = Literal["stm", "ltm"]
-Seconds = Annotated[float, Field(gt=0)]
+#: A positive duration: seconds, or a text with units (`7d`, `1h30m`; `reference.durations`).
+Seconds = Annotated[float, BeforeValidator(seconds_field), Field(gt=0)]
 
 
 def _sorted_unique(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -59,6 +63,15 @@ class TtlRule(_Block):
                 return self.by_category[kind]
             kind = MemoryType(kind.value)
         return self.by_type.get(kind, self.default_s)
+
+    def rule_for(self, kind: MemoryType | Category) -> str:
+        """Which entry `ttl_for(kind)` reads, as written in YAML: `ttl.by_category.episode`,
+        `ttl.by_type.preference` or `ttl.default_s`."""
+        if isinstance(kind, Category):
+            if kind in self.by_category:
+                return f"ttl.by_category.{kind.value}"
+            kind = MemoryType(kind.value)
+        return f"ttl.by_type.{kind.value}" if kind in self.by_type else "ttl.default_s"
 
 
 class SlidingRule(_Block):
@@ -116,7 +129,7 @@ class EventRule(_Block):
     A payload that lacks a named field invalidates nothing (never "everything").
     """
 
-    event: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
+    event: str = Field(pattern=EVENT_PATTERN)
     layers: Annotated[tuple[Layer, ...], AfterValidator(_sorted_unique)] = ("ltm", "stm")
     types: Annotated[tuple[MemoryType, ...], AfterValidator(_sorted_unique)] | None = None
     categories: Annotated[tuple[Category, ...], AfterValidator(_sorted_unique)] | None = None
@@ -167,7 +180,7 @@ Promotion = Literal["rules", "consolidate"]
 class Strategy(_Block):
     """A named configuration of the forgetting engine. Immutable; `with_params` derives."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    name: str = Field(pattern=NAME_PATTERN)
     description: str = Field(min_length=1, max_length=200)
     ttl: TtlRule | None = None
     sliding: SlidingRule | None = None
