@@ -126,7 +126,9 @@ def parse_target(text: str, *, source: str | None = None) -> Target:
     try:
         return Target.model_validate(data)
     except ValidationError as exc:
-        raise TargetError(validation_problems(exc, source=source, node=node)) from None
+        raise TargetError(
+            validation_problems(exc, source=source, node=node, model=Target)
+        ) from None
 
 
 def load_target(path: str | Path) -> Target:
