@@ -1,4 +1,4 @@
-"""Background work of the run's strategy, each sample the same work (memharness/ab/background.py):
+"""The strategy's background work, each sample the same work (memharness/ab/background.py):
 
 - `sweep.batch`: one `engine.sweep()` that finds and removes one batch
   (`strategy.sweep_batch_size`) of STM records past their expiry, written untimed before
@@ -9,10 +9,11 @@
 - `event.apply`: `engine.handle_event` for the strategy's first `match_on` event rule,
   on a user with 10 STM records and 10 LTM facts, half of each matching.
 
-They run on the real servers only, and have no SLA (INFO): they run off the turn's path,
-in the maintenance process (`memharness maintain`). What each sample did is checked as it
-runs (a sample that did less than its work fails the test) and counted in the params. An
-operation the strategy has no rule for (consolidation, events) is skipped.
+They run on the real servers only, after every other operation (bench/conftest.py: the
+sweep's churn must not be in the STM index while a turn's operations are timed), with 10
+samples (sweep) or 60 and no SLA (INFO): they run off the turn's path, in the maintenance
+process. Each sample is checked as it runs: one that did less than its work fails the
+test. An operation the strategy has no rule for (consolidation, events) is skipped.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def _measure(
         case=case,
         setup=prepared,
         rounds=min(rounds, config.rounds),
-        warmup=2,
+        warmup=1,
         params={"strategy": engine.strategy.name, **params},
     )
 
@@ -87,7 +88,7 @@ def test_sweep_batch(measure: Measure, real_case: BenchCase, bench_config: Bench
         bench_config,
         work.sweep_setup,
         check,
-        rounds=20,
+        rounds=10,
         params={"due_stm_records": batch},
     )
 

@@ -319,9 +319,10 @@ class Gate:
         }
 
     def calls(self, op: str, *, warmup: bool) -> int:
-        """Calls of `op` per round and arm; a third of that (at least 5) to warm up."""
-        calls = max(2, round(self.ops[op] * self.settings.calls_scale))
-        return max(5, calls // 3) if warmup else calls
+        """Calls of `op` per round and arm (at least 1); a third of that (at least 5, at
+        most a round's) to warm up."""
+        calls = max(1, round(self.ops[op] * self.settings.calls_scale))
+        return min(calls, max(5, calls // 3)) if warmup else calls
 
     def run_rounds(self, count: int) -> None:
         """`count` more rounds, restarting the workers every `restart_every` rounds."""
