@@ -21,6 +21,7 @@ from bench.config import STM_SESSION, STM_USER, BenchCase, BenchConfig
 from bench.measure import Measure
 from bench.ops import stm_add, stm_retrieve
 from bench.seed import Texts
+from reference.models import Hit, MemoryRecord
 
 CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 
@@ -49,7 +50,7 @@ def test_stm_add(
     )
 
 
-def _retrieve(case: BenchCase) -> functools.partial[object]:
+def _retrieve(case: BenchCase) -> functools.partial[list[Hit[MemoryRecord]]]:
     return functools.partial(
         stm_retrieve, case.system, user_id=STM_USER, session_id=STM_SESSION, k=5
     )
