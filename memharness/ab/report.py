@@ -232,6 +232,7 @@ def ab_history_line(result: AbResult, doc: dict[str, Any]) -> dict[str, Any]:
         "baseline_ref": base.ref or str(base.tree),
         "backend": result.settings.backend,
         "embedder": result.settings.embedder,
+        "strategy": WORKER_STRATEGY,
         "verdict": result.verdict.value,
         "rounds": result.rounds,
         "loadavg_1m": doc["loadavg"].get("end", [None])[0],
@@ -275,6 +276,8 @@ def sla_history_line(
         "embedder": doc.get("embedder"),
         "verdict": "PASS" if doc.get("gate", {}).get("passed") else "FAIL",
         "size": doc.get("size"),
+        "strategy": doc.get("strategy"),
+        "strategy_fingerprint": doc.get("strategy_fingerprint"),
         "loadavg_1m": (doc.get("loadavg_end") or [None])[0],
     }
     for op in doc.get("ops", []):

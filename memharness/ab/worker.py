@@ -19,6 +19,12 @@ The first reply is `hello` (or an `error`); then per request:
   baseline older than the operation); the runner reports them as new, not judged;
 - `{"cmd": "drop"}` removes the arm's namespace (external servers); `{"cmd": "exit"}`.
 
+The real arms' systems run `STRATEGY` (hybrid) with the gate run's encryption key. The
+background operations (`sweep.batch`, `consolidate.session`, `event.apply`,
+`shard.replay`) come from background.py beside this file, loaded by path: harness from
+the candidate, `reference` and the simulator from the arm. On the null backend they run
+on the in-memory stores.
+
 Injected slowdown (`inject` in the config, candidate only): after the first warm-up
 block, `fraction` x that op's warm-up median is busy-waited inside every timed call of
 the op: every worker (after every restart) measures its own, so the delay follows the
