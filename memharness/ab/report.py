@@ -119,8 +119,6 @@ def summary(result: AbResult) -> list[str]:
     lines = [head, *(f"  {explain(op)}" for op in failing)]
     for op, why in result.new_ops.items():
         lines.append(f"  NEW {op}: the baseline cannot run it ({why}); measured, not judged")
-    for op, why in result.not_measured.items():
-        lines.append(f"  not measured: {op}: the candidate cannot run it ({why})")
     return lines
 
 
@@ -172,7 +170,6 @@ def document(
         "first_pass": result.first_pass,
         "strategy": WORKER_STRATEGY,
         "new_ops": result.new_ops,
-        "not_measured": result.not_measured,
         "inject_ms": result.inject_ms,
         "seeding_s": result.seeding_s,
         "rounds": result.round_info,

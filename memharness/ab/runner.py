@@ -152,10 +152,8 @@ class AbResult:
     inject_ms: list[float]  # per candidate worker: the busy wait added to the injected op
     wall_s: float
     first_pass: dict[str, str]  # op -> verdict before the extra rounds
-    #: Operations the baseline cannot run (reported NEW), and the candidate cannot (not
-    #: measured), each with the worker's reason.
+    #: Operations the baseline cannot run (reported NEW), with the worker's reason.
     new_ops: dict[str, str] = field(default_factory=dict)
-    not_measured: dict[str, str] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -195,7 +193,6 @@ class Gate:
         self.inject_ms: list[float] = []
         self.ops: dict[str, int] = {}  # the candidate's operations -> calls per round
         self.new_ops: dict[str, str] = {}  # op -> why the baseline cannot run it
-        self.not_measured: dict[str, str] = {}  # op -> why the candidate cannot run it
         self.key = generate_key()  # one per gate run: both arms, every worker lifetime
         self.samples: dict[str, dict[str, list[list[float]]]] = {arm: {} for arm in ARMS}
         self.round_info: list[dict[str, Any]] = []
@@ -250,8 +247,11 @@ class Gate:
                 self.seeding_s[arm] = hello["seeding_s"]
             hellos[arm] = hello
         if not self.ops:  # the first start decides what is measured and what is judged
+            broken = dict(hellos["candidate"].get("unavailable") or {})
+            if broken:  # the candidate is the tree under test: it must run every one
+                op, why = next(iter(broken.items()))
+                raise AbError(f"the candidate cannot run {op}: {why}")
             self.ops = dict(hellos["candidate"]["ops"])
-            self.not_measured = dict(hellos["candidate"].get("unavailable") or {})
             lacking = dict(hellos["baseline"].get("unavailable") or {})
             self.new_ops = {
                 op: lacking.get(op, "not among the baseline's operations")
@@ -463,5 +463,4 @@ def run_ab(
         wall_s=time.perf_counter() - started,
         first_pass=first_pass,
         new_ops=gate.new_ops,
-        not_measured=gate.not_measured,
     )
