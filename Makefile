@@ -16,7 +16,7 @@ test: setup
 # p95 on a bootstrap confidence interval (they fail only when its lower bound is over
 # the SLA). One torch thread: on 2 shared cores the default stalls embeddings.
 sla-gate: setup
-	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/memharness bench --size small
+	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/memharness bench --size small --strategy hybrid
 	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 MEMH_PREFIX=ciload .venv/bin/memharness load --strategy hybrid --users 10 --duration 60s --serial --run-id ci-load
 
 # The CI regression gate: this commit against the previous one (the clean clone has the

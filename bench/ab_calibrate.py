@@ -3,10 +3,14 @@
     .venv/bin/python -m bench.ab_calibrate --aa 10 --power 10
     .venv/bin/python -m bench.ab_calibrate --aa 10 --power 10 --inject 'turn[uncached]=0.2'
     .venv/bin/python -m bench.ab_calibrate --aa 2 --power 2 -- --backend null   # a dry run
+    .venv/bin/python -m bench.ab_calibrate --aa 4 --power 8 \
+        --inject 'sweep.batch=0.2' --inject 'consolidate.session=0.2' \
+        --inject 'event.apply=0.2' --inject 'shard.replay=0.2'    # the background operations
 
 Each run is `memharness bench --ab HEAD` executed from a clean detached worktree of HEAD
 (so the candidate is exactly HEAD, whatever is uncommitted in this checkout): an A/A run
-compares HEAD with itself, a power run adds `--inject OP=FRACTION` to the candidate.
+compares HEAD with itself, a power run adds `--inject OP=FRACTION` to the candidate
+(several `--inject`: the power runs take them in turn, and each gets its own table).
 The two kinds alternate, so both see the same stretch of machine load. Arguments after
 `--` go to every run. Reports go to `reports/ab-calibration/` (not `reports/history.jsonl`:
 injected runs are not history); the tables print as Markdown and are saved with every
@@ -33,10 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--aa", type=int, default=10, help="A/A runs (false alarms)")
     parser.add_argument("--power", type=int, default=10, help="runs with an injected slowdown")
-    parser.add_argument("--inject", default="stm.query[cached]=0.2", help="OP=FRACTION")
+    parser.add_argument(
+        "--inject",
+        action="append",
+        default=None,
+        help="OP=FRACTION (repeatable: power runs take them in turn); "
+        "default stm.query[cached]=0.2",
+    )
     parser.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "ab-calibration")
     parser.add_argument("gate_args", nargs="*", help="after --: passed to every run")
     args = parser.parse_args(argv)
+    injects: list[str] = args.inject or ["stm.query[cached]=0.2"]
     report_dir = args.report_dir.resolve()
     report_dir.mkdir(parents=True, exist_ok=True)
     stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
@@ -50,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     ).stdout.strip()
     kinds = _schedule(args.aa, args.power)
     runs: list[dict[str, Any]] = []
+    powered = 0
     try:
         for index, kind in enumerate(kinds, 1):
+            inject = injects[powered % len(injects)] if kind == "power" else None
+            powered += kind == "power"
             run_id = f"calib-{stamp}-{index:02d}-{kind}"
             command = [
                 sys.executable,
@@ -64,14 +78,14 @@ def main(argv: list[str] | None = None) -> int:
                 run_id,
                 "--report-dir",
                 str(report_dir),
-                *(["--inject", args.inject] if kind == "power" else []),
+                *(["--inject", inject] if inject is not None else []),
                 *args.gate_args,
             ]
             started = time.perf_counter()
             done = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
             wall = time.perf_counter() - started
             (report_dir / f"{run_id}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-            run = _summarise(kind, report_dir / run_id / "ab.json", done.returncode, wall, args)
+            run = _summarise(kind, report_dir / run_id / "ab.json", done.returncode, wall, inject)
             runs.append(run)
             print(f"{index}/{len(kinds)} {kind}: {run['outcome']} ({wall:.0f} s)", flush=True)
     finally:
@@ -79,12 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False
         )
         shutil.rmtree(workdir, ignore_errors=True)
-    lines = tables(runs, inject=args.inject, sha=sha, gate_args=args.gate_args)
+    lines = tables(runs, injects=injects, sha=sha, gate_args=args.gate_args)
     print("\n".join(lines))
     out = report_dir / f"calibration-{stamp}.json"
     out.write_text(
         json.dumps(
-            {"commit": sha, "inject": args.inject, "gate_args": args.gate_args, "runs": runs},
+            {"commit": sha, "inject": injects, "gate_args": args.gate_args, "runs": runs},
             indent=1,
         )
         + "\n",
@@ -103,15 +117,13 @@ def _schedule(aa: int, power: int) -> list[str]:
     return kinds
 
 
-def _summarise(
-    kind: str, path: Path, code: int, wall: float, args: argparse.Namespace
-) -> dict[str, Any]:
-    run: dict[str, Any] = {"kind": kind, "exit": code, "wall_s": round(wall, 1)}
+def _summarise(kind: str, path: Path, code: int, wall: float, inject: str | None) -> dict[str, Any]:
+    run: dict[str, Any] = {"kind": kind, "exit": code, "wall_s": round(wall, 1), "inject": inject}
     if not path.is_file():
         run["outcome"] = f"ERROR (exit {code}, no ab.json)"
         return run
     doc = json.loads(path.read_text(encoding="utf-8"))
-    ops = {op["op"]: op for op in doc["ops"]}
+    ops = {op["op"]: op for op in doc["ops"] if op["verdict"] != "NEW"}  # judged ones
     verdicts = {name: op["verdict"] for name, op in ops.items()}
     run.update(
         verdict=doc["verdict"],
@@ -128,7 +140,7 @@ def _summarise(
     if kind == "aa":
         run["outcome"] = "false FAIL" if run["fails"] else doc["verdict"]
     else:
-        target = args.inject.rpartition("=")[0]
+        target = str(inject).rpartition("=")[0]
         detected = verdicts.get(target) == "FAIL"
         others = [name for name in run["fails"] if name != target]
         run["detected"] = detected
@@ -138,12 +150,12 @@ def _summarise(
     return run
 
 
-def tables(runs: list[dict[str, Any]], *, inject: str, sha: str, gate_args: list[str]) -> list[str]:
-    """The A/A and the power table, in Markdown."""
+def tables(
+    runs: list[dict[str, Any]], *, injects: list[str], sha: str, gate_args: list[str]
+) -> list[str]:
+    """The A/A table and one power table per injected operation, in Markdown."""
     extra = " ".join(gate_args)
     aa = [r for r in runs if r["kind"] == "aa"]
-    power = [r for r in runs if r["kind"] == "power"]
-    target = inject.rpartition("=")[0]
     lines = [
         f"commit {sha[:12]}; `memharness bench --ab HEAD {extra}`".rstrip(),
         "",
@@ -156,7 +168,15 @@ def tables(runs: list[dict[str, Any]], *, inject: str, sha: str, gate_args: list
     ]
     for i, r in enumerate(aa, 1):
         lines.append(_row(i, r))
-    lines += [
+    for inject in injects:
+        power = [r for r in runs if r["kind"] == "power" and r["inject"] == inject]
+        lines += _power_table(power, inject)
+    return lines
+
+
+def _power_table(power: list[dict[str, Any]], inject: str) -> list[str]:
+    target = inject.rpartition("=")[0]
+    lines = [
         "",
         f"Power (`--inject {inject}`): detected in {sum(bool(r.get('detected')) for r in power)} "
         f"of {len(power)} runs",

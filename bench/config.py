@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from reference.forgetting.strategy import Strategy
 from reference.system import MemorySystem
 
 
@@ -60,10 +61,15 @@ SIZES: dict[str, BenchSizes] = {
 LTM_1M = 1_000_000
 
 
+#: The strategy the suites' system runs unless told: the recommended production one.
+DEFAULT_STRATEGY = "hybrid"
+
+
 @dataclass(frozen=True, slots=True)
 class BenchConfig:
     """The options of one bench session (see bench/conftest.py)."""
 
+    strategy: Strategy
     size: str
     sizes: BenchSizes
     embedder: str

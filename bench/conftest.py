@@ -1,8 +1,10 @@
 """Fixtures, options and the SLA gate of the bench suites (`pytest bench`).
 
-Options: `--bench-size small|full`, `--bench-embedder minilm|hashing` (the embedder of
-the measured calls; seeds always use hashing), `--bench-rounds N`, `--ltm-1m` (adds a
-1,000,000-row LTM table), `--bench-run-id`, `--bench-report-dir`, `--bench-min-samples`,
+Options: `--bench-strategy NAME|FILE` (the forgetting strategy of the measured system,
+default hybrid: the deployed configuration), `--bench-size small|full`,
+`--bench-embedder minilm|hashing` (the embedder of the measured calls; seeds always use
+hashing), `--bench-rounds N`, `--ltm-1m` (adds a 1,000,000-row LTM table),
+`--bench-run-id`, `--bench-report-dir`, `--bench-min-samples`,
 `--bench-torch-threads N` (MiniLM's torch threads), `--bench-null-delay-ms MS` (slows the
 null backend, to watch the gate fail). See bench/README.md.
 
@@ -28,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from bench.config import (
+    DEFAULT_STRATEGY,
     LTM_1M,
     SIZES,
     STM_SESSION,
@@ -62,8 +66,11 @@ from bench.seed import (
     seed_stm,
 )
 from bench.sla import CONFIDENCE, RESAMPLES, SEED, SLA_MS, GateOutcome
+from reference.crypto import generate_key
 from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
 from reference.factory import build_memory_system, describe_backends
+from reference.forgetting.loading import StrategyError, load_strategy
+from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.settings import Settings
 from reference.stm.chroma_client import describe_chroma
@@ -76,6 +83,11 @@ OUTCOME = pytest.StashKey[tuple[GateOutcome, Path]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("memharness bench")
+    group.addoption(
+        "--bench-strategy",
+        default=DEFAULT_STRATEGY,
+        help="the measured system's forgetting strategy: a built-in name or a YAML file",
+    )
     group.addoption("--bench-size", choices=sorted(SIZES), default="small")
     group.addoption("--bench-embedder", choices=["minilm", "hashing"], default="minilm")
     group.addoption("--bench-rounds", type=int, default=None, help="calls per operation")
@@ -137,11 +149,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("ltm_size", sizes, ids=ids, scope="session")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own grouping by fixture parameters
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The background operations last: a sweep sample writes and removes a batch of STM
+    # records, churn that must not be in the index while the turn's operations are timed.
+    items.sort(key=lambda item: item.path.name == "test_background_bench.py")
+
+
 def _config(config: pytest.Config) -> BenchConfig:
     size = str(config.getoption("--bench-size"))
     sizes = SIZES[size]
     rows = sizes.ltm_rows + ((LTM_1M,) if config.getoption("--ltm-1m") else ())
     return BenchConfig(
+        strategy=_strategy(str(config.getoption("--bench-strategy"))),
         size=size,
         sizes=sizes,
         embedder=str(config.getoption("--bench-embedder")),
@@ -151,6 +171,13 @@ def _config(config: pytest.Config) -> BenchConfig:
         min_samples=int(config.getoption("--bench-min-samples")),
         slow_ms=_slow_ms(config.getoption("--bench-slow")),
     )
+
+
+def _strategy(value: str) -> Strategy:
+    try:
+        return load_strategy(value)
+    except StrategyError as exc:
+        raise pytest.UsageError(f"--bench-strategy: {exc}") from None
 
 
 def _slow_ms(specs: list[str]) -> dict[str, float]:
@@ -186,9 +213,13 @@ def bench_settings(pytestconfig: pytest.Config, bench_config: BenchConfig) -> Se
     }
     if "MEMH_DATA_DIR" not in os.environ:
         overrides["data_dir"] = scratch_dir()
+    strategy = bench_config.strategy
+    if strategy.pii is not None and strategy.pii.encrypt_ltm:
+        # A key of this run only: the bench's data is thrown away with its prefix.
+        overrides["encryption_key"] = SecretStr(generate_key())
     settings = Settings(**overrides)
-    # Long lifetimes: a full run with --ltm-1m outlasts the default 30 min session and
-    # 1 h STM TTLs, and seeded data expiring mid-run would change what is measured.
+    # Long lifetimes for the stores' own defaults (a strategy's TTLs replace them): a full
+    # run with --ltm-1m outlasts the default 30 min session and 1 h STM TTLs.
     day = 86_400.0
     settings = settings.model_copy(
         update={
@@ -237,7 +268,8 @@ def real_case(
     """All three layers on real servers, seeded at the configured sizes."""
     sizes, rows = bench_config.sizes, bench_config.ltm_rows[0]
     started = time.perf_counter()
-    system = build_memory_system(bench_settings, embedder=query_embedder)
+    strategy = bench_config.strategy
+    system = build_memory_system(bench_settings, embedder=query_embedder, strategy=strategy)
     namespace = system.session.namespace
     url, handle = pg_url(bench_settings)
     _seeded(pytestconfig, "start_servers", time.perf_counter() - started)
@@ -252,10 +284,16 @@ def real_case(
             in_session=sizes.stm_session,
             total=sizes.stm_collection,
             now=system.clock.now(),
+            strategy=strategy,
         )
         _seeded(pytestconfig, "stm", stm_s)
         ltm = seed_ltm(
-            url, namespace, rows=rows, per_user=sizes.ltm_facts_per_user, now=system.clock.now()
+            url,
+            namespace,
+            rows=rows,
+            per_user=sizes.ltm_facts_per_user,
+            now=system.clock.now(),
+            strategy=strategy,
         )
         for key, value in ltm.items():
             _seeded(pytestconfig, f"{key}@{size_label(rows)}", value)
@@ -318,10 +356,14 @@ def ltm_case(
     query_embedder: CachedEmbedder = request.getfixturevalue("query_embedder")
     rows, per_user = int(ltm_size), bench_config.sizes.ltm_facts_per_user
     namespace = Namespace(f"{bench_settings.prefix}_{size_label(rows)}")
-    system = build_memory_system(bench_settings, embedder=query_embedder, namespace=namespace)
+    strategy = bench_config.strategy
+    system = build_memory_system(
+        bench_settings, embedder=query_embedder, namespace=namespace, strategy=strategy
+    )
     url, handle = pg_url(bench_settings)
     try:
-        seeded = seed_ltm(url, namespace, rows=rows, per_user=per_user, now=system.clock.now())
+        now = system.clock.now()
+        seeded = seed_ltm(url, namespace, rows=rows, per_user=per_user, now=now, strategy=strategy)
         for key, value in seeded.items():
             _seeded(pytestconfig, f"{key}@{size_label(rows)}", value)
         yield BenchCase(
@@ -398,6 +440,8 @@ def measure(
         case: BenchCase,
         setup: Setup | None = None,
         params: dict[str, Any] | None = None,
+        rounds: int | None = None,
+        warmup: int | None = None,
     ) -> OpSamples:
         info = {"size": bench_config.size, "embedder": bench_config.embedder, **(params or {})}
         slow_ms = bench_config.slow_ms.get(op) if case.backend == "real" else None
@@ -411,7 +455,11 @@ def measure(
             probe = request.getfixturevalue("machine_probe")
         probes = probe.sample() if probe is not None else []
         samples = run_pedantic(
-            benchmark, target, rounds=bench_config.rounds, warmup=bench_config.warmup, setup=setup
+            benchmark,
+            target,
+            rounds=bench_config.rounds if rounds is None else rounds,
+            warmup=bench_config.warmup if warmup is None else warmup,
+            setup=setup,
         )
         probes += probe.sample() if probe is not None else []
         recorded = OpSamples(
@@ -465,6 +513,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         sizes=bench.sizes.describe() | {"ltm_rows": list(bench.ltm_rows)},
         rounds=bench.rounds,
         embedder=bench.embedder,
+        strategy=bench.strategy.name,
+        strategy_fingerprint=bench.strategy.fingerprint(),
         pytest_exitstatus=int(exitstatus),
     )
     document = report(outcome, recorder, run=run, gate_params=gate_params)

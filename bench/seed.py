@@ -10,6 +10,13 @@ HNSW index dropped during the load and rebuilt after it from its own definition:
 index builds are many times faster than row-by-row inserts into the graph. Seeded facts
 get no audit rows (seeds are not changes anyone made; the audit table is only written,
 never read, on the measured paths).
+
+Under a strategy (`strategy=`) the seeds carry what its rules read: ages spread over the
+past `SEED_AGE_S` (created and last accessed then, a few accesses each), importance 1-9,
+and the strategy's deadline for the record's type or the fact's category, as written at
+seeding time but never within `MIN_LIFETIME_S` (a deadline passing mid-run would empty
+what is measured). Decay then re-ranks real ages and sliding windows move real deadlines.
+Without one, every seed is written now, importance 5, with the store's TTL (STM) or none.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from reference.embedding import HashingEmbedder
+from reference.forgetting.policy import expires_at_on_write
+from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.ltm.migrations import drop_schema
 from reference.models import Category, MemoryRecord, MemoryType
@@ -51,6 +60,10 @@ _FACT_COLUMNS = (
     "fact_id user_id category key value text embedding importance version status "
     "created_at updated_at last_accessed_at access_count expires_at"
 )
+#: Under a strategy, seeds were written and accessed up to this long ago.
+SEED_AGE_S = 3 * 86_400.0
+#: Under a strategy, no seeded deadline falls sooner than this after seeding.
+MIN_LIFETIME_S = 86_400.0
 _FACT_TYPES = (
     "text text text text jsonb text vector float4 int4 text float8 float8 float8 int4 float8"
 )
@@ -105,8 +118,30 @@ def seed_sessions(store: SessionStore, *, count: int, users: int = 100) -> list[
     return opened
 
 
+def retention(
+    rng: random.Random, strategy: Strategy | None, kind: MemoryType | Category, now: float
+) -> tuple[float, float, int, float, float | None]:
+    """A seed's (created_at, last_accessed_at, access_count, importance, expires_at) under
+    `strategy` (module docstring); None: written now, importance 5, no deadline."""
+    if strategy is None:
+        return now, now, 0, 5.0, None
+    created = now - rng.uniform(0.0, SEED_AGE_S)
+    accessed = rng.uniform(created, now)
+    importance = float(rng.randint(1, 9))
+    deadline = expires_at_on_write(strategy, kind=kind, importance=importance, now=now)
+    expires = None if deadline is None else max(deadline, now + MIN_LIFETIME_S)
+    return created, accessed, rng.randint(0, 5), importance, expires
+
+
 def seed_ltm(
-    url: str, namespace: Namespace, *, rows: int, per_user: int, now: float, seed: int = 11
+    url: str,
+    namespace: Namespace,
+    *,
+    rows: int,
+    per_user: int,
+    now: float,
+    seed: int = 11,
+    strategy: Strategy | None = None,
 ) -> dict[str, float]:
     """Bulk-load `rows` facts, `per_user` per user, into the namespace's (migrated) table.
 
@@ -142,6 +177,9 @@ def seed_ltm(
                 for row, sentence, vector in zip(batch, sentences, vectors, strict=True):
                     user, fact = divmod(row, per_user)
                     category, key = ltm_key(fact)
+                    created, accessed, count, importance, expires = retention(
+                        texts.rng, strategy, category, now
+                    )
                     copy.write_row(
                         (
                             uuid.uuid4().hex,
@@ -151,14 +189,14 @@ def seed_ltm(
                             Jsonb({"value": sentence}),
                             sentence,
                             vector,
-                            5.0,
+                            importance,
                             1,
                             "active",
-                            now,
-                            now,
-                            now,
-                            0,
-                            None,
+                            created,
+                            created,
+                            accessed,
+                            count,
+                            expires,
                         )
                     )
         conn.commit()
@@ -185,6 +223,7 @@ def seed_stm(
     now: float,
     per_session: int = 20,
     seed: int = 13,
+    strategy: Strategy | None = None,
 ) -> float:
     """`in_session` records in the measured session, the rest of `total` in other
     sessions of `per_session` records (other users). Returns the seconds taken.
@@ -202,19 +241,28 @@ def seed_stm(
     for batch in _batches(len(owners), 2_000):
         sentences = [f"Please remember {texts.sentence()}" for _ in batch]
         vectors = embedder.embed(sentences)
-        records = [
-            MemoryRecord(
-                record_id=uuid.uuid4().hex,
-                user_id=owners[row][0],
-                session_id=owners[row][1],
-                text=sentence,
-                type=MemoryType.INSTRUCTION,
-                created_at=now,
-                last_accessed_at=now,
-                expires_at=now + store.ttl_s,
+        records = []
+        for row, sentence in zip(batch, sentences, strict=True):
+            kind = MemoryType.INSTRUCTION
+            created, accessed, count, importance, expires = retention(
+                texts.rng, strategy, kind, now
             )
-            for row, sentence in zip(batch, sentences, strict=True)
-        ]
+            if strategy is None:
+                expires = now + store.ttl_s
+            records.append(
+                MemoryRecord(
+                    record_id=uuid.uuid4().hex,
+                    user_id=owners[row][0],
+                    session_id=owners[row][1],
+                    text=sentence,
+                    type=kind,
+                    created_at=created,
+                    last_accessed_at=accessed,
+                    access_count=count,
+                    importance=importance,
+                    expires_at=expires,
+                )
+            )
         _put_records(store, records, vectors)
     return time.perf_counter() - started
 

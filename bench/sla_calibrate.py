@@ -5,11 +5,11 @@ Runs `memharness bench --size small` RUNS times as is and RUNS times with
 `--bench-slow OP=MS` (alternating, so both see the same machine), and prints per run the
 gate's verdict and the operations it failed, then both tables:
 
-  .venv/bin/python -m bench.sla_calibrate --runs 5 --slow 'stm.query[cached]=50'
+  .venv/bin/python -m bench.sla_calibrate --runs 5 --slow 'stm.retrieve[cached]=50'
 
 Every run is a whole bench (seeding included, ~65 s on an idle 2-core machine). The
 delay should break the SLA by a margin worth catching: 50 ms on top of
-`stm.query[cached]`'s ~7 ms p95 puts it ~15% over the 50 ms SLA.
+`stm.retrieve[cached]`'s ~7 ms p95 puts it ~15% over the 50 ms SLA.
 
 `--busy N` keeps N processes spinning a pure-Python loop for the whole calibration: a
 slowed machine (two of them on two cores slow the STM operations ~2x, as this machine's
@@ -62,7 +62,7 @@ def busy(processes: int) -> Iterator[None]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each kind")
-    parser.add_argument("--slow", default="stm.query[cached]=50", help="OP=MS to inject")
+    parser.add_argument("--slow", default="stm.retrieve[cached]=50", help="OP=MS to inject")
     parser.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "sla-calibration")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes beside the runs")
     args = parser.parse_args()

@@ -1,8 +1,11 @@
-"""Short-term layer: add, and query with an uncached and a cached query embedding.
+"""Short-term layer: add, and a turn's retrieval with an uncached and a cached query.
 
-`query` is measured read-only (touch=False), the path a turn takes unless its strategy
-reads access statistics (sliding window, importance, decay); `query+touch` adds the
-access write those strategies need (one Chroma metadata update).
+Each operation is what a turn does under the run's strategy (bench/ops.py): `stm.add`
+stores the record with the strategy's deadline for its type; `stm.retrieve` embeds the
+query (through the cache) and retrieves through the forgetting engine, which over-fetches
+and re-ranks under a decay rule and writes the access statistics when a rule reads them
+(sliding window, importance, decay). Under hybrid neither applies: the retrieval is one
+read. On the null backend both are the bare store calls.
 
 Sizes: 1,000 records in the measured session; 5,000 (small) or 100,000 (full) in the
 collection, the others in sessions of 20 records of other users. `add` embeds its text
@@ -16,16 +19,19 @@ import functools
 
 from bench.config import STM_SESSION, STM_USER, BenchCase, BenchConfig
 from bench.measure import Measure
+from bench.ops import stm_add, stm_retrieve
 from bench.seed import Texts
 from reference.models import Hit, MemoryRecord
 
 CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 
 
-def _params(config: BenchConfig, **extra: object) -> dict[str, object]:
+def _params(config: BenchConfig, case: BenchCase, **extra: object) -> dict[str, object]:
+    engine = case.system.engine
     return {
         "stm_session_records": config.sizes.stm_session,
         "stm_collection_records": config.sizes.stm_collection,
+        "strategy": None if engine is None else engine.strategy.name,
         **extra,
     }
 
@@ -33,56 +39,42 @@ def _params(config: BenchConfig, **extra: object) -> dict[str, object]:
 def test_stm_add(
     measure: Measure, case: BenchCase, texts: Texts, bench_config: BenchConfig
 ) -> None:
-    add = functools.partial(
-        case.system.stm.add, user_id=STM_USER, session_id=STM_SESSION, force=True
-    )
+    add = functools.partial(stm_add, case.system, user_id=STM_USER, session_id=STM_SESSION)
     measure(
         "stm.add",
         "stm",
         add,
         case=case,
         setup=lambda: ((), {"text": texts.fresh()}),
-        params=_params(bench_config, embedding="uncached, inside the call"),
+        params=_params(bench_config, case, embedding="uncached, inside the call"),
     )
 
 
-def _query(case: BenchCase, *, touch: bool) -> functools.partial[list[Hit[MemoryRecord]]]:
+def _retrieve(case: BenchCase) -> functools.partial[list[Hit[MemoryRecord]]]:
     return functools.partial(
-        case.system.stm.query, user_id=STM_USER, session_id=STM_SESSION, k=5, touch=touch
+        stm_retrieve, case.system, user_id=STM_USER, session_id=STM_SESSION, k=5
     )
 
 
-def test_stm_query_uncached(
+def test_stm_retrieve_uncached(
     measure: Measure, case: BenchCase, texts: Texts, bench_config: BenchConfig
 ) -> None:
-    query = _query(case, touch=False)
     measure(
-        "stm.query[uncached]",
+        "stm.retrieve[uncached]",
         "stm",
-        query,
+        _retrieve(case),
         case=case,
         setup=lambda: ((), {"text": texts.fresh("Where is")}),
-        params=_params(bench_config, query_embedding="uncached", k=5),
+        params=_params(bench_config, case, query_embedding="uncached", k=5),
     )
 
 
-def test_stm_query_cached(measure: Measure, case: BenchCase, bench_config: BenchConfig) -> None:
+def test_stm_retrieve_cached(measure: Measure, case: BenchCase, bench_config: BenchConfig) -> None:
     measure(
-        "stm.query[cached]",
+        "stm.retrieve[cached]",
         "stm",
-        _query(case, touch=False),
+        _retrieve(case),
         case=case,
         setup=lambda: ((), {"text": CACHED_QUERY}),
-        params=_params(bench_config, query_embedding="cached", k=5),
-    )
-
-
-def test_stm_query_with_touch(measure: Measure, case: BenchCase, bench_config: BenchConfig) -> None:
-    measure(
-        "stm.query+touch[cached]",
-        "stm",
-        _query(case, touch=True),
-        case=case,
-        setup=lambda: ((), {"text": CACHED_QUERY}),
-        params=_params(bench_config, query_embedding="cached", k=5, touch=True),
+        params=_params(bench_config, case, query_embedding="cached", k=5),
     )

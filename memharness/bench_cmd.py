@@ -12,6 +12,7 @@ bench/ lives in the source tree, not in the installed package: run from a checko
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -29,6 +30,8 @@ import click
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / "bench"
 BASELINE_DIR = BENCH_DIR / "baseline"
+#: What `memharness bench` measures without `--strategy`: the recommended production one.
+DEFAULT_STRATEGY = "hybrid"
 _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
 
 
@@ -55,6 +58,15 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     default=None,
     help="Threads of MiniLM's torch (default: MEMH_EMBEDDER_THREADS, else torch's own; "
     "with --ab, else 1).",
+)
+@click.option(
+    "--strategy",
+    metavar="NAME|FILE",
+    default=None,
+    help="The forgetting strategy the measured system runs (a built-in name or a YAML "
+    f"file; default {DEFAULT_STRATEGY}, the deployed configuration): its work (expiry on "
+    "write, access statistics, decay re-ranking, sealing) is inside the measured calls. "
+    f"The A/B gate runs {DEFAULT_STRATEGY}.",
 )
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Calls per operation.")
 @click.option("--ltm-1m", is_flag=True, help="Also measure a 1,000,000-row LTM table (slow).")
@@ -162,6 +174,7 @@ def bench(
     size: str,
     embedder: str,
     torch_threads: int | None,
+    strategy: str | None,
     rounds: int | None,
     ltm_1m: bool,
     run_id: str | None,
@@ -197,6 +210,11 @@ def bench(
         raise click.UsageError(
             "--ab runs its own workers: no --compare, --save-baseline, --ltm-1m or pytest arguments"
         )
+    if ab_ref is not None and strategy not in (None, DEFAULT_STRATEGY):
+        raise click.BadParameter(
+            f"the A/B gate runs {DEFAULT_STRATEGY}; {strategy!r} is for the SLA suites (drop --ab)",
+            param_hint="'--strategy'",
+        )
     if ab_ref is not None:
         from memharness.ab.command import parse_inject, run_ab_command
         from memharness.ab.runner import AbSettings
@@ -224,8 +242,10 @@ def bench(
     stamp = datetime.now(UTC)  # wall-clock ok
     run_id = run_id or f"bench-{stamp:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     report_dir = report_dir.resolve()
+    strategy_arg = resolve_strategy_option(strategy or DEFAULT_STRATEGY)
     command = [
         *(sys.executable, "-m", "pytest", str(BENCH_DIR), "-p", "no:cacheprovider"),
+        *("--bench-strategy", strategy_arg),
         *("--bench-size", size, "--bench-embedder", embedder),
         *("--bench-run-id", run_id, "--bench-report-dir", str(report_dir)),
     ]
@@ -246,7 +266,9 @@ def bench(
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     log_path = report_dir / run_id / "pytest.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    click.echo(f"memharness bench: size={size} embedder={embedder} run={run_id}")
+    click.echo(
+        f"memharness bench: size={size} embedder={embedder} strategy={strategy_arg} run={run_id}"
+    )
     click.echo(f"pytest log: {log_path}")
     started = time.perf_counter()
     returncode = _run(command, env, log_path, verbose=verbose)
@@ -280,6 +302,29 @@ def bench(
                 err=True,
             )
         sys.exit(returncode)
+
+
+def resolve_strategy_option(value: str) -> str:
+    """`--strategy`'s value as the suites get it: a built-in's name, or a YAML file's
+    absolute path (the suites run in another directory). A name that is none of the
+    built-ins, or a file that does not load, is a usage error naming `--strategy`, with
+    the choices and the nearest name."""
+    from reference.forgetting.loading import BUILTINS, StrategyError, load_strategy
+
+    is_file = value.endswith((".yaml", ".yml")) or "/" in value
+    if not is_file and value not in BUILTINS:
+        names = list(BUILTINS)
+        near = difflib.get_close_matches(value, names, n=1, cutoff=0.5)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise click.BadParameter(
+            f"no strategy named {value!r}{hint}; choices: {', '.join(names)}, or a YAML file",
+            param_hint="'--strategy'",
+        )
+    try:
+        load_strategy(value)
+    except StrategyError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--strategy'") from None
+    return str(Path(value).resolve()) if is_file else value
 
 
 def _ab_cpu(value: int | None) -> int | None:
@@ -356,6 +401,8 @@ def format_report(document: dict[str, Any]) -> list[str]:
     lines = [
         f"backends: {document.get('backends', {})}",
         f"sizes: {document.get('sizes', {})}",
+        f"strategy: {document.get('strategy')} (fingerprint "
+        f"{document.get('strategy_fingerprint')})",
         f"embedder: {document.get('embedder')} (torch threads: "
         f"{document.get('torch_threads') or 'default'})",
         f"setup and seeding: {seeding}",

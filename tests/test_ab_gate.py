@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from memharness.ab.stats import (
 from memharness.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
+BACKGROUND = ("sweep.batch", "consolidate.session", "event.apply", "shard.replay")
 THRESHOLDS = {0.5: 0.10, 0.95: 0.15}
 
 
@@ -277,10 +279,13 @@ def test_a_tree_against_itself_passes(tmp_path: Path) -> None:
     code, output, doc = _gate(tmp_path)
     assert code == 0, output
     verdicts = {op["op"]: op["verdict"] for op in doc["ops"]}
-    assert len(verdicts) == 9 and "FAIL" not in verdicts.values(), output
+    assert len(verdicts) == 13 and "FAIL" not in verdicts.values(), output
+    assert set(BACKGROUND) <= set(verdicts) and doc["new_ops"] == {}
+    assert doc["strategy"] == "hybrid"
     # The 1 ms operations (all but the turn, five busy waits long and the one a busy CPU
-    # stretches) are proven within 10% at p50, their ratios near 1.
-    quick = [op for op in doc["ops"] if op["op"] != "turn[uncached]"]
+    # stretches, and the background work on the in-memory stores) are proven within 10%
+    # at p50, their ratios near 1.
+    quick = [op for op in doc["ops"] if op["op"] not in ("turn[uncached]", *BACKGROUND)]
     assert all(op["p50"]["verdict"] == "PASS" for op in quick), output
     assert all(0.95 < op["p50"]["ratio"] < 1.05 for op in quick), output
     # Each arm's reference came from its own tree (here both: this checkout).
@@ -311,6 +316,38 @@ def test_an_injected_slowdown_fails_that_operation_only(tmp_path: Path) -> None:
     assert 1.0 < baseline_p50 < 1.1
     # The failing operation is named, with how much slower and how sure.
     assert "FAIL stm.query[cached]: p50 +" in output and "CI of the ratio" in output
+
+
+def test_an_operation_the_baseline_cannot_run_is_new_not_judged(tmp_path: Path) -> None:
+    """A baseline that predates an operation (here: without bench/sim_throughput.py, so
+    no shard replay) runs every other one; that one is timed on the candidate alone,
+    reported NEW with the reason, and fails nothing."""
+    tree = tmp_path / "old"
+    shutil.copytree(ROOT / "reference", tree / "reference")
+    (tree / "bench").mkdir()
+    for name in ("__init__.py", "null_backend.py", "seed.py"):
+        shutil.copy(ROOT / "bench" / name, tree / "bench" / name)
+    args = [
+        *("bench", "--ab", str(tree), "--backend", "null"),
+        *("--ab-rounds", "3", "--restart-every", "3", "--ab-calls-scale", "0.3"),
+        *("--ab-extra-rounds", "0", "--t50", "10", "--t95", "10", "--ab-cpu", "-1"),
+        *("--run-id", "t", "--report-dir", str(tmp_path)),
+    ]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "t" / "ab.json").read_text())
+    ops = {op["op"]: op for op in doc["ops"]}
+    assert list(doc["new_ops"]) == ["shard.replay"]
+    assert "bench.sim_throughput" in doc["new_ops"]["shard.replay"]
+    new = ops["shard.replay"]
+    assert new["verdict"] == "NEW" and new["n_baseline"] == 0 and new["n_candidate"] >= 3
+    assert new["p50"]["candidate_ms"] > 0
+    judged = [op for name, op in ops.items() if name != "shard.replay"]
+    assert len(judged) == 12 and all(op["n_baseline"] > 0 for op in judged)
+    assert all(op["verdict"] in ("PASS", "WARN") for op in judged), result.output
+    assert "NEW shard.replay: the baseline cannot run it" in result.output
+    history = json.loads((tmp_path / "history.jsonl").read_text().splitlines()[-1])
+    assert history["ops.shard.replay.verdict"] == "NEW"
 
 
 def test_a_baseline_without_what_the_worker_needs_is_named(tmp_path: Path) -> None:

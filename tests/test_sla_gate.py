@@ -1,5 +1,7 @@
-"""The SLA gate of bench/: the statistics of bench/sla.py, and the gate failing on a
-deliberately slowed null backend (in process, and end to end through `pytest bench`).
+"""The SLA gate of bench/: the statistics of bench/sla.py, the gate failing on a
+deliberately slowed null backend (in process, and end to end through `pytest bench`),
+`--strategy` (bench.json names it; a wrong one is a usage error), and the background
+operations doing their work each sample (on the in-memory stores).
 
 Fast and deterministic: bootstrap intervals are seeded, samples are synthetic or come
 from null stores that do nothing but (when slowed) busy-wait a fixed time.
@@ -9,17 +11,29 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
+from pydantic import SecretStr
 
 from bench.machine import MachineProbe, Reference, load_reference, record, slowdown
 from bench.measure import OpSamples, Recorder, report, time_calls, write_report
 from bench.null_backend import build_null_system
 from bench.sla import SLA_MS, Verdict, bootstrap_cis, check_sla, gate, percentiles
+from memharness.ab.background import EVENT_MEMORIES, SESSION_RECORDS, Background, event_rule
+from memharness.cli import main
+from reference.crypto import generate_key
+from reference.factory import build_memory_system
+from reference.forgetting.loading import load_strategy
+from reference.models import Category
+from reference.settings import Settings
+from reference.system import MemorySystem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -281,3 +295,117 @@ def test_memharness_bench_on_a_breach_says_the_sla_broke_not_that_suites_failed(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "SLA gate FAILED" in done.stdout
     assert "did not all pass" not in done.stderr, done.stderr
+
+
+# --------------------------------------------------------------------------- strategy
+
+
+def test_bench_json_names_the_strategy_and_its_fingerprint(tmp_path: Path) -> None:
+    """`--bench-strategy` reaches the suites, and bench.json says what ran (contract:
+    `strategy` and `strategy_fingerprint` at top level)."""
+    command = [
+        *(sys.executable, "-m", "pytest", "bench", "-p", "no:cacheprovider", "-q"),
+        *("-k", "test_session_get and null", "--bench-rounds", "200"),
+        *("--bench-strategy", "keep_all"),
+        *("--bench-report-dir", str(tmp_path), "--bench-run-id", "kept"),
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads((tmp_path / "kept" / "bench.json").read_text())
+    assert document["strategy"] == "keep_all"
+    assert document["strategy_fingerprint"] == load_strategy("keep_all").fingerprint()
+
+
+def test_bench_measures_hybrid_unless_told(tmp_path: Path) -> None:
+    command = [
+        *(sys.executable, "-m", "memharness.cli", "bench", "--rounds", "200"),
+        *("--report-dir", str(tmp_path), "--run-id", "default", "--"),
+        *("-k", "test_session_get and null"),
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "strategy=hybrid" in done.stdout
+    document = json.loads((tmp_path / "default" / "bench.json").read_text())
+    assert document["strategy"] == "hybrid"
+    assert document["strategy_fingerprint"] == load_strategy("hybrid").fingerprint()
+
+
+def test_an_unknown_strategy_is_named_with_the_choices_and_the_nearest(tmp_path: Path) -> None:
+    runner = CliRunner()
+    typo = runner.invoke(main, ["bench", "--strategy", "hybird", "--report-dir", str(tmp_path)])
+    assert typo.exit_code == 2
+    assert "--strategy" in typo.output and "no strategy named 'hybird'" in typo.output
+    assert "did you mean 'hybrid'?" in typo.output and "keep_all" in typo.output
+    missing = tmp_path / "mine.yaml"
+    gone = runner.invoke(main, ["bench", "--strategy", str(missing)])
+    assert gone.exit_code == 2 and "--strategy" in gone.output and "mine.yaml" in gone.output
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\ndescription: x\nttl:\n  default_s: -5\n")
+    bad = runner.invoke(main, ["bench", "--strategy", str(broken)])
+    assert bad.exit_code == 2 and "broken.yaml:4" in bad.output, bad.output
+    ab = runner.invoke(main, ["bench", "--ab", "HEAD", "--strategy", "keep_all"])
+    assert ab.exit_code == 2 and "A/B gate runs hybrid" in ab.output
+    assert not list(tmp_path.glob("bench-*")), "a usage error starts no run"
+
+
+# --------------------------------------------------------------------------- background
+
+
+@pytest.fixture
+def hybrid_system() -> Iterator[MemorySystem]:
+    settings = Settings(
+        backend="memory", embedder="hashing", encryption_key=SecretStr(generate_key())
+    )
+    system = build_memory_system(settings, strategy="hybrid")
+    yield system
+    system.drop()
+
+
+def test_every_sweep_sample_expires_one_whole_batch(hybrid_system: MemorySystem) -> None:
+    work = Background(hybrid_system)
+    batch = work.strategy.sweep_batch_size
+    rng = random.Random(1)
+    for index in range(3):
+        call = work.sweep_setup(rng, index)
+        assert hybrid_system.stm.count() == 0  # due records are not live
+        stats = call()
+        assert stats.by_layer["stm"].expired == batch
+        assert hybrid_system.stm.scan_due(now=hybrid_system.clock.now()).records == []
+
+
+def test_a_consolidation_sample_writes_its_session_as_episodes(
+    hybrid_system: MemorySystem,
+) -> None:
+    work = Background(hybrid_system)
+    rng = random.Random(2)
+    for index in range(2):
+        done = work.consolidation_setup(rng, index)()
+        assert len(done.episodes) == SESSION_RECORDS
+        assert {e.category for e in done.episodes} == {Category.EPISODE}
+        assert hybrid_system.stm.count() == 0  # the ended session left STM
+    assert hybrid_system.ltm.count() == 2 * SESSION_RECORDS
+
+
+def test_an_event_sample_invalidates_the_matching_half(hybrid_system: MemorySystem) -> None:
+    work = Background(hybrid_system)
+    rule = event_rule(work.strategy)
+    assert rule is not None and rule.match_on
+    half = EVENT_MEMORIES // 2
+    done = work.event_setup(random.Random(3), 0)()
+    assert done.event == rule.event
+    assert (done.stm_removed, done.ltm_deleted + done.ltm_archived) == (half, half)
+    assert hybrid_system.stm.count() == EVENT_MEMORIES - half
+    assert hybrid_system.ltm.count() == EVENT_MEMORIES - half
+
+
+def test_background_operations_need_the_rules_they_exercise() -> None:
+    settings = Settings(backend="memory", embedder="hashing")
+    settings = settings.model_copy(update={"encryption_key": SecretStr(generate_key())})
+    rules = Background(build_memory_system(settings, strategy="hybrid_rules"))
+    with pytest.raises(ValueError, match="does not consolidate"):
+        rules.consolidation_setup(random.Random(1), 0)
+    kept = Background(build_memory_system(settings, strategy="keep_all"))
+    with pytest.raises(ValueError, match="no match_on event rule"):
+        kept.event_setup(random.Random(1), 0)
+    with pytest.raises(ValueError, match="forgetting engine"):
+        Background(build_null_system())

@@ -19,9 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from memharness.ab.runner import AbResult, OpResult
-from memharness.ab.stats import Comparison, Verdict
+from memharness.ab.stats import Comparison, Verdict, hd_quantiles
 from memharness.ab.worker import OPS
+from memharness.ab.worker import STRATEGY as WORKER_STRATEGY
 
 
 def _r(value: float, digits: int = 4) -> float | None:
@@ -34,13 +37,22 @@ def _pct(ratio: float) -> str:
 
 def table(result: AbResult) -> list[str]:
     """Per operation: both arms' p50/p95 (n), the ratios with their intervals, the verdict."""
-    conf = result.ops[0].comparisons[0].confidence if result.ops else 0.0
+    judged = [op for op in result.ops if op.comparisons]
+    conf = judged[0].comparisons[0].confidence if judged else 0.0
     head = (
         f"{'operation':26}{'n b/c':>10}{'base p50':>10}{'cand p50':>10}  {'p50 ratio [CI]':22}"
         f"{'base p95':>10}{'cand p95':>10}  {'p95 ratio [CI]':22}{'swap':>6}  verdict"
     )
     lines = [head, "-" * len(head)]
     for op in result.ops:
+        if op.verdict is Verdict.NEW:
+            c50, c95 = candidate_quantiles(result, op.op)
+            n = f"-/{len(_flat(result, 'candidate', op.op))}"
+            lines.append(
+                f"{op.op:26}{n:>10}{'-':>10}{c50:>10.3f}  {'':22}{'-':>10}{c95:>10.3f}  "
+                f"{'':22}{'':>6}  {op.verdict} (not judged)"
+            )
+            continue
         p50, p95 = op.comparisons
         n = f"{len(_flat(result, 'baseline', op.op))}/{len(_flat(result, 'candidate', op.op))}"
         swap = max(op.swap_alarms.values())
@@ -50,10 +62,19 @@ def table(result: AbResult) -> list[str]:
         )
     lines.append(
         f"(milliseconds; Harrell–Davis quantiles; ratio = candidate/baseline with its "
-        f"{conf:.2%} paired-bootstrap interval, Bonferroni over {2 * len(result.ops)}; "
+        f"{conf:.2%} paired-bootstrap interval, Bonferroni over {2 * len(judged)}; "
         f"swap = share of label swaps the rule would fail)"
     )
     return lines
+
+
+def candidate_quantiles(result: AbResult, op: str) -> tuple[float, float]:
+    """The candidate's Harrell–Davis p50 and p95 of `op` (for an operation not judged)."""
+    samples = np.asarray(_flat(result, "candidate", op))
+    if samples.size == 0:
+        return math.nan, math.nan
+    p50, p95 = hd_quantiles(samples, (0.5, 0.95))
+    return float(p50), float(p95)
 
 
 def _ci(c: Comparison) -> str:
@@ -61,7 +82,7 @@ def _ci(c: Comparison) -> str:
 
 
 def _flat(result: AbResult, arm: str, op: str) -> list[float]:
-    return [x for block in result.samples[arm][op] for x in block]
+    return [x for block in result.samples[arm].get(op, []) for x in block]
 
 
 def explain(op: OpResult) -> str:
@@ -88,13 +109,17 @@ def explain(op: OpResult) -> str:
 def summary(result: AbResult) -> list[str]:
     verdict = result.verdict
     ops = result.ops
-    failing = [op for op in ops if op.verdict is not Verdict.PASS]
+    failing = [op for op in ops if op.verdict not in (Verdict.PASS, Verdict.NEW)]
+    judged = [op for op in ops if op.verdict is not Verdict.NEW]
     extra = f", {result.settings.extra_rounds} more rounds run" if result.extended else ""
     head = (
-        f"A/B gate {verdict}: {sum(op.verdict is Verdict.PASS for op in ops)} of {len(ops)} "
-        f"operations PASS ({result.rounds} rounds{extra})"
+        f"A/B gate {verdict}: {sum(op.verdict is Verdict.PASS for op in judged)} of "
+        f"{len(judged)} operations PASS ({result.rounds} rounds{extra})"
     )
-    return [head, *(f"  {explain(op)}" for op in failing)]
+    lines = [head, *(f"  {explain(op)}" for op in failing)]
+    for op, why in result.new_ops.items():
+        lines.append(f"  NEW {op}: the baseline cannot run it ({why}); measured, not judged")
+    return lines
 
 
 def document(
@@ -143,6 +168,8 @@ def document(
         "extended": result.extended,
         "rounds_run": result.rounds,
         "first_pass": result.first_pass,
+        "strategy": WORKER_STRATEGY,
+        "new_ops": result.new_ops,
         "inject_ms": result.inject_ms,
         "seeding_s": result.seeding_s,
         "rounds": result.round_info,
@@ -162,8 +189,13 @@ def _op_dict(result: AbResult, op: OpResult) -> dict[str, Any]:
         "verdict": op.verdict.value,
         "n_baseline": len(_flat(result, "baseline", op.op)),
         "n_candidate": len(_flat(result, "candidate", op.op)),
-        "message": explain(op) if op.verdict is not Verdict.PASS else None,
+        "message": explain(op) if op.verdict not in (Verdict.PASS, Verdict.NEW) else None,
     }
+    if op.verdict is Verdict.NEW:
+        p50, p95 = candidate_quantiles(result, op.op)
+        row["new"] = result.new_ops.get(op.op)
+        row["p50"] = {"candidate_ms": _r(p50)}
+        row["p95"] = {"candidate_ms": _r(p95)}
     for c in op.comparisons:
         row[c.label] = {
             "baseline_ms": _r(c.base_ms),
@@ -197,6 +229,7 @@ def ab_history_line(result: AbResult, doc: dict[str, Any]) -> dict[str, Any]:
         "baseline_ref": base.ref or str(base.tree),
         "backend": result.settings.backend,
         "embedder": result.settings.embedder,
+        "strategy": WORKER_STRATEGY,
         "verdict": result.verdict.value,
         "rounds": result.rounds,
         "loadavg_1m": doc["loadavg"].get("end", [None])[0],
@@ -205,6 +238,12 @@ def ab_history_line(result: AbResult, doc: dict[str, Any]) -> dict[str, Any]:
         else "=".join(map(str, result.settings.inject)),
     }
     for op in result.ops:
+        if op.verdict is Verdict.NEW:
+            c50, c95 = candidate_quantiles(result, op.op)
+            line[f"ops.{op.op}.p50_ms"] = _r(c50)
+            line[f"ops.{op.op}.p95_ms"] = _r(c95)
+            line[f"ops.{op.op}.verdict"] = op.verdict.value
+            continue
         p50, p95 = op.comparisons
         line.update(
             {
@@ -234,6 +273,8 @@ def sla_history_line(
         "embedder": doc.get("embedder"),
         "verdict": "PASS" if doc.get("gate", {}).get("passed") else "FAIL",
         "size": doc.get("size"),
+        "strategy": doc.get("strategy"),
+        "strategy_fingerprint": doc.get("strategy_fingerprint"),
         "loadavg_1m": (doc.get("loadavg_end") or [None])[0],
     }
     for op in doc.get("ops", []):

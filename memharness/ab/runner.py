@@ -41,6 +41,11 @@ commit on this 2-core machine while another engineer's benchmarks and simulation
   and arm), so each operation gets a similar share of the time and cheap, noisier ones
   more samples; the gate's default is 24 rounds (240-720 samples per operation and arm).
 
+Operations the baseline cannot run (it predates them: the worker's hello lists them as
+`unavailable`) run on the candidate alone and are reported NEW: their figures, no
+verdict, never a failure. The arms' systems run the `hybrid` strategy (`worker.STRATEGY`)
+with one encryption key per gate run (sealed facts outlive a worker restart).
+
 Thresholds (`t50`, `t95`): 10% at p50, 15% at p95, FAIL only when the whole interval is
 above 1 + T, with 5% family-wise error over operations x quantiles (Bonferroni: each
 one-sided bound at 0.28%, a 99.44% two-sided interval). Why these: a delay of 20% of an
@@ -84,6 +89,7 @@ from memharness.ab.stats import (
     op_verdict,
     suspected,
 )
+from reference.crypto import generate_key
 
 ARMS = ("baseline", "candidate")
 #: Seeded sizes: bench small's (bench/config.py).
@@ -146,6 +152,8 @@ class AbResult:
     inject_ms: list[float]  # per candidate worker: the busy wait added to the injected op
     wall_s: float
     first_pass: dict[str, str]  # op -> verdict before the extra rounds
+    #: Operations the baseline cannot run (reported NEW), with the worker's reason.
+    new_ops: dict[str, str] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -183,7 +191,9 @@ class Gate:
         self.sessions: list[list[str]] | None = None
         self.seeding_s: dict[str, dict[str, float]] = {}
         self.inject_ms: list[float] = []
-        self.ops: dict[str, int] = {}
+        self.ops: dict[str, int] = {}  # the candidate's operations -> calls per round
+        self.new_ops: dict[str, str] = {}  # op -> why the baseline cannot run it
+        self.key = generate_key()  # one per gate run: both arms, every worker lifetime
         self.samples: dict[str, dict[str, list[list[float]]]] = {arm: {} for arm in ARMS}
         self.round_info: list[dict[str, Any]] = []
 
@@ -206,6 +216,7 @@ class Gate:
             if s.inject is None or arm != "candidate"
             else {"op": s.inject[0], "fraction": s.inject[1]},
             "cpu": s.cpu,
+            "encryption_key": self.key,
         }
 
     def start(self, round_index: int) -> None:
@@ -218,6 +229,7 @@ class Gate:
             config = self._config(arm)
             env = worker_env(self.arms[arm], self.urls)
             self.workers[arm] = WorkerProcess(self.arms[arm], config, env, self.logs[arm])
+        hellos: dict[str, dict[str, Any]] = {}
         for arm in ARMS:
             hello = self.workers[arm].reply(timeout=900)
             self._check(arm, hello)
@@ -233,12 +245,24 @@ class Gate:
             if hello.get("sessions") is not None:
                 self.sessions = self.sessions or hello["sessions"]
                 self.seeding_s[arm] = hello["seeding_s"]
-            self.ops = self.ops or dict(hello["ops"])
+            hellos[arm] = hello
+        if not self.ops:  # the first start decides what is measured and what is judged
+            broken = dict(hellos["candidate"].get("unavailable") or {})
+            if broken:  # the candidate is the tree under test: it must run every one
+                op, why = next(iter(broken.items()))
+                raise AbError(f"the candidate cannot run {op}: {why}")
+            self.ops = dict(hellos["candidate"]["ops"])
+            lacking = dict(hellos["baseline"].get("unavailable") or {})
+            self.new_ops = {
+                op: lacking.get(op, "not among the baseline's operations")
+                for op in self.ops
+                if op not in hellos["baseline"]["ops"]
+            }
         if self.settings.inject is not None and self.settings.inject[0] not in self.ops:
             raise AbError(f"--inject: unknown operation {self.settings.inject[0]!r}")
         ready = time.perf_counter()
         for arm in self.rng.sample(ARMS, 2):
-            reply = self.workers[arm].request(self._block(warmup=True))
+            reply = self.workers[arm].request(self._block(warmup=True, arm=arm))
             if arm == "candidate" and reply.get("inject_ms") is not None:
                 self.inject_ms.append(round(float(reply["inject_ms"]), 4))
         done = time.perf_counter()
@@ -271,10 +295,19 @@ class Gate:
             log.close()
 
     # ------------------------------------------------------------------ rounds
+    def runs(self, op: str, arm: str) -> bool:
+        """Whether `arm` runs `op` (the baseline does not run the NEW ones)."""
+        return arm == "candidate" or op not in self.new_ops
+
     def _block(
-        self, *, warmup: bool, order: list[str] | None = None, seed: int | None = None
+        self,
+        *,
+        warmup: bool,
+        order: list[str] | None = None,
+        seed: int | None = None,
+        arm: str = "candidate",
     ) -> Any:
-        ops = list(self.ops)
+        ops = [op for op in self.ops if self.runs(op, arm)]
         if order is None:
             order = self.rng.sample(ops, len(ops))
         return {
@@ -286,9 +319,10 @@ class Gate:
         }
 
     def calls(self, op: str, *, warmup: bool) -> int:
-        """Calls of `op` per round and arm; a third of that (at least 5) to warm up."""
-        calls = max(2, round(self.ops[op] * self.settings.calls_scale))
-        return max(5, calls // 3) if warmup else calls
+        """Calls of `op` per round and arm (at least 1); a third of that (at least 5, at
+        most a round's) to warm up."""
+        calls = max(1, round(self.ops[op] * self.settings.calls_scale))
+        return min(calls, max(5, calls // 3)) if warmup else calls
 
     def run_rounds(self, count: int) -> None:
         """`count` more rounds, restarting the workers every `restart_every` rounds."""
@@ -309,10 +343,12 @@ class Gate:
     def _block_round(self) -> float:
         """One block of each arm (every op, shuffled), the arms in random order."""
         ops = list(self.ops)
-        request = self._block(warmup=False, order=self.rng.sample(ops, len(ops)))
+        order = self.rng.sample(ops, len(ops))
+        request = self._block(warmup=False, order=order)
         arms = self.rng.sample(ARMS, 2)
         for arm in arms:
-            reply = self.workers[arm].request(request)
+            mine = {**request, "order": [op for op in order if self.runs(op, arm)]}
+            reply = self.workers[arm].request(mine)
             for op, values in reply["samples"].items():
                 self.samples[arm].setdefault(op, []).append(values)
         return float(arms[0] == "candidate")
@@ -331,23 +367,27 @@ class Gate:
                 size = min(chunk, total - start)
                 request = self._block(warmup=False, order=[op], seed=None)
                 request["calls"] = {op: size}
-                arms = self.rng.sample(ARMS, 2)
-                firsts.append(arms[0] == "candidate")
+                arms = [a for a in self.rng.sample(ARMS, 2) if self.runs(op, a)]
+                if len(arms) == 2:
+                    firsts.append(arms[0] == "candidate")
                 for arm in arms:
                     reply = self.workers[arm].request(request)
                     round_samples[arm].setdefault(op, []).extend(reply["samples"][op])
         for arm in ARMS:
             for op, values in round_samples[arm].items():
                 self.samples[arm].setdefault(op, []).append(values)
-        return round(sum(firsts) / len(firsts), 3)
+        return round(sum(firsts) / max(1, len(firsts)), 3)
 
     def evaluate(self) -> list[OpResult]:
         """Every operation's comparisons on the rounds so far (verdicts not final)."""
         s = self.settings
         thresholds = s.thresholds
-        m = len(self.ops) * len(thresholds)
+        m = len(set(self.ops) - set(self.new_ops)) * len(thresholds)
         results = []
         for index, op in enumerate(self.ops):
+            if op in self.new_ops:
+                results.append(OpResult(op, [], Verdict.NEW, {}, {}))
+                continue
             base = [np.asarray(r) for r in self.samples["baseline"][op]]
             cand = [np.asarray(r) for r in self.samples["candidate"][op]]
             comparisons = compare(
@@ -402,7 +442,9 @@ def run_ab(
                 gate.run_rounds(settings.extra_rounds)
                 results = gate.evaluate()
             results = [
-                dataclasses.replace(r, verdict=op_verdict(r.comparisons, final=True))
+                r
+                if r.verdict is Verdict.NEW
+                else dataclasses.replace(r, verdict=op_verdict(r.comparisons, final=True))
                 for r in results
             ]
         finally:
@@ -420,4 +462,5 @@ def run_ab(
         inject_ms=gate.inject_ms,
         wall_s=time.perf_counter() - started,
         first_pass=first_pass,
+        new_ops=gate.new_ops,
     )

@@ -37,6 +37,7 @@ class Verdict(StrEnum):
     FAIL = "FAIL"  # the interval's lower bound is over 1 + T: slower by more than T
     INCONCLUSIVE = "INCONCLUSIVE"  # the interval straddles 1 + T (measure more)
     WARN = "WARN"  # still inconclusive after the extra rounds: reported, not failed
+    NEW = "NEW"  # the baseline cannot run the operation: the candidate's figures, not judged
 
 
 @lru_cache(maxsize=256)

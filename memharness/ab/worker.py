@@ -15,7 +15,15 @@ The first reply is `hello` (or an `error`); then per request:
 - `{"cmd": "block", "order": [op...], "calls": {op: k}, "seed": s, "warmup": bool}` ->
   `{"samples": {op: [ms...]}, "inject_ms": x}`: each op of `order` in turn, k timed
   calls each, inputs drawn from `seed` (the same seed gives both arms the same inputs);
+- the hello lists `unavailable` ops ({op: why}): those this arm cannot set up (a
+  baseline older than the operation); the runner reports them as new, not judged;
 - `{"cmd": "drop"}` removes the arm's namespace (external servers); `{"cmd": "exit"}`.
+
+The real arms' systems run `STRATEGY` (hybrid) with the gate run's encryption key. The
+background operations (`sweep.batch`, `consolidate.session`, `event.apply`,
+`shard.replay`) come from background.py beside this file, loaded by path: harness from
+the candidate, `reference` and the simulator from the arm. On the null backend they run
+on the in-memory stores.
 
 Injected slowdown (`inject` in the config, candidate only): after the first warm-up
 block, `fraction` x that op's warm-up median is busy-waited inside every timed call of
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 import json
 import os
 import random
@@ -36,6 +45,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 #: The operations, and their calls per round and arm (x `--ab-calls-scale`): about the
@@ -50,7 +60,14 @@ OPS: dict[str, int] = {
     "ltm.upsert": 15,
     "ltm.query[cached]": 30,
     "turn[uncached]": 10,
+    # Background work (memharness/ab/background.py), each sample re-seeded untimed.
+    "sweep.batch": 1,
+    "consolidate.session": 3,
+    "event.apply": 4,
+    "shard.replay": 1,
 }
+#: The strategy the arms' systems run (the deployed configuration).
+STRATEGY = "hybrid"
 STM_CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 LTM_CACHED_QUERY = "which hotel room do I prefer"
 # The texts both arms are timed on: the worker's own copy of bench/seed.py's vocabulary,
@@ -145,6 +162,7 @@ class Arm:
         self.stm_user, self.stm_session = str(self.ltm_user(0)), "stm-s0"
         self.sessions = [(str(u), str(s)) for u, s in config.get("sessions") or []]
         self.seeding_s: dict[str, float] = {}
+        self.unavailable: dict[str, str] = {}  # op -> why this arm cannot run it
         if config.get("seed_data"):
             self._seed()
         if not self.sessions:
@@ -162,6 +180,7 @@ class Arm:
             data_dir=config["data_dir"],
             prefix=config["prefix"],
             embedder=config["embedder"],
+            encryption_key=config["encryption_key"],  # one per gate run, for sealing
         )
         if settings.redis_url is None or settings.pg_url is None:
             raise RuntimeError("MEMH_REDIS_URL and MEMH_PG_URL must name the shared servers")
@@ -173,7 +192,12 @@ class Arm:
             else need("reference.embedding", "HashingEmbedder")()
         )
         embedder = embedding.CachedEmbedder(inner, maxsize=10_000)
-        return build(settings, embedder=embedder, namespace=namespace_cls(config["prefix"]))
+        return build(
+            settings,
+            embedder=embedder,
+            namespace=namespace_cls(config["prefix"]),
+            strategy=STRATEGY,
+        )
 
     def _seed(self) -> None:
         """The arm's own seed functions, at the configured sizes (once per arm)."""
@@ -257,6 +281,7 @@ class Arm:
             return lambda: self.system.turn(**stm_at, text=text)
 
         return {
+            **self.background_setups(),
             "session.get": session_get,
             "session.append_message": session_append,
             "stm.add": stm_add,
@@ -267,6 +292,63 @@ class Arm:
             "ltm.query[cached]": ltm_query,
             "turn[uncached]": turn,
         }
+
+    def background_setups(self) -> dict[str, Setup]:
+        """The background operations (memharness/ab/background.py, this file's sibling,
+        run on this arm's `reference`); an operation the arm cannot set up goes into
+        `self.unavailable` with the reason. On the null backend they run on the in-memory
+        stores (no servers: the engine's own cost)."""
+        found: dict[str, Setup] = {}
+        try:
+            module = _load_background()
+            system = self.system if not self.null else self._memory_system()
+            work = module.Background(system)
+            found["sweep.batch"] = _seeded(work.sweep_setup)
+            found["consolidate.session"] = _seeded(work.consolidation_setup)
+            found["event.apply"] = _seeded(work.event_setup)
+        except Exception as exc:  # an arm older than the operations
+            for op in ("sweep.batch", "consolidate.session", "event.apply"):
+                self.unavailable[op] = f"{type(exc).__name__}: {exc}"
+        try:
+            replay = _load_background().ShardReplay(STRATEGY)
+            found["shard.replay"] = _seeded(replay.setup)
+        except Exception as exc:
+            self.unavailable["shard.replay"] = f"{type(exc).__name__}: {exc}"
+        return found
+
+    def _memory_system(self) -> Any:
+        settings_cls = need("reference.settings", "Settings")
+        build = need("reference.factory", "build_memory_system")
+        settings = settings_cls(
+            backend="memory",
+            embedder="hashing",
+            prefix=self.config["prefix"],
+            encryption_key=self.config["encryption_key"],
+        )
+        return build(settings, strategy=STRATEGY)
+
+
+def _load_background() -> Any:
+    """memharness/ab/background.py of the candidate (beside this file), importing the
+    arm's `reference`: loaded by path, as this file runs without `memharness`."""
+    name = "memh_ab_background"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("background.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _seeded(setup: Callable[[random.Random, int], Call]) -> Setup:
+    """A background setup on the block's inputs (its rng and the call's index)."""
+    return lambda inp, i: setup(inp.rng, inp.seed % 1_000_000 * 100 + i)
 
 
 class Worker:
@@ -285,7 +367,8 @@ class Worker:
             "reference_file": self.arm.reference_file,
             "python": sys.executable,
             "cpus": sorted(os.sched_getaffinity(0)),
-            "ops": OPS,
+            "ops": {op: n for op, n in OPS.items() if op in self.setups},
+            "unavailable": self.arm.unavailable,
             "sessions": self.arm.sessions if self.arm.config.get("seed_data") else None,
             "seeding_s": self.arm.seeding_s,
         }
