@@ -294,7 +294,9 @@ def test_episodes_live_under_the_strategys_episode_ttl(
 
 
 def test_promotion_is_a_validated_setting(tmp_path: Path):
-    with pytest.raises(StrategyError, match=r"x\.yaml:3: promotion: Input should be 'rules'"):
+    with pytest.raises(
+        StrategyError, match=r"x\.yaml:3: promotion: 'merge' is not one of 'rules' or 'consolidate'"
+    ):
         parse_strategy("name: x\ndescription: y\npromotion: merge\n", source="x.yaml")
     with pytest.raises(StrategyError, match=r"y\.yaml:4: consolidation: applies only with"):
         parse_strategy(
