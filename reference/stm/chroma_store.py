@@ -601,9 +601,35 @@ def _translated(server: str) -> Callable[[Callable[..., Any]], Callable[..., Any
     return wrap
 
 
+#: A read that met a delete in flight on the server (another process purging, e.g. the
+#: maintenance process's sweep): Chroma's plan found an id its index had just dropped.
+#: The read is repeated at once; the delete has finished by then.
+_READ_RACE = "Error finding id"
+_READ_RACE_TRIES = 3
+_READS = frozenset({"get", "query", "count"})
+
+
+def _reread_on_race(call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call` (a read), repeated up to `_READ_RACE_TRIES` times while Chroma reports the
+    read/delete race (`_READ_RACE`); any other error, or the race persisting, is raised."""
+
+    @functools.wraps(call)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        for attempt in range(1, _READ_RACE_TRIES + 1):
+            try:
+                return call(*args, **kwargs)
+            except ChromaError as exc:
+                if _READ_RACE not in str(exc) or attempt == _READ_RACE_TRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+    return run
+
+
 class _RetryingCollection:
     """A Chroma collection whose calls are retried under the store's policy: the store
-    calls only get, query, upsert, update and delete by id, all safe to repeat."""
+    calls only get, query, upsert, update and delete by id, all safe to repeat. A read
+    that races a concurrent delete on the server is repeated at once (`_READ_RACE`)."""
 
     _CALLS = frozenset({"get", "query", "upsert", "update", "delete", "count"})
 
@@ -616,7 +642,7 @@ class _RetryingCollection:
         attr = getattr(self._inner, name)
         if name not in self._CALLS:
             return attr
-        call = _translated(self._server)(attr)
+        call = _translated(self._server)(_reread_on_race(attr) if name in _READS else attr)
 
         def retried(*args: Any, **kwargs: Any) -> Any:
             return call_with_retry(
