@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
@@ -265,8 +266,7 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
                         with conn.cursor() as cur:
                             yield cur
                     finally:
-                        if not conn.closed:
-                            conn.autocommit = False
+                        _end_autocommit(conn)
                     return
                 with conn.cursor() as cur:
                     yield cur
@@ -576,3 +576,17 @@ def _fileno(conn: psycopg.Connection[Any]) -> Callable[[], int]:
             return -1
 
     return fileno
+
+
+def _end_autocommit(conn: psycopg.Connection[Any]) -> None:
+    """Give a read's connection back out of autocommit; one left mid-statement (the read
+    was interrupted: a killed greenlet, a timeout) is closed instead, which the pool
+    replaces. Raising here would replace the interruption with a ProgrammingError
+    ("can't change 'autocommit' now"), and a load test's user killed at the end of its
+    run would take that for a failed task and keep running."""
+    if conn.closed:
+        return
+    if conn.info.transaction_status is TransactionStatus.IDLE:
+        conn.autocommit = False
+    else:
+        conn.close()
