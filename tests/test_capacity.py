@@ -437,6 +437,22 @@ def test_a_simulator_run_without_the_strategy_is_refused(tmp_path: Path) -> None
     assert "memharness run --strategy typed_ttl" in message
 
 
+def test_a_load_and_a_simulator_run_of_different_settings_are_refused(tmp_path: Path) -> None:
+    _write_load(tmp_path / "load-h", strategy="hybrid")  # fingerprint fp-hybrid
+    _write_sim(tmp_path / "sim", 100)
+    results = tmp_path / "sim" / "results.json"
+    document = json.loads(results.read_text())
+    for entry in document["scenarios"][0]["strategies"]:
+        entry["fingerprint"] = f"other-{entry['label']}"
+    results.write_text(json.dumps(document))
+    result = _capacity(tmp_path, "--sim", str(tmp_path / "sim"))
+    assert result.exit_code != 0
+    message = " ".join(result.output.split())
+    assert f"load run {tmp_path / 'load-h'} ran it with other settings" in message
+    assert f"simulator run {tmp_path / 'sim'} (other-hybrid)" in message
+    assert not list(tmp_path.glob("capacity-*"))
+
+
 @pytest.mark.parametrize("option", ["--load", "--sim", "--bench"])
 def test_a_directory_that_is_not_a_run_is_refused(tmp_path: Path, option: str) -> None:
     _write_load(tmp_path / "load-h")

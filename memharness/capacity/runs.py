@@ -284,10 +284,10 @@ def choose_runs(
         if sim_paths and load.fingerprint:
             fingerprint = sim_strategies(sim_paths[0]).get(strategy)
             if fingerprint and fingerprint != load.fingerprint:
-                choice.warnings.append(
-                    f"{strategy}: the load run's configuration (fingerprint {load.fingerprint}) "
-                    f"differs from the simulator run's ({fingerprint}): same name, different "
-                    "settings"
+                raise RunError(
+                    f"{strategy}: load run {load.path} ran it with other settings (fingerprint "
+                    f"{load.fingerprint}) than simulator run {sim_paths[0]} ({fingerprint}); "
+                    "pass --load and --sim runs of the same configuration"
                 )
         choices.append(choice)
     return choices

@@ -36,8 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import redis
+
 from reference.clock import Clock, SystemClock
-from reference.errors import ConfigurationError, InvalidInput
+from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
 from reference.forgetting.consolidation import SessionTracker
 from reference.forgetting.events import EventBus, IdempotentHandler, parse_stream_id
 from reference.forgetting.strategy import Strategy
@@ -54,6 +56,10 @@ log = logging.getLogger(__name__)
 EVENTS_GROUP = "forgetting"
 #: The lease's name: one sweeper per namespace.
 LEASE_NAME = "sweeper"
+#: What a server can raise into a loop (a layer's error, the lease's and the bus's raw
+#: Redis client, a socket): counted, logged, tried again next time. Anything else is a
+#: bug and stops the process.
+SERVER_ERRORS = (BackendUnavailable, redis.RedisError, OSError)
 
 
 class Stopping(Exception):
@@ -186,7 +192,7 @@ class MaintenanceProcess:
                 self._next_sweep_at = None  # a new holder sweeps at once
                 self.figures.lease_taken()
                 log.info("%s took the lease (fence %d)", self.replica, self.lease.fence)
-        except Exception:
+        except SERVER_ERRORS:
             self.figures.error()
             log.exception("lease step failed")
 
@@ -195,7 +201,7 @@ class MaintenanceProcess:
             return
         try:
             self.lease.release()
-        except Exception:
+        except SERVER_ERRORS:
             self.figures.error()
             log.exception("lease release failed (it expires by itself)")
         self.figures.lease_ended(lost=False)
@@ -244,7 +250,7 @@ class MaintenanceProcess:
             return False
         except Stopping:
             return False
-        except Exception:
+        except SERVER_ERRORS:
             self.figures.error()
             log.exception("sweep failed")
             return False
@@ -252,7 +258,7 @@ class MaintenanceProcess:
             if pulled:
                 try:
                     self.shared.settle(tracker, pulled)
-                except Exception:
+                except SERVER_ERRORS:
                     self.figures.error()
                     log.exception("settling the shared sessions failed")
         changed = stats.expired + stats.archived + stats.anonymised + stats.deleted
@@ -283,7 +289,7 @@ class MaintenanceProcess:
                     max_events=100,
                     block_ms=self.event_block_ms,
                 )
-            except Exception:
+            except SERVER_ERRORS:
                 self.figures.error()
                 log.exception("event consumption failed")
                 self._stop.wait(0.5)  # a server hiccup: do not spin

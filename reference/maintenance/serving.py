@@ -23,6 +23,7 @@ import threading
 from types import TracebackType
 
 from reference.errors import ConfigurationError, InvalidInput
+from reference.maintenance.process import SERVER_ERRORS
 from reference.maintenance.shared import SharedSessions
 from reference.system import MemorySystem
 
@@ -95,7 +96,7 @@ class ServingBackground:
         while not self._stop.wait(self.interval_s):
             try:
                 self.flush()
-            except Exception:  # a server hiccup: count it, try again next interval
+            except SERVER_ERRORS:  # a server hiccup: count it, try again next interval
                 self.errors += 1
                 log.exception("serving background flush failed")
 
