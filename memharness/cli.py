@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from types import FrameType
 
 import click
 
@@ -19,6 +22,20 @@ from memharness.strategies_cmd import strategies
 from reference.errors import MemoryStoreError
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM takes Ctrl-C's path: `with` blocks and atexit run, so the servers a command
+    started (Chroma, a maintenance process) stop with it and a run says how to resume.
+    Left alone where SIGTERM already has a handler (a command that sets its own)."""
+    if threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    ):
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memharness")
 def main() -> None:
@@ -28,6 +45,7 @@ def main() -> None:
     pgvector, Chroma's embedded client), external ones when MEMH_REDIS_URL, MEMH_PG_URL or
     MEMH_CHROMA_URL is set. MEMH_DATA_DIR says where embedded servers keep their files.
     """
+    stop_on_sigterm()
 
 
 @main.command()
