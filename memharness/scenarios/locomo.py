@@ -1,6 +1,6 @@
 """Import LoCoMo (long conversations with dated sessions and evidence-linked questions).
 
-Mapping, decided here and documented in scenarios/README.md:
+Mapping, decided here and documented in docs/running-and-scenarios.md:
 
 - each conversation becomes one user, id = its `sample_id`; both speakers' turns are said
   by that user, the text prefixed with the speaker's name ("Caroline: ..."), because the
