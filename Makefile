@@ -21,6 +21,6 @@ sla-gate: setup
 
 # The CI regression gate: this commit against the previous one (the clean clone has the
 # history), both run interleaved in this job on this machine; fails only when confident
-# the candidate is slower (bench/README.md, "A/B regression gate").
+# the candidate is slower (docs/latency.md, "The A/B gate").
 ab-gate: setup
 	MEMH_EMBEDDER_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/memharness bench --ab HEAD~1

@@ -1,1 +1,1 @@
-"""pytest-benchmark SLA suites, the SLA gate and a null backend (see bench/README.md)."""
+"""pytest-benchmark SLA suites, the SLA gate and a null backend (see docs/latency.md)."""

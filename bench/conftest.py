@@ -6,7 +6,7 @@ default hybrid: the deployed configuration), `--bench-size small|full`,
 hashing), `--bench-rounds N`, `--ltm-1m` (adds a 1,000,000-row LTM table),
 `--bench-run-id`, `--bench-report-dir`, `--bench-min-samples`,
 `--bench-torch-threads N` (MiniLM's torch threads), `--bench-null-delay-ms MS` (slows the
-null backend, to watch the gate fail). See bench/README.md.
+null backend, to watch the gate fail). See docs/latency.md.
 
 Real backends are the embedded servers under a temporary directory (or `MEMH_DATA_DIR`),
 or external ones when `MEMH_REDIS_URL` / `MEMH_PG_URL` / `MEMH_CHROMA_URL` are set. Each

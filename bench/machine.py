@@ -24,7 +24,7 @@ the gate judges the p95 at the reference's speed (`bench.sla.check_sla`, `slowdo
   judged as measured (and says so) until `python -m bench.machine --record` is run.
 - A fixed delay (the calibration's injected busy wait, a network hop) does not grow
   with a slow machine, so on a slowed machine the gate sees it scaled down: its power
-  against such a delay is lower there, measured in bench/README.md.
+  against such a delay is lower there, measured in docs/latency.md.
 """
 
 from __future__ import annotations

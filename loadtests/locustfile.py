@@ -9,7 +9,7 @@ in open-loop mode also "turn@intended", the response time from the turn's intend
 Every event also goes into an HDR histogram (microseconds), which workers ship to the
 master; the master (or the local runner) prints the HDR table, writes
 reports/<run-id>/load_hdr.json and checks the SLAs at exit: exit code 3 names each
-broken SLA. See loadtests/README.md.
+broken SLA. See docs/load.md.
 
     locust -f loadtests/locustfile.py --headless -u 20 -r 20 -t 60s
     locust -f loadtests/locustfile.py --headless -u 20 -r 20 -t 60s --open-loop --rate 50

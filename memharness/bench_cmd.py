@@ -200,7 +200,7 @@ def bench(
     """Run the SLA benchmarks in bench/ and print p50/p95/p99, SLA and headroom per operation.
 
     Extra PYTEST_ARGS (after --) go to pytest, e.g. `memharness bench -- -k session`.
-    With --ab, run the A/B regression gate instead (bench/README.md, "The A/B gate").
+    With --ab, run the A/B regression gate instead (docs/latency.md, "The A/B gate").
     """
     if not (BENCH_DIR / "conftest.py").is_file():
         raise click.UsageError(f"no bench suites at {BENCH_DIR}: run from a source checkout")

@@ -158,7 +158,11 @@ def build_locust_command(
     show_default=True,
     help="With --rates: how long each rate is offered.",
 )
-@click.option("--sla", default=None, help="SLAs as op=ms[@pNN],... [default: DESIGN.md's].")
+@click.option(
+    "--sla",
+    default=None,
+    help="SLAs as op=ms[@pNN],... [default: session=5,stm=50,ltm=200,turn=300].",
+)
 @click.option(
     "--overload",
     is_flag=True,

@@ -187,8 +187,8 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     default=None,
     help="inject a fault to watch what a run does: 'worker:kill@30%' kills worker 0's "
     "process (SIGKILL) at 30% of its first replay; 'pg:kill@30%' (or redis:, and stop | "
-    "restart) kills, pauses or restarts that worker's embedded server instead (README, "
-    "'What happens when a server dies'); that strategy is recorded as failed with the "
+    "restart) kills, pauses or restarts that worker's embedded server instead "
+    "(docs/resilience.md); that strategy is recorded as failed with the "
     "error, the others run, --resume runs it again  [default: none]",
 )
 @click.option(

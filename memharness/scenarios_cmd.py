@@ -92,7 +92,10 @@ def generate(domain: str, users: int, seed: int, zh_share: float, output: Path) 
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def import_locomo_cmd(path: Path, output: Path) -> None:
-    """Turn LoCoMo's JSON at PATH into a scenario file."""
+    """Turn LoCoMo's JSON at PATH into a scenario file.
+
+    PATH is data/locomo10.json of https://github.com/snap-research/locomo (not shipped
+    with memharness; tests/data/locomo_excerpt.json is a small excerpt of it)."""
     try:
         scenario, notes = convert_locomo(read_locomo(path), source=str(path))
     except (LocomoError, ScenarioError) as exc:

@@ -1,7 +1,7 @@
 """Timeouts and the retry policy of every client of the reference: one place for both.
 
-What happens when a server dies, is paused or drops its connections (README, "What
-happens when a server dies"):
+What happens when a server dies, is paused or drops its connections (docs/resilience.md,
+"What happens when a server dies"):
 
 - Every client has a connect timeout and an operation timeout (`Timeouts`): redis-py's
   `socket_connect_timeout` / `socket_timeout`; psycopg's `connect_timeout`, the pool's

@@ -62,8 +62,8 @@ class Settings(BaseSettings):
     stm: ShortTermSettings = ShortTermSettings()
     ltm: LongTermSettings = LongTermSettings()
     #: Every client's connect and operation timeouts, and the one retry policy of
-    #: idempotent operations (`reference.resilience`; README, "What happens when a
-    #: server dies").
+    #: idempotent operations (`reference.resilience`; docs/resilience.md, "What happens
+    #: when a server dies").
     timeouts: Timeouts = Timeouts()
     retry: RetryPolicy = RetryPolicy()
     # MEMH_ENCRYPTION_KEY: 32 random bytes as base64 (44 characters) or 64 hex characters;

@@ -1,6 +1,6 @@
 """Checks on caller input. Every failure raises `InvalidInput` naming the field.
 
-The limits below are the facade's documented ones (README, "Bad input and isolation"):
+The limits below are the facade's documented ones (docs/input-and-isolation.md):
 a turn's text or a recall's query over `MAX_TEXT_CHARS` is refused, as are ids outside
 `[A-Za-z0-9_.@-]` or over `MAX_ID_LENGTH`, before anything is written.
 """

@@ -1,19 +1,22 @@
 """Precision and recall of forget-command detection, and false commands on LoCoMo.
 
     .venv/bin/python scripts/forget_detection.py [--utterances tests/data/utterances.yaml]
-        [--locomo ../shared/data/locomo/locomo.json]
+        [--locomo PATH/TO/locomo10.json]
 
 Reads the labelled utterances (a row is a command when its `forget` is not null), runs
 `reference.forgetting.commands.parse_forget_command` on each, and prints a table per
 language; then counts the LoCoMo turns (as the importer says them, "Speaker: text", and
-the bare text) that parse as a command. Only that parser is used, so the script also
-measures an older checkout (PYTHONPATH=/path/to/worktree).
+the bare text) that parse as a command. LoCoMo is data/locomo10.json of
+https://github.com/snap-research/locomo, given by --locomo or MEMH_LOCOMO (it is not
+shipped with memharness; tests/data/locomo_excerpt.json is an excerpt of it). Only that
+parser is used, so the script also measures an older checkout (PYTHONPATH=/path/to/worktree).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -77,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--utterances", type=Path, default=REPO / "tests/data/utterances.yaml")
     parser.add_argument(
-        "--locomo", type=Path, default=REPO.parent / "shared/data/locomo/locomo.json"
+        "--locomo",
+        type=Path,
+        default=os.environ.get("MEMH_LOCOMO") or None,
+        help="LoCoMo's locomo10.json [default: $MEMH_LOCOMO]",
     )
     args = parser.parse_args(argv)
     rows = load_rows(args.utterances)
@@ -93,14 +99,19 @@ def main(argv: list[str] | None = None) -> int:
             f"| {group} | {total} | {said} | {c['tp']} | {c['fp']} | {c['fn']} | {precision}"
             f" | {recall} |"
         )
-    if args.locomo.is_file():
-        found_turns = locomo_commands(args.locomo)
-        print(f"\nLoCoMo turns parsed as forget commands: {len(found_turns)}")
-        for text in found_turns:
-            print(f"  {text[:160]}")
-    else:
-        print(f"\nLoCoMo not found at {args.locomo}", file=sys.stderr)
+    if args.locomo is None or not args.locomo.is_file():
+        where = "not given" if args.locomo is None else f"not found at {args.locomo}"
+        print(
+            f"\nLoCoMo {where}: download data/locomo10.json from"
+            " https://github.com/snap-research/locomo and pass --locomo PATH (or set"
+            " MEMH_LOCOMO)",
+            file=sys.stderr,
+        )
         return 1
+    found_turns = locomo_commands(args.locomo)
+    print(f"\nLoCoMo turns parsed as forget commands: {len(found_turns)}")
+    for text in found_turns:
+        print(f"  {text[:160]}")
     return 0
 
 

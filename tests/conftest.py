@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.fixtures.stm_backends",
     "tests.fixtures.ltm_backends",
     "tests.fixtures.event_backends",
+    "tests.fixtures.locomo",
 ]
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -177,7 +177,7 @@ step = st.one_of(
 
 
 def text_ok(text: str) -> bool:
-    """Whether the facade must accept `text` (the rules README documents)."""
+    """Whether the facade must accept `text` (the rules docs/input-and-isolation.md documents)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -1,6 +1,6 @@
 """`memharness load --overload`: the sustainable rate, the verdicts, and a short real run.
 
-The 2-minute overload run of the README is not run here; its pieces are: the highest
+The 2-minute overload run of docs/load.md is not run here; its pieces are: the highest
 rate that held the SLAs read from a `steps.json`, the verdicts read from a
 `load_hdr.json` (stayed up, memory bounded, SLA broken, consistent afterwards), and a
 few seconds of overload on the in-memory backend through the command itself.

@@ -10,7 +10,7 @@ LTM on the embedded PostgreSQL), on real servers (`memharness.faults`):
 - nothing is half-written: no LTM fact without its audit row or the reverse after a kill
   in the middle of a write, no STM record of a turn whose session step failed.
 
-Time to error is printed (`pytest -s`, lines starting FAULT) for the README's table.
+Time to error is printed (`pytest -s`, lines starting FAULT) for the table in docs/resilience.md.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ pytestmark = pytest.mark.faults
 
 T0 = 1_767_225_600.0
 #: Small timeouts keep the suite fast; MEMH_FAULTS_DEFAULTS=1 runs it with the defaults
-#: (the README's table: `MEMH_FAULTS_DEFAULTS=1 pytest tests/test_server_faults.py -s`).
+#: (the table in docs/resilience.md:
+#: `MEMH_FAULTS_DEFAULTS=1 pytest tests/test_server_faults.py -s`).
 if os.environ.get("MEMH_FAULTS_DEFAULTS") == "1":
     TIMEOUTS, RETRY = Timeouts(), RetryPolicy()
 else:

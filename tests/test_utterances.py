@@ -1,7 +1,8 @@
 """The text rules on real-looking speech: a table of utterances (tests/data/utterances.yaml)
 with the kind the intent filter must give, the key promotion must give, whether it is
 promoted when first said, and the forget command it is, if any; and no forget command
-anywhere in LoCoMo's turns."""
+anywhere in LoCoMo's turns (the full release when the tests find it, else the excerpt in
+tests/data: tests/fixtures/locomo.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from reference.promotion import extract_fact, should_promote
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "tests" / "data" / "utterances.yaml"
-LOCOMO = (REPO / ".." / "shared" / "data" / "locomo" / "locomo.json").resolve()
 _FIELDS = {"text", "kind", "key", "forget", "urgent", "speaker"}
 _KINDS = {None, *(t.value for t in MemoryType)}
 _FORGET = re.compile(r"everything|session|back|topic:.+")
@@ -120,11 +120,10 @@ def _report_module() -> Any:
     return module
 
 
-def test_no_locomo_turn_is_a_forget_command() -> None:
-    if not LOCOMO.is_file():
-        pytest.fail(f"LoCoMo data not found at {LOCOMO}")
-    # Two people talking to each other: nothing there is said to the assistant.
-    assert _report_module().locomo_commands(LOCOMO) == []
+def test_no_locomo_turn_is_a_forget_command(locomo: Path) -> None:
+    # Two people talking to each other: nothing there is said to the assistant
+    # (LoCoMo, or its excerpt: tests/fixtures/locomo.py).
+    assert _report_module().locomo_commands(locomo) == []
 
 
 def test_the_report_counts_the_table() -> None:

@@ -1,5 +1,5 @@
 """The A/B latency regression gate (`memharness bench --ab`): the candidate checkout
-against a baseline commit, interleaved in one job on one machine (bench/README.md).
+against a baseline commit, interleaved in one job on one machine (docs/latency.md).
 
 `stats` (Harrell–Davis quantiles, paired bootstrap, decision rule), `arms` (the two
 source trees), `worker` (one arm's process, run as a script), `processes` (starting and

@@ -51,7 +51,7 @@ above 1 + T, with 5% family-wise error over operations x quantiles (Bonferroni: 
 one-sided bound at 0.28%, a 99.44% two-sided interval). Why these: a delay of 20% of an
 operation's median added to every call moves its p50 by 20% (ratio 1.20) but its p95 by
 less (20% x median / p95: 1.17 on a quiet machine, 1.09 under load, when p95 is twice
-the median), so detection must come from p50. Measured (bench/README.md): with the
+the median), so detection must come from p50. Measured (docs/latency.md): with the
 slowdown injected, p50 ratios of 1.15-1.22 had lower bounds of 1.14-1.18, clear of 1.10
 in 10 runs of 10; A/A, over 10 runs and 90 operations, the highest lower bound of a p50
 ratio was 1.00 and the highest upper bound 1.09 (the highest p95 lower bound 0.99), so a
@@ -104,7 +104,7 @@ SIZES = {
 
 @dataclass(slots=True)
 class AbSettings:
-    """The gate's options (see `memharness bench --help` and bench/README.md)."""
+    """The gate's options (see `memharness bench --help` and docs/latency.md)."""
 
     backend: str = "real"  # "real": embedded servers; "null": bench/null_backend.py
     embedder: str = "minilm"

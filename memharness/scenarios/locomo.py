@@ -1,6 +1,6 @@
 """Import LoCoMo (long conversations with dated sessions and evidence-linked questions).
 
-Mapping, decided here and documented in scenarios/README.md:
+Mapping, decided here and documented in docs/running-and-scenarios.md:
 
 - each conversation becomes one user, id = its `sample_id`; both speakers' turns are said
   by that user, the text prefixed with the speaker's name ("Caroline: ..."), because the
@@ -33,7 +33,20 @@ from memharness.scenarios.loader import validate_scenario
 from memharness.scenarios.model import Scenario
 from reference.errors import InvalidInput
 
-__all__ = ["TURN_SPACING_S", "LocomoError", "convert_locomo", "import_locomo", "read_locomo"]
+__all__ = [
+    "LOCOMO_SOURCE",
+    "TURN_SPACING_S",
+    "LocomoError",
+    "convert_locomo",
+    "import_locomo",
+    "read_locomo",
+]
+
+#: Where to get LoCoMo, which this repository does not ship (docs/running-and-scenarios.md).
+LOCOMO_SOURCE = (
+    "LoCoMo is not part of memharness: download data/locomo10.json from"
+    " https://github.com/snap-research/locomo (Maharana et al., 2024) and give its path"
+)
 
 TURN_SPACING_S = 30.0
 _PROBE_DELAY_S = 3600.0
@@ -106,6 +119,8 @@ def read_locomo(path: Path) -> Any:
     """The parsed JSON of a LoCoMo file."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LocomoError("(file)", f"{path}: no such file. {LOCOMO_SOURCE}") from None
     except OSError as exc:
         raise LocomoError("(file)", f"{path}: cannot be read: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -1,5 +1,5 @@
-"""The reference's background work as a deployable process (README, "Forgetting in
-production: the maintenance process")."""
+"""The reference's background work as a deployable process (docs/resilience.md,
+"The maintenance process")."""
 
 from reference.maintenance.figures import MaintenanceFigures, MetricsServer, write_json_atomic
 from reference.maintenance.lease import Lease, LeaseLost

@@ -95,7 +95,7 @@ class MaintenanceFigures:
 
     # ------------------------------------------------------------------ reads
     def to_json(self) -> dict[str, Any]:
-        """The figures as the JSON others read (keys documented in the README)."""
+        """The figures as the JSON others read (keys documented in docs/resilience.md)."""
         with self._lock:
             held = self._held_s
             if self._held_since is not None:
