@@ -703,7 +703,7 @@ def _report(environment: Environment, run: LoadRun) -> None:
     for verdict in verdicts:
         print("  " + verdict.message, flush=True)
     if run.recorder is not None:
-        print("  (rate steps: these verdicts mix every step; each step is judged below)")
+        print("  (rate steps: these verdicts mix all steps; each step is judged below)", flush=True)
     for line in format_errors(report):
         print("  " + line, flush=True)
     if hits + misses:

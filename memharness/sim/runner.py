@@ -390,9 +390,9 @@ class Simulator:
             results: list[list[ShardResult]] = []  # per round, a result per worker
             try:
                 for c, cohorts in enumerate(rounds):
-                    part = f"{scenario.name}, cohort {c + 1}/{len(rounds)}"
-                    if len(rounds) == 1:
-                        part = scenario.name
+                    part = scenario.name
+                    if len(rounds) > 1:
+                        part += f", cohort {c + 1}/{len(rounds)}"
                     key = loaded or self._load(f"{position}-{scenario.hash}-c{c}", cohorts, part)
                     steps = sum(len(u.user.timeline) for cohort in cohorts for u in cohort)
                     with self.progress.start(
@@ -439,54 +439,51 @@ class Simulator:
         running: dict[Any, tuple[int, int]] = {}  # ref -> (worker, spec index)
         outcomes: dict[int, StrategyOutcome] = {}
         reported = 0
-        phase = self.progress.start(
-            f"replaying {scenario.name} under {len(specs)} strategies, "
-            f"{len(self.workers)} at a time",
-            total=total * len(specs),
-            unit="steps",
-        )
-        try:
-            while queue or running:
-                idle = set(range(len(self.workers))) - {w for w, _ in running.values()}
-                for i in sorted(idle):
-                    if queue:
-                        j, spec = queue.pop(0)
-                        ref = self.workers[i].replay.remote(
-                            key,
-                            spec.strategy,
-                            self._prefix(position, j),
-                            self.options.sweep_ticks(spec.strategy, times),
-                            samples,
-                            *self._faults(i),
-                        )
-                        running[ref] = (i, j)
-                done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
-                for ref in done:
-                    _, j = running.pop(ref)
-                    spec = specs[j]
-                    try:
-                        figures = merge([ray.get(ref)])
-                    except Exception as exc:  # a failing strategy is a result
-                        outcomes[j] = StrategyOutcome(spec, "failed", _error_text(exc))
-                        self.replace_dead_workers()
-                    else:
-                        outcomes[j] = StrategyOutcome(spec, "ok", figures=figures)
-                while reported in outcomes:  # in the order given
-                    on_result(outcomes.pop(reported))
-                    reported += 1
-                if running and self.progress.drawing:
-                    now = _progress([self.workers[i] for i, _ in running.values()])
-                    finished = len(specs) - len(queue) - len(running)
-                    label = ", ".join(specs[j].label for _, j in running.values())
-                    phase.update(finished * total + sum(d[0] for d in now), f"now: {label}")
-        except KeyboardInterrupt:
-            phase.end(outcome="interrupted after")
-            for j in sorted(outcomes):  # finished, waiting for an earlier one: kept
-                on_result(outcomes[j])
-            for _, j in running.values():
-                on_result(StrategyOutcome(specs[j], "interrupted", "interrupted by the user"))
-            raise
-        phase.end()
+        title = f"replaying {scenario.name} under {len(specs)} strategies"
+        with self.progress.start(
+            f"{title}, {len(self.workers)} at a time", total=total * len(specs), unit="steps"
+        ) as phase:
+            try:
+                while queue or running:
+                    idle = set(range(len(self.workers))) - {w for w, _ in running.values()}
+                    for i in sorted(idle):
+                        if queue:
+                            j, spec = queue.pop(0)
+                            ref = self.workers[i].replay.remote(
+                                key,
+                                spec.strategy,
+                                self._prefix(position, j),
+                                self.options.sweep_ticks(spec.strategy, times),
+                                samples,
+                                *self._faults(i),
+                            )
+                            running[ref] = (i, j)
+                    done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+                    for ref in done:
+                        _, j = running.pop(ref)
+                        spec = specs[j]
+                        try:
+                            figures = merge([ray.get(ref)])
+                        except Exception as exc:  # a failing strategy is a result
+                            outcomes[j] = StrategyOutcome(spec, "failed", _error_text(exc))
+                            self.replace_dead_workers()
+                        else:
+                            outcomes[j] = StrategyOutcome(spec, "ok", figures=figures)
+                    while reported in outcomes:  # in the order given
+                        on_result(outcomes.pop(reported))
+                        reported += 1
+                    if running and self.progress.drawing:
+                        now = _progress([self.workers[i] for i, _ in running.values()])
+                        finished = len(specs) - len(queue) - len(running)
+                        label = ", ".join(specs[j].label for _, j in running.values())
+                        phase.update(finished * total + sum(d[0] for d in now), f"now: {label}")
+            except KeyboardInterrupt:
+                phase.end(outcome="interrupted after")
+                for j in sorted(outcomes):  # finished, waiting for an earlier one: kept
+                    on_result(outcomes[j])
+                for _, j in running.values():
+                    on_result(StrategyOutcome(specs[j], "interrupted", "interrupted by the user"))
+                raise
 
     def _faults(self, worker: int) -> tuple[float | None, Fault | None]:
         """`replay`'s `die_at` and `server_fault` for this call on `worker`: the `--fault`
