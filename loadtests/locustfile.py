@@ -89,6 +89,7 @@ from loadtests.steps import (  # noqa: E402
     auto_rates,
     format_steps,
     parse_rates,
+    step_verdicts,
 )
 from loadtests.timelines import (  # noqa: E402
     SCENARIO_ENV,
@@ -105,6 +106,7 @@ from loadtests.virtual_days import (  # noqa: E402
     format_days,
     sample_interval_s,
 )
+from memharness.progress import Phase, Progress  # noqa: E402
 from memharness.scenarios.model import (  # noqa: E402
     EventStep,
     ForgetStep,
@@ -117,6 +119,7 @@ from reference.factory import (  # noqa: E402
     build_event_bus,
     build_memory_system,
     describe_backends,
+    stop_embedded_servers,
 )
 from reference.forgetting.events import EventBus  # noqa: E402
 from reference.models import Event  # noqa: E402
@@ -166,6 +169,9 @@ class RateStepShape(LoadTestShape):
 
     abstract = not rates_requested()
     users = 16
+    #: It reads -u itself (the pool of users serving the rates): Locust need not warn
+    #: that a shape ignores -u and -r.
+    use_common_options = True
 
     def tick(self) -> tuple[int, float] | None:
         parsed = getattr(self.runner.environment, "parsed_options", None) if self.runner else None
@@ -229,6 +235,10 @@ class LoadRun:
     #: A scenario's timelines (MEMH_LOAD_SCENARIO) and the bus its events go to.
     timelines: TimelineQueue | None = None
     bus: EventBus | None = None
+    #: Progress lines on stderr (`memharness.progress`), and the phase that the test's
+    #: stop ends (the load itself, or the drain of the last rate step's backlog).
+    progress: Progress = field(default_factory=Progress)
+    running: Phase | None = None
 
     def cache_counts(self) -> tuple[int, int]:
         """Embedding cache hits and misses since the test started, in this process."""
@@ -290,6 +300,10 @@ def _on_init(environment: Environment, **_: Any) -> None:
     """Build and warm the memory where users run, before any turn is timed."""
     run = run_for(environment)
     run.conversations = load_conversations()
+    # Locust prints its own statistics table at INFO whatever --loglevel says; the HDR
+    # table holds the same figures unrounded, so the table follows --loglevel.
+    stats_table = logging.getLogger("locust.stats_logger")
+    stats_table.setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
     if not isinstance(environment.runner, WorkerRunner):  # workers get options at start
         try:
             run.options = LoadOptions.from_parsed(environment.parsed_options)
@@ -301,13 +315,14 @@ def _on_init(environment: Environment, **_: Any) -> None:
         return
     settings = run.settings = Settings()
     run.backends = {**describe_backends(settings), "embedder": settings.embedder}
-    started = time.perf_counter()
-    _build_memory(run, settings)
-    assert run.system is not None
-    warm_user = f"load-{run.token}-warmup"
-    for text in render(run.conversations[0], random.Random(0)):
-        run.system.turn(user_id=warm_user, session_id=f"{warm_user}-c0", text=text)
-    run.system.delete_user_data(user_id=warm_user)
+    with run.progress.start("building and warming the memory") as phase:
+        _build_memory(run, settings)
+        assert run.system is not None
+        warm_user = f"load-{run.token}-warmup"
+        for text in render(run.conversations[0], random.Random(0)):
+            run.system.turn(user_id=warm_user, session_id=f"{warm_user}-c0", text=text)
+        run.system.delete_user_data(user_id=warm_user)
+        phase.end(", ".join(f"{k}={v}" for k, v in run.backends.items()))
     if rates_requested() or run.options.sample_every > 0:
         run.roles, run.process_notes = discover_processes(settings)
     if rates_requested():
@@ -316,11 +331,6 @@ def _on_init(environment: Environment, **_: Any) -> None:
     # as the imports and this build; Locust's -t timer, started next, would fire that
     # much early (measured: a 4 s run stopped after 2.8 s on the memory backend).
     gevent.get_hub().loop.update_now()
-    log.info(
-        "memory ready in %.1f s: %s",
-        time.perf_counter() - started,
-        ", ".join(f"{k}={v}" for k, v in run.backends.items()),
-    )
 
 
 def _build_memory(run: LoadRun, settings: Settings) -> None:
@@ -362,6 +372,9 @@ def _prepare_rate_steps(run: LoadRun, settings: Settings) -> None:
     assert run.system is not None
     rates = parse_rates(os.environ[RATES_ENV])
     if rates is None:  # auto: time turns one at a time, capacity ~ 1 / median turn
+        phase = run.progress.start(
+            f"calibrating: {CALIBRATION_TURNS} turns one at a time for the rate steps"
+        )
         user = f"load-{run.token}-calibration"
         rng = random.Random(1)
         times = []
@@ -374,8 +387,11 @@ def _prepare_rate_steps(run: LoadRun, settings: Settings) -> None:
         median = sorted(times)[len(times) // 2]
         rates = auto_rates(median)
         run.calibration = {"turns": len(times), "median_turn_ms": round(median * 1000, 3)}
+        phase.end(
+            f"median turn {median * 1000:.1f} ms; rate steps "
+            f"{', '.join(f'{r:g}' for r in rates)} turns/s"
+        )
     run.rates = rates
-    log.info("rate steps (turns/s): %s", ", ".join(f"{r:g}" for r in rates))
 
 
 def _sample_steps(run: LoadRun, recorder: StepRecorder) -> None:
@@ -383,13 +399,21 @@ def _sample_steps(run: LoadRun, recorder: StepRecorder) -> None:
     schedule = recorder.schedule
     while schedule.start is None and not run.stopped:
         gevent.sleep(0.01)
-    for k in range(len(schedule.rates) + 1):
-        if schedule.start is None:
-            return
-        ahead = schedule.boundary(k) - time.perf_counter()
+    if schedule.start is None:
+        return
+    recorder.sample(time.perf_counter(), sample_processes(run.roles), run.cache_counts())
+    for k in range(len(schedule.rates)):
+        phase = run.progress.start(recorder.step_title(k))
+        ahead = schedule.boundary(k + 1) - time.perf_counter()
         if ahead > 0:
             gevent.sleep(ahead)
         recorder.sample(time.perf_counter(), sample_processes(run.roles), run.cache_counts())
+        phase.end(recorder.step_so_far(k))
+    if not run.stopped:  # the shape stops the test once the backlog is served
+        run.running = run.progress.start(
+            f"serving the last steps' backlog: {recorder.in_flight} turns in flight "
+            f"(at most {DRAIN_S:g} s)"
+        )
 
 
 def _sample_periodically(run: LoadRun, every_s: float) -> None:
@@ -407,6 +431,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
     run.restart(LoadOptions.from_parsed(environment.parsed_options))
     run.recorder = None
+    if run.rates is None and not isinstance(environment.runner, WorkerRunner):
+        run.running = run.progress.start(_describe_load(environment, run.options))
     if run.roles and run.options.sample_every > 0 and _runs_users(environment):
         gevent.spawn(_sample_periodically, run, run.options.sample_every)
     if run.days is not None and _runs_users(environment):
@@ -471,9 +497,26 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     run = run_for(environment)
     run.stopped = True
     run.stopped_at = time.time()
+    if run.running is not None:
+        run.running.end()
+        run.running = None
     _stop_background(run)  # its last write comes before the erasure, not after it
-    if run.system is not None:
-        _check_and_erase(run, run.system)
+    if run.system is not None and (run.options.check_consistency or not run.options.keep_data):
+        with run.progress.start("checking the servers' consistency, erasing the load's users"):
+            _check_and_erase(run, run.system)
+
+
+def _describe_load(environment: Environment, options: LoadOptions) -> str:
+    """The progress title of a load without rate steps: its users, mode and run time."""
+    parsed = environment.parsed_options
+    if steps_requested():
+        shape = f"steps {os.environ.get(STEPS_ENV)}"
+    else:
+        shape = f"{getattr(parsed, 'num_users', None) or 1} users"
+    rate = f" at {options.rate:g} turns/s" if options.rate else ""
+    run_time = getattr(parsed, "run_time", None)
+    until = f" for {run_time} s" if run_time and not steps_requested() else ""
+    return f"load: {shape}, {options.mode}{rate}{until}"
 
 
 @events.report_to_master.add_listener
@@ -516,8 +559,14 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         except Exception as exc:  # a dead server: the report still has to be written
             log.warning("could not release the memory's connections: %s", exc)
         run.system = None
+    if run.settings is not None:
+        # Now, not at the interpreter's exit: by then Locust has closed its CSV files but
+        # not stopped their writer greenlet, which wakes as soon as a server's stop
+        # yields to gevent (a subprocess, a sleep) and writes to the closed files.
+        stop_embedded_servers(run.settings)
     if not isinstance(environment.runner, WorkerRunner) and run.started_at is not None:
-        _report(environment, run)
+        with run.progress.start("writing the reports"):
+            _report(environment, run)
 
 
 def _stop_background(run: LoadRun) -> None:
@@ -653,6 +702,8 @@ def _report(environment: Environment, run: LoadRun) -> None:
     print(format_table(summaries, verdicts, errors), flush=True)
     for verdict in verdicts:
         print("  " + verdict.message, flush=True)
+    if run.recorder is not None:
+        print("  (rate steps: these verdicts mix all steps; each step is judged below)", flush=True)
     for line in format_errors(report):
         print("  " + line, flush=True)
     if hits + misses:
@@ -664,11 +715,13 @@ def _report(environment: Environment, run: LoadRun) -> None:
     if run.days is not None:
         print(format_days(meta["virtual_days"]), flush=True)  # type: ignore[arg-type]
     print(f"HDR report: {path}", flush=True)
-    if run.recorder is not None:
-        _report_steps(run, run.recorder, meta)
+    # Rate steps are judged step by step: the verdicts above mix light and overloaded steps.
+    steps_held = True if run.recorder is None else _report_steps(run, run.recorder, meta)
     if missing:
         log.warning("no final HDR report from workers %s: their last seconds are missing", missing)
-    if broken:
+    if not steps_held:
+        environment.process_exit_code = SLA_EXIT_CODE
+    elif broken and run.recorder is None:
         for verdict in broken:
             log.error("SLA failed: %s", verdict.message)
         environment.process_exit_code = SLA_EXIT_CODE
@@ -676,8 +729,10 @@ def _report(environment: Environment, run: LoadRun) -> None:
         environment.process_exit_code = CONSISTENCY_EXIT_CODE
 
 
-def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object]) -> None:
-    """Rate steps: steps.json and a table of offered vs achieved rate and turn latency."""
+def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object]) -> bool:
+    """Rate steps: steps.json, a table of offered vs achieved rate and turn latency, and a
+    note per step that broke an SLA; False when no step held them (not even the lightest:
+    the capacity is below every rate offered)."""
     extra = {
         "processes": run.roles,
         "process_notes": run.process_notes,
@@ -689,7 +744,17 @@ def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object])
     )
     path = recorder.write(Path(run.options.out_dir) / run.options.run_id, document)
     print("\n" + format_steps(document), flush=True)
+    notes, held = step_verdicts(document)
+    for note in notes:
+        print("  " + note, flush=True)
     print(f"steps report: {path}", flush=True)
+    if not held:
+        log.error(
+            "SLA failed at every rate step, even %g turns/s: the capacity is below the rates "
+            "offered (steps.json: each step's verdicts)",
+            min(recorder.schedule.rates),
+        )
+    return held
 
 
 # --------------------------------------------------------------------------- the user

@@ -26,7 +26,7 @@ from typing import Any
 
 from loadtests.hdr import OpHistograms
 from loadtests.procstats import ProcessSample
-from loadtests.sla import Sla, check_slas, failed
+from loadtests.sla import TURN_INTENDED, Sla, check_slas, failed
 
 __all__ = [
     "AUTO_FRACTIONS",
@@ -37,6 +37,7 @@ __all__ = [
     "auto_rates",
     "format_steps",
     "parse_rates",
+    "step_verdicts",
 ]
 
 RATES_ENV = "MEMH_LOAD_RATES"
@@ -162,6 +163,27 @@ class StepRecorder:
         else:
             self.late_completions += ok
 
+    def step_title(self, k: int) -> str:
+        """Step k's progress title: its place, offered rate and duration."""
+        schedule = self.schedule
+        return (
+            f"rate step {k + 1}/{len(schedule.rates)}: {schedule.rates[k]:g} turns/s "
+            f"for {schedule.step_s:g} s"
+        )
+
+    def step_so_far(self, k: int) -> str:
+        """Step k's figures at the end of its window, for its progress line: the achieved
+        rate (final: counted by finish time within the window) and the p95 from intended
+        start of the turns finished so far (a backlog may still finish later)."""
+        claimed = self.schedule.claimed[k]
+        achieved = self.completed[k] / self.schedule.step_s
+        turn = self.hists[k].summary(TURN_INTENDED)
+        p95 = f"p95 {turn.p95_ms:.1f} ms" if turn.count else "p95 -"
+        return (
+            f"achieved {achieved:.2f} turns/s, {p95} from intended start "
+            f"({turn.count} of {claimed} turns finished)"
+        )
+
     def sample(
         self, at: float, processes: Mapping[str, ProcessSample], cache: tuple[int, int]
     ) -> None:
@@ -245,6 +267,31 @@ def format_steps(document: Mapping[str, Any]) -> str:
             f"{_ms(op.get('p50_ms'))}{_ms(op.get('p95_ms'))}{_ms(op.get('p99_ms'))}  {cpu}"
         )
     return "\n".join(lines)
+
+
+def step_verdicts(document: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """What the SLA verdicts per step of `document` (steps.json) say, in plain notes, and
+    whether any step held every SLA. A capacity run offers rates past the knee on purpose
+    (`AUTO_FRACTIONS` reaches 170 % of the calibrated capacity): a step above the highest
+    rate that held is expected to break an SLA; one below it is noted as such."""
+    steps = [s for s in document["steps"] if "sla_held" in s]
+    held = [float(s["offered_rate"]) for s in steps if s["sla_held"]]
+    if not held:
+        return [], not steps  # no verdicts (no SLA given) fail nothing
+    knee = max(held)
+    notes = []
+    for step in steps:
+        if step["sla_held"]:
+            continue
+        rate = float(step["offered_rate"])
+        if rate > knee:
+            notes.append(f"step at {rate:g} turns/s past saturation: expected, it finds the knee")
+        else:
+            notes.append(
+                f"step at {rate:g} turns/s broke an SLA although a higher rate held them "
+                f"({knee:g} turns/s): its verdicts are in steps.json"
+            )
+    return notes, True
 
 
 def _ms(value: object) -> str:

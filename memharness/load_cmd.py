@@ -3,8 +3,10 @@
 Locust runs as a subprocess (its gevent monkey-patching must own the process from the
 start), in this interpreter, with the checkout on PYTHONPATH. Its CSV and HTML reports
 and the HDR report go to OUT/RUN_ID/; the command exits with Locust's exit code: 0 when
-every SLA holds, 3 when one is broken (named in the output), 1 when turns failed, 4 when
-the servers' consistency check after the run found a problem.
+every SLA holds, 3 when one is broken (named in the output; with `--rates`: when no step
+held them, as steps past the knee break them by design), 1 when turns failed, 4 when the
+servers' consistency check after the run found a problem. Locust logs at INFO (its own
+lines, its statistics table) only under `memharness -v`.
 
 `--overload` runs a rate-step search for the highest rate that holds the SLAs (or takes
 it from `--sustainable-rate` / `--sustainable-from steps.json`), then offers twice that
@@ -41,6 +43,7 @@ from memharness.load_plan import (
     run_under_strategies,
 )
 from memharness.scenarios import DOMAINS
+from memharness.verbosity import locust_loglevel
 
 __all__ = ["build_locust_command", "default_locustfile", "load"]
 
@@ -78,7 +81,8 @@ def build_locust_command(
     rate_steps: bool = False,
 ) -> list[str]:
     """The Locust command line for these options (a shape replaces -u, -r and -t; rate
-    steps keep -u and -r for the pool of users and end by themselves)."""
+    steps keep -u and -r for the pool of users and end by themselves). Locust logs at
+    INFO only under `memharness -v`."""
     command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless"]
     if rate_steps:
         command += ["-u", str(users), "-r", f"{spawn_rate:g}"]
@@ -94,6 +98,8 @@ def build_locust_command(
         run_id,
         "--out-dir",
         str(run_dir.parent),
+        "--loglevel",
+        locust_loglevel(),
     ]
     if rate is not None:
         command += ["--rate", f"{rate:g}"]
@@ -292,7 +298,8 @@ def load(
     """Load-test the memory with Locust: conversations in-process, per-layer HDR latency.
 
     Extra arguments after `--` go to Locust unchanged. Exits with Locust's exit code
-    (3: an SLA is broken; 4: the servers are inconsistent after the run).
+    (3: an SLA is broken, with --rates: no step held them; 4: the servers are
+    inconsistent after the run).
     """
     step_s: float | None = None
     if (sustainable_rate is not None or sustainable_from is not None) and not overload:

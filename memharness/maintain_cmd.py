@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from memharness.cli_settings import settings_from_options
+from memharness.verbosity import verbose as memharness_verbose
 from reference.clock import Clock, ScaledClock, SystemClock
 from reference.errors import MemoryStoreError
 from reference.forgetting.loading import BUILTINS, StrategyError, load_strategy
@@ -180,7 +181,8 @@ def maintain(
     except MemoryStoreError as exc:
         raise click.BadParameter(str(exc), param_hint="--fault") from None
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr)
-    logging.getLogger("pgserver").setLevel(logging.WARNING)  # its start/stop chatter
+    if not memharness_verbose():  # `memharness -v`: pgserver's start/stop commands too
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
     settings = settings_from_options()
     try:
         process = build_maintenance(

@@ -22,6 +22,7 @@ import click
 from pydantic import SecretStr
 
 from memharness.cli_settings import settings_from_options
+from memharness.progress import Progress
 from memharness.scenarios import DOMAINS, ScenarioError, iter_users, load_scenario
 from memharness.scenarios.model import User
 from memharness.sim.plan import (
@@ -195,7 +196,8 @@ def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     "--progress/--no-progress",
     default=True,
     show_default=True,
-    help="a progress bar per strategy on stderr",
+    help="progress on stderr: a line as each phase (workers' start, embedding ahead, each "
+    "replay, the report) starts and ends; a live bar on a terminal",
 )
 def run(
     scenario_files: tuple[Path, ...],
@@ -281,7 +283,7 @@ def run(
             f"resuming {resume_dir}: {kept} result(s) complete and kept, "
             f"{len(inputs) * len(specs) - kept} to run"
         )
-    bar = _Bar(enabled=progress)
+    shown = Progress(enabled=progress)
     status = "complete"
     try:
         with ExitStack() as stack:
@@ -298,9 +300,8 @@ def run(
                         click.echo(f"{_one_line(entry)}  (kept)")
 
                 def on_result(outcome: StrategyOutcome, scenario: ScenarioInput = scenario) -> None:
-                    bar.close()
                     entry = writer.add(scenario, outcome)
-                    click.echo(_one_line(entry))
+                    shown.echo(_one_line(entry))
 
                 if pending:
                     if sim is None:
@@ -314,14 +315,13 @@ def run(
                             kill_worker_at=kill_worker_at,
                             server_fault=server_fault,
                         )
-                        sim = stack.enter_context(Simulator(settings, options, run_tag=tag))
-                    sim.run_scenario(
-                        position, scenario, pending, on_result=on_result, progress=bar.update
-                    )
+                        sim = stack.enter_context(
+                            Simulator(settings, options, run_tag=tag, progress=shown)
+                        )
+                    sim.run_scenario(position, scenario, pending, on_result=on_result)
                 click.echo(summary_table(section))
                 click.echo(layer_table(section))  # the ceiling, recall per layer, misses
     except KeyboardInterrupt:
-        bar.close()
         status = "interrupted"
         click.echo(
             "\ninterrupted: the finished strategies are kept; to complete the run:\n  "
@@ -333,7 +333,8 @@ def run(
         click.echo(f"error: {exc}", err=True)
     finally:
         writer.finish(status)
-        summary = write_report(writer.run_dir)
+        with shown.start(f"writing the report in {writer.run_dir}"):
+            summary = write_report(writer.run_dir)
         click.echo(f"\nreport: {summary}")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
@@ -401,31 +402,3 @@ def _one_line(entry: dict[str, Any]) -> str:
         f"  over-forget {pct(m['over_forget_rate']):>5}  leakage {m['leakage']}"
         f"  {m['turns_per_s'] or 0:,.0f} turns/s"
     )
-
-
-class _Bar:
-    """A tqdm bar per strategy: steps replayed, users done and turns per second."""
-
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
-        self.bar: Any = None
-        self.label = ""
-
-    def update(self, label: str, steps: int, total: int, users: int, elapsed: float) -> None:
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        if self.bar is None or label != self.label:
-            self.close()
-            self.bar = tqdm(
-                total=total, desc=f"  {label}", unit="step", leave=False, file=sys.stderr
-            )
-            self.label = label
-        self.bar.n = steps
-        self.bar.set_postfix(users=users, steps_s=f"{steps / elapsed:,.0f}" if elapsed else "-")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None

@@ -158,6 +158,23 @@ def start_embedded_servers(settings: Settings) -> list[object]:
     return handles
 
 
+def stop_embedded_servers(settings: Settings) -> None:
+    """Stop now the embedded PostgreSQL and Redis this process started for `settings`
+    (what its exit would do otherwise), once the systems built on them are disposed. For
+    a process whose exit must not do that work: Locust's, which has closed its CSV files
+    by then while its writer greenlet still runs (`loadtests/locustfile.py`)."""
+    if settings.backend == "memory":
+        return
+    if settings.pg_url is None:
+        from reference.ltm.embedded_pg import release_embedded_postgres
+
+        release_embedded_postgres(settings.data_dir / "pg")
+    if settings.redis_url is None:
+        from reference.session.embedded_redis import stop_embedded_redis
+
+        stop_embedded_redis(settings.data_dir / "redis")
+
+
 def _session_ttl(strategy: Strategy, settings: Settings) -> float:
     ttl = strategy.ttl.by_type.get(MemoryType.SESSION) if strategy.ttl is not None else None
     return ttl if ttl is not None else settings.session.ttl_s

@@ -15,7 +15,14 @@ import pytest
 from click.testing import CliRunner
 
 from loadtests.hdr import OpHistograms
-from loadtests.steps import SteppedSchedule, StepRecorder, auto_rates, parse_rates
+from loadtests.sla import Sla
+from loadtests.steps import (
+    SteppedSchedule,
+    StepRecorder,
+    auto_rates,
+    parse_rates,
+    step_verdicts,
+)
 from memharness.capacity import (
     allen_cunneen_wait,
     erlang_c,
@@ -163,6 +170,45 @@ def test_stepped_schedule_and_recorder_attribute_turns_to_steps() -> None:
     assert [s["completed_in_window"] for s in document["steps"]] == [1, 3]
     assert document["late_completions"] == 2
     assert document["steps"][1]["ops"]["turn"]["count"] == 4
+
+
+def test_a_rate_steps_progress_line_says_what_is_final_and_what_is_so_far() -> None:
+    schedule = SteppedSchedule((2.0, 4.0), step_s=1.0)
+    claims = []
+    while (claim := schedule.claim(100.0)) is not None:
+        claims.append(claim)
+    recorder = StepRecorder(schedule)
+    for intended, step in claims[:4]:  # step 1's last turn has not finished
+        recorder.record_ms(step, "turn@intended", 10.0 * (step + 1))
+        recorder.finished(intended + 0.1, ok=True, step=step)
+    assert recorder.step_title(1) == "rate step 2/2: 4 turns/s for 1 s"
+    assert recorder.step_so_far(0) == (
+        "achieved 2.00 turns/s, p95 10.0 ms from intended start (2 of 2 turns finished)"
+    )
+    assert recorder.step_so_far(1).endswith(
+        "p95 20.0 ms from intended start (2 of 4 turns finished)"
+    )
+
+
+def test_steps_past_the_knee_are_expected_and_a_run_with_none_held_fails() -> None:
+    def steps(*held: bool) -> dict[str, Any]:
+        rates = (5.0, 12.5, 23.0, 33.25)[: len(held)]
+        return {
+            "steps": [{"offered_rate": r, "sla_held": h} for r, h in zip(rates, held, strict=True)]
+        }
+
+    notes, any_held = step_verdicts(steps(True, True, False, False))
+    assert any_held and notes == [
+        "step at 23 turns/s past saturation: expected, it finds the knee",
+        "step at 33.25 turns/s past saturation: expected, it finds the knee",
+    ]
+    notes, any_held = step_verdicts(steps(True, False, True, False))
+    assert any_held and notes[0].startswith("step at 12.5 turns/s broke an SLA although a higher")
+    assert step_verdicts(steps(False, False, False, False)) == ([], False)
+    assert step_verdicts({"steps": [{"offered_rate": 5.0}]}) == ([], True)  # no SLA: no verdict
+    recorder = StepRecorder(SteppedSchedule((2.0,), step_s=1.0))
+    judged = recorder.document({}, slas=(Sla("turn", 300.0),))  # no turn at all: no data
+    assert step_verdicts(judged) == ([], False)
 
 
 # ----------------------------------------------------------------------------- end to end

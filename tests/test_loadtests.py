@@ -2,7 +2,7 @@
 
 Everything but the real runs is pure: `loadtests.*` helpers never import Locust, whose
 import monkey-patches the process with gevent. The real runs start Locust as a
-subprocess on the in-memory backend with the hashing embedder.
+subprocess with the hashing embedder, on the in-memory backend but for one.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -329,11 +330,24 @@ def _run_load(tmp_path: Path, run_id: str, *args: str) -> tuple[int, Path, str]:
     return result.exit_code, tmp_path / run_id, result.output
 
 
-def test_memharness_load_writes_reports_and_exits_zero(tmp_path: Path) -> None:
+def test_memharness_load_writes_reports_and_exits_zero(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMH_VERBOSE", raising=False)  # no `memharness -v`
     code, run_dir, output = _run_load(
         tmp_path, "ok", "--users", "2", "--duration", "3s", "--", "--think-time", "0.05,0.2"
     )
     assert code == 0, output
+    # What Locust's process printed: a line as each phase starts and ends (piped: no
+    # live line), the HDR table once; Locust's own INFO lines and table only with -v.
+    printed = capfd.readouterr()
+    assert "\r" not in printed.err
+    phases = [line for line in printed.err.splitlines() if line.startswith("load: ")]
+    assert phases[0] == "load: 2 users, closed-loop for 3 s ..."
+    assert re.fullmatch(r"load: 2 users, closed-loop for 3 s: done in 3\.\d s", phases[1])
+    assert "writing the reports: done in" in printed.err
+    assert printed.out.count("HDR latency per operation") == 1
+    assert "/INFO/locust" not in printed.err and "Aggregated" not in printed.out + printed.err
     for name in ("load_stats.csv", "load.html", "load_hdr.json", "load_hdr.csv"):
         assert (run_dir / name).is_file(), name
     report = json.loads((run_dir / "load_hdr.json").read_text())
@@ -377,6 +391,27 @@ def test_memharness_load_open_loop_breach_exits_three_naming_it(tmp_path: Path) 
     assert [s["status"] for s in report["slas"]] == ["ok", "broken"]
 
 
+def test_rate_steps_past_saturation_are_expected_not_a_failure(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A capacity run offers rates past the knee on purpose: the step there breaks the SLA,
+    the run says so in a plain note and exits 0; each step has its progress line."""
+    code, run_dir, output = _run_load(
+        tmp_path,
+        "knee",
+        *("--rates", "20,5000", "--step-duration", "1s", "--sla", "turn=300"),
+    )
+    printed = capfd.readouterr()
+    assert code == 0, output + printed.err[-3000:]
+    held = [s["sla_held"] for s in json.loads((run_dir / "steps.json").read_text())["steps"]]
+    assert held == [True, False]
+    assert "step at 5000 turns/s past saturation: expected, it finds the knee" in printed.out
+    assert "ERROR" not in printed.err
+    for title in ("rate step 1/2: 20 turns/s for 1 s", "rate step 2/2: 5000 turns/s for 1 s"):
+        assert f"{title} ...\n" in printed.err
+        assert re.search(rf"{title}: done in \d\.\d s: achieved [\d.]+ turns/s, p95 ", printed.err)
+
+
 def test_distributed_master_and_worker_merge_hdr(tmp_path: Path) -> None:
     """One master and one worker on 127.0.0.1: the master's HDR holds the worker's turns."""
     with socket.socket() as probe:
@@ -414,6 +449,27 @@ def test_distributed_master_and_worker_merge_hdr(tmp_path: Path) -> None:
     assert report["ops"]["turn"]["count"] == report["ops"][TURN_INTENDED]["count"] >= 60
     cache = report["embedding_cache"]  # counted on the worker, summed on the master
     assert cache["hits"] + cache["misses"] >= report["ops"]["turn"]["count"]
+
+
+def test_embedded_servers_stop_before_locust_closes_its_csv_files(tmp_path: Path) -> None:
+    """On the embedded servers, Locust's process stops them while Locust still runs, not
+    at the interpreter's exit: by then Locust has closed its CSV files but not stopped the
+    greenlet that writes them, and a server's stop (pg_ctl as a subprocess, under gevent)
+    woke it to write into the closed files (ValueError: I/O operation on closed file)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMH_", "RAY_"))}
+    env.update(MEMH_DATA_DIR=str(tmp_path / "data"), MEMH_EMBEDDER="hashing", PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-m", "memharness.cli", "-v", "load", "--users", "2", "--duration",
+         "2s", "--sla", "turn=60000", "--out", str(tmp_path), "--run-id", "embedded", "--",
+         "--think-time", "0.1,0.3"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, printed[-3000:]
+    assert "I/O operation on closed file" not in printed and "Traceback" not in printed
+    # -v: pgserver's INFO lines, and Locust's, show when the server stopped.
+    stopped = done.stderr.index("pg_ctl', '-D', ") and done.stderr.index("'-w', 'stop']")
+    assert stopped < done.stderr.index("Shutting down (exit code 0)"), done.stderr[-3000:]
 
 
 def _locust_env() -> dict[str, str]:

@@ -269,11 +269,24 @@ def test_run_command_writes_results_and_report(ray_session: None, tmp_path: Path
         main,
         ["run", "--scenario", str(SUITE / "drift.yaml"), "--strategy", "keep_all",
          "--strategy", "fixed_ttl:ttl.default_s=86400", "--backend", "memory",
-         "--embedder", "hashing", "--workers", "2", "--out", str(tmp_path), "--run-id", "smoke",
-         "--no-progress"],
+         "--embedder", "hashing", "--workers", "2", "--out", str(tmp_path), "--run-id", "smoke"],
         env={"MEMH_DATA_DIR": str(tmp_path / "data")},
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    # Progress on stderr, piped (not a terminal): a line as each phase starts and ends.
+    assert "\r" not in result.stderr
+    phases = [line.split(" ...")[0].split(": done in ")[0] for line in result.stderr.splitlines()]
+    assert phases == [
+        phase
+        for title in (
+            "starting Ray and 2 worker(s), each loading its embedder",
+            "embedding ahead: drift, 3 users on 2 worker(s)",  # all of them on each
+            "replaying drift under 2 strategies, 2 at a time",
+            f"writing the report in {tmp_path / 'smoke'}",
+        )
+        for phase in (title, title)
+    ], result.stderr
+    assert "Token authentication" not in result.stderr  # Ray's notice: with -v only
     run_dir = tmp_path / "smoke"
     document = json.loads((run_dir / "results.json").read_text())
     assert document["status"] == "complete"

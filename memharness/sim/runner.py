@@ -58,6 +58,7 @@ from memharness.faults import (
     ReplayFault,
     ServerProcess,
 )
+from memharness.progress import Phase, Progress
 from memharness.sim.metrics import merge
 from memharness.sim.plan import (
     COHORT_USERS,
@@ -72,6 +73,7 @@ from memharness.sim.plan import (
 )
 from memharness.sim.shard import ShardReplayer, SimUser
 from memharness.sim.tally import ShardResult, new_histogram
+from memharness.verbosity import quiet_ray
 from reference.clock import VirtualClock
 from reference.embedding import CachedEmbedder, make_embedder
 from reference.factory import build_memory_system, start_embedded_servers
@@ -256,16 +258,22 @@ class StrategyOutcome:
     figures: dict[str, Any] | None = None
 
 
-Progress = Callable[[str, int, int, int, float], None]  # label, steps, total, users, elapsed
-
-
 class Simulator:
     """Runs scenarios x strategies on Ray actors; see the module docstring."""
 
-    def __init__(self, settings: Settings, options: RunOptions, *, run_tag: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        options: RunOptions,
+        *,
+        run_tag: str,
+        progress: Progress | None = None,
+    ) -> None:
         self.settings = settings
         self.options = options
         self.run_tag = run_tag
+        #: Its phases (starting workers, embedding ahead, replays): none shown by default.
+        self.progress = progress or Progress(enabled=False)
         self.workers: list[Any] = []
         self.actor: Any = None
         self.loaded: tuple[str, list[list[SimUser]]] | None = None  # key, a cohort each
@@ -274,7 +282,16 @@ class Simulator:
         self.fault_pending = options.kill_worker_at is not None or options.server_fault is not None
 
     def __enter__(self) -> Simulator:
+        servers = "" if self.settings.backend == "memory" else ", starting its servers"
+        with self.progress.start(
+            f"starting Ray and {self.options.workers} worker(s), each loading its embedder{servers}"
+        ):
+            self._start()
+        return self
+
+    def _start(self) -> None:
         if not ray.is_initialized():
+            quiet_ray()
             ray.init(
                 address=os.environ.get("RAY_ADDRESS") or None,
                 include_dashboard=False,
@@ -290,7 +307,6 @@ class Simulator:
         self.workers = [self._new_worker(i) for i in range(self.options.workers)]
         ray.get(self.workers[0].start_servers.remote())
         ray.get([worker.start_servers.remote() for worker in self.workers[1:]])
-        return self
 
     def _new_worker(self, index: int) -> Any:
         """A new worker (its constructor loads the embedding model), servers not started."""
@@ -326,8 +342,9 @@ class Simulator:
             worker.__ray_terminate__.remote()
         scratch = scratch_dir(self.settings)
         if self.settings.backend != "memory":
-            for worker in self.workers:
-                _wait_for_exit(worker)
+            with self.progress.start("stopping the workers and their servers"):
+                for worker in self.workers:
+                    _wait_for_exit(worker)
             # A worker that died without its exit hooks left its servers running.
             if scratch.is_dir():
                 _stop_orphaned_servers(scratch)
@@ -349,12 +366,11 @@ class Simulator:
         specs: Sequence[StrategySpec],
         *,
         on_result: Callable[[StrategyOutcome], None],
-        progress: Progress | None = None,
     ) -> None:
         """Replay `scenario` under each spec, calling `on_result` for each in order."""
         n, size = len(self.workers), self.options.cohort_users
         if len(specs) >= n > 1 and len(scenario.users) <= size:
-            self._run_whole(position, scenario, specs, on_result=on_result, progress=progress)
+            self._run_whole(position, scenario, specs, on_result=on_result)
             return
         shards: list[list[SimUser]] = [[] for _ in range(n)]
         for index, user in enumerate(scenario.users):
@@ -365,29 +381,36 @@ class Simulator:
         ] or [shards]
         times = [step.at for user in scenario.users for step in user.timeline]
         samples = sample_times(times, self.options.sample_every_s)
-        total = sum(len(user.timeline) for user in scenario.users)
-        loaded = self._load(f"{position}-{scenario.hash}", rounds[0]) if len(rounds) == 1 else ""
+        loaded = ""
+        if len(rounds) == 1:
+            loaded = self._load(f"{position}-{scenario.hash}", rounds[0], scenario.name)
         for j, spec in enumerate(specs):
             ticks = self.options.sweep_ticks(spec.strategy, times)
             prefix = self._prefix(position, j)
             results: list[list[ShardResult]] = []  # per round, a result per worker
-            before = (0, 0)  # steps and users of the cohorts replayed so far
             try:
                 for c, cohorts in enumerate(rounds):
-                    key = loaded or self._load(f"{position}-{scenario.hash}-c{c}", cohorts)
-                    # A namespace is dropped after its replay: the next cohort starts empty.
-                    refs = [
-                        w.replay.remote(
-                            key, spec.strategy, f"{prefix}_w{i}", ticks, samples, *self._faults(i)
-                        )
-                        for i, w in enumerate(self.workers)
-                    ]
-                    results.append(self._wait(refs, spec.label, total, before, progress))
-                    users = [u for cohort in cohorts for u in cohort]
-                    before = (
-                        before[0] + sum(len(u.user.timeline) for u in users),
-                        before[1] + len(users),
-                    )
+                    part = scenario.name
+                    if len(rounds) > 1:
+                        part += f", cohort {c + 1}/{len(rounds)}"
+                    key = loaded or self._load(f"{position}-{scenario.hash}-c{c}", cohorts, part)
+                    steps = sum(len(u.user.timeline) for cohort in cohorts for u in cohort)
+                    with self.progress.start(
+                        f"{spec.label}: replaying {part}", total=steps, unit="steps"
+                    ) as phase:
+                        # A namespace is dropped after its replay: the next cohort starts empty.
+                        refs = [
+                            w.replay.remote(
+                                key,
+                                spec.strategy,
+                                f"{prefix}_w{i}",
+                                ticks,
+                                samples,
+                                *self._faults(i),
+                            )
+                            for i, w in enumerate(self.workers)
+                        ]
+                        results.append(self._wait(refs, phase))
             except KeyboardInterrupt:
                 on_result(StrategyOutcome(spec, "interrupted", "interrupted by the user"))
                 raise
@@ -405,11 +428,10 @@ class Simulator:
         specs: Sequence[StrategySpec],
         *,
         on_result: Callable[[StrategyOutcome], None],
-        progress: Progress | None,
     ) -> None:
         """Each worker replays the whole scenario under one strategy at a time."""
         users = [SimUser(index, user) for index, user in enumerate(scenario.users)]
-        key = self._load(f"{position}-{scenario.hash}", [users] * len(self.workers))
+        key = self._load(f"{position}-{scenario.hash}", [users] * len(self.workers), scenario.name)
         times = [step.at for user in scenario.users for step in user.timeline]
         samples = sample_times(times, self.options.sample_every_s)
         total = sum(len(user.timeline) for user in scenario.users)
@@ -417,48 +439,51 @@ class Simulator:
         running: dict[Any, tuple[int, int]] = {}  # ref -> (worker, spec index)
         outcomes: dict[int, StrategyOutcome] = {}
         reported = 0
-        began = time.perf_counter()
-        try:
-            while queue or running:
-                idle = set(range(len(self.workers))) - {w for w, _ in running.values()}
-                for i in sorted(idle):
-                    if queue:
-                        j, spec = queue.pop(0)
-                        ref = self.workers[i].replay.remote(
-                            key,
-                            spec.strategy,
-                            self._prefix(position, j),
-                            self.options.sweep_ticks(spec.strategy, times),
-                            samples,
-                            *self._faults(i),
-                        )
-                        running[ref] = (i, j)
-                done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
-                for ref in done:
-                    _, j = running.pop(ref)
-                    spec = specs[j]
-                    try:
-                        figures = merge([ray.get(ref)])
-                    except Exception as exc:  # a failing strategy is a result
-                        outcomes[j] = StrategyOutcome(spec, "failed", _error_text(exc))
-                        self.replace_dead_workers()
-                    else:
-                        outcomes[j] = StrategyOutcome(spec, "ok", figures=figures)
-                while reported in outcomes:  # in the order given
-                    on_result(outcomes.pop(reported))
-                    reported += 1
-                if progress is not None and running:
-                    now = _progress([self.workers[i] for i, _ in running.values()])
-                    label = ", ".join(specs[j].label for _, j in running.values())
-                    steps = sum(d[0] for d in now)
-                    progress(label, steps, total * len(running), sum(d[1] for d in now),
-                             time.perf_counter() - began)  # fmt: skip
-        except KeyboardInterrupt:
-            for j in sorted(outcomes):  # finished, waiting for an earlier one: kept
-                on_result(outcomes[j])
-            for _, j in running.values():
-                on_result(StrategyOutcome(specs[j], "interrupted", "interrupted by the user"))
-            raise
+        title = f"replaying {scenario.name} under {len(specs)} strategies"
+        with self.progress.start(
+            f"{title}, {len(self.workers)} at a time", total=total * len(specs), unit="steps"
+        ) as phase:
+            try:
+                while queue or running:
+                    idle = set(range(len(self.workers))) - {w for w, _ in running.values()}
+                    for i in sorted(idle):
+                        if queue:
+                            j, spec = queue.pop(0)
+                            ref = self.workers[i].replay.remote(
+                                key,
+                                spec.strategy,
+                                self._prefix(position, j),
+                                self.options.sweep_ticks(spec.strategy, times),
+                                samples,
+                                *self._faults(i),
+                            )
+                            running[ref] = (i, j)
+                    done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+                    for ref in done:
+                        _, j = running.pop(ref)
+                        spec = specs[j]
+                        try:
+                            figures = merge([ray.get(ref)])
+                        except Exception as exc:  # a failing strategy is a result
+                            outcomes[j] = StrategyOutcome(spec, "failed", _error_text(exc))
+                            self.replace_dead_workers()
+                        else:
+                            outcomes[j] = StrategyOutcome(spec, "ok", figures=figures)
+                    while reported in outcomes:  # in the order given
+                        on_result(outcomes.pop(reported))
+                        reported += 1
+                    if running and self.progress.drawing:
+                        now = _progress([self.workers[i] for i, _ in running.values()])
+                        finished = len(specs) - len(queue) - len(running)
+                        label = ", ".join(specs[j].label for _, j in running.values())
+                        phase.update(finished * total + sum(d[0] for d in now), f"now: {label}")
+            except KeyboardInterrupt:
+                phase.end(outcome="interrupted after")
+                for j in sorted(outcomes):  # finished, waiting for an earlier one: kept
+                    on_result(outcomes[j])
+                for _, j in running.values():
+                    on_result(StrategyOutcome(specs[j], "interrupted", "interrupted by the user"))
+                raise
 
     def _faults(self, worker: int) -> tuple[float | None, Fault | None]:
         """`replay`'s `die_at` and `server_fault` for this call on `worker`: the `--fault`
@@ -471,34 +496,30 @@ class Simulator:
     def _prefix(self, position: int, j: int) -> str:
         return f"{self.settings.prefix}_{self.run_tag}_{position}_{j}"[:36]
 
-    def _load(self, key: str, cohorts: list[list[SimUser]]) -> str:
-        """Give each worker its cohort of users under `key` (embedded ahead); `key`."""
-        ray.get(
-            [
-                w.load.remote(key, cohort, self.options.k)
-                for w, cohort in zip(self.workers, cohorts, strict=True)
-            ]
-        )
+    def _load(self, key: str, cohorts: list[list[SimUser]], what: str) -> str:
+        """Give each worker its cohort of users under `key` (embedded ahead); `key`.
+        `what` names the users in the progress line (a scenario, a cohort of it)."""
+        users = len({u.index for cohort in cohorts for u in cohort})  # whole: on every worker
+        with self.progress.start(
+            f"embedding ahead: {what}, {users:,} users on {len(self.workers)} worker(s)"
+        ):
+            ray.get(
+                [
+                    w.load.remote(key, cohort, self.options.k)
+                    for w, cohort in zip(self.workers, cohorts, strict=True)
+                ]
+            )
         self.loaded = (key, cohorts)
         return key
 
-    def _wait(
-        self,
-        refs: list[Any],
-        label: str,
-        total: int,
-        before: tuple[int, int],
-        progress: Progress | None,
-    ) -> list[ShardResult]:
-        began = time.perf_counter()
+    def _wait(self, refs: list[Any], phase: Phase) -> list[ShardResult]:
+        """The workers' results of `refs`, `phase` updated with their steps meanwhile."""
         pending = list(refs)
         while pending:
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
-            if progress is not None:
+            if self.progress.drawing:  # piped: no live line, no polling
                 now = _progress(self.workers)
-                steps = before[0] + sum(d[0] for d in now)
-                users = before[1] + sum(d[1] for d in now)
-                progress(label, steps, total, users, time.perf_counter() - began)
+                phase.update(sum(d[0] for d in now), f"users done: {sum(d[1] for d in now):,}")
         return list(ray.get(refs))
 
 

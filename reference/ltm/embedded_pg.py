@@ -88,6 +88,19 @@ def start_embedded_postgres(data_dir: Path, *, cleanup: Cleanup = "stop") -> Emb
         return EmbeddedPostgres(data_dir=path, url=shared.url)
 
 
+def release_embedded_postgres(data_dir: Path) -> None:
+    """Release every handle this process holds on the server of `data_dir` now, as the
+    process's exit would (pgserver's exit hook then finds nothing left to do): the server
+    stops unless another process still holds it. Its handles' `close` does nothing after."""
+    path = Path(data_dir).expanduser().resolve()
+    with _servers_lock:
+        shared = _servers.pop(path, None)
+        if shared is None:
+            return
+        shared.server.cleanup()
+        type(shared.server)._instances.pop(path, None)
+
+
 def _start(path: Path, cleanup: Cleanup) -> tuple[Any, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Without XDG_RUNTIME_DIR, platformdirs warns (on import) that it falls back to /tmp.

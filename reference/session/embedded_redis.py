@@ -135,6 +135,15 @@ def _terminate(pid: int, pidfile: str | None) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def stop_embedded_redis(data_dir: Path) -> None:
+    """Stop now the server this process started for `data_dir`, if any, as the process's
+    exit would (its exit hook then has nothing left to do)."""
+    with _cache_lock:
+        server = _cache.get(Path(data_dir).resolve())
+    if server is not None:
+        server.close()
+
+
 def start_embedded_redis(data_dir: Path) -> EmbeddedRedis:
     """The embedded Redis server for `data_dir`, started on first use in this process."""
     key = Path(data_dir).resolve()
