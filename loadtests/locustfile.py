@@ -865,9 +865,14 @@ class ConversationUser(User):
         assert system is not None and load.timelines is not None
         assert isinstance(step, ProbeStep | EventStep) and self.play is not None
         name = "recall" if isinstance(step, ProbeStep) else "event"
+        if isinstance(step, EventStep):
+            # Counted as it is sent: the stop can kill this user after Redis took the
+            # event and before the reply, and the maintenance process then applies it.
+            load.timelines.count(self.play, step)
         with load.turn_slot:  # --serial: one call at a time, as for turns
             self._timed_call(name, step, system)
-        load.timelines.count(self.play, step)
+        if isinstance(step, ProbeStep):
+            load.timelines.count(self.play, step)
 
     def _timed_call(self, name: str, step: ProbeStep | EventStep, system: MemorySystem) -> None:
         load = self.load

@@ -111,7 +111,8 @@ class TimelineQueue:
 
     def count(self, play: Play, step: Step) -> None:
         """`step` of `play` was played: it finished, whether or not the memory raised (a
-        step cut short by the end of the run is not counted)."""
+        step cut short by the end of the run is not counted), or, for an event, its
+        publishing began (the stream may hold an event whose call the stop cut short)."""
         self.played[KINDS[type(step)]] += 1
         play.played += 1
 
