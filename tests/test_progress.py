@@ -88,12 +88,18 @@ def test_disabled_progress_prints_nothing_but_the_commands_lines(
     assert capsys.readouterr().out == "a result\n"
 
 
+RAY_NOTICE = f"{verbosity.RAY_AUTH_NOTICE_LOGGER}.authentication_token_setup"
+
+
 @pytest.fixture
 def quiet_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No -v, and the loggers this touches put back as they were."""
+    """No -v, the loggers this touches at their defaults (an earlier test in this process
+    may have quietened Ray's), and put back as they were afterwards."""
     monkeypatch.delenv(verbosity.VERBOSE_ENV, raising=False)
-    names = ("", "ray", verbosity.RAY_AUTH_NOTICE_LOGGER, "pgserver")
+    names = ("", "ray", verbosity.RAY_AUTH_NOTICE_LOGGER, RAY_NOTICE, "pgserver")
     levels = {name: logging.getLogger(name).level for name in names}
+    for name in names[1:]:
+        logging.getLogger(name).setLevel(logging.NOTSET)
     yield
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
@@ -108,7 +114,7 @@ def test_without_verbose_third_party_info_and_notices_are_hidden(
     assert verbosity.locust_loglevel() == "WARNING"
     logging.getLogger("ray").setLevel(logging.INFO)  # what `import ray` does
     verbosity.quiet_ray()
-    notice = logging.getLogger(f"{verbosity.RAY_AUTH_NOTICE_LOGGER}.authentication_token_setup")
+    notice = logging.getLogger(RAY_NOTICE)
     assert not notice.isEnabledFor(logging.WARNING)  # "Token authentication is enabled"
     assert not logging.getLogger("ray").isEnabledFor(logging.INFO)
     assert logging.getLogger("ray.worker").isEnabledFor(logging.WARNING)  # real warnings stay
@@ -125,5 +131,5 @@ def test_verbose_shows_them_and_passes_on_to_child_processes(
     assert "pg_ctl stop" in caplog.text
     logging.getLogger("ray").setLevel(logging.INFO)
     verbosity.quiet_ray()
-    notice = logging.getLogger(f"{verbosity.RAY_AUTH_NOTICE_LOGGER}.authentication_token_setup")
+    notice = logging.getLogger(RAY_NOTICE)
     assert notice.isEnabledFor(logging.WARNING)
