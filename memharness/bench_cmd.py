@@ -104,10 +104,10 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
 )
 @click.option(
     "--backend",
-    type=click.Choice(["real", "null"]),
-    default="real",
+    type=click.Choice(["embedded", "null"]),
+    default="embedded",
     show_default=True,
-    help="A/B: embedded servers, or the null backend (bench/null_backend.py; seconds).",
+    help="A/B: the embedded servers, or the null backend (bench/null_backend.py; seconds).",
 )
 @click.option(
     "--ab-rounds", type=click.IntRange(min=2), default=24, show_default=True, help="A/B rounds."
@@ -204,7 +204,7 @@ def bench(
     """
     if not (BENCH_DIR / "conftest.py").is_file():
         raise click.UsageError(f"no bench suites at {BENCH_DIR}: run from a source checkout")
-    if ab_ref is None and (inject is not None or backend != "real"):
+    if ab_ref is None and (inject is not None or backend != "embedded"):
         raise click.UsageError("--inject and --backend belong to the A/B gate: add --ab")
     if ab_ref is not None and (compare or save_baseline or pytest_args or ltm_1m):
         raise click.UsageError(
@@ -221,7 +221,7 @@ def bench(
 
         threads = torch_threads or _env_threads()
         settings = AbSettings(
-            backend=backend,
+            backend="real" if backend == "embedded" else backend,  # the workers' name for it
             embedder=embedder,
             threads=threads,
             rounds=ab_rounds,

@@ -149,11 +149,15 @@ def test_rules_promotion_consolidates_nothing(make_system: MakeSystem, clock: Vi
 
 def test_the_floor_keeps_low_scores_out_and_they_leave_stm_too(make_system: MakeSystem):
     system = make_system(load_strategy("keep_all").with_params({"consolidation.min_importance": 4}))
-    say(system, "What kind of jobs are you thinking of?")  # a question about the other: 1
+    low = say(system, "What kind of jobs are you thinking of?")  # a question about the other: 1
     kept = say(system, "I went hiking with my sister last weekend.")  # fact: 5
-    system.close_session(user_id=ALICE, session_id="s1")
+    done = system.close_session(user_id=ALICE, session_id="s1")
     assert [episode_source(f) for f in episodes(system)] == [kept.stm.record.record_id]  # type: ignore[union-attr]
     assert stm_of(system, "s1") == []
+    # The dropped record is named with its rule (what `memharness explain` reports).
+    [(record_id, rule, why)] = done.dropped
+    assert record_id == low.stm.record.record_id  # type: ignore[union-attr]
+    assert rule == "consolidation.min_importance" and "under the floor 4.00" in why
 
 
 def test_a_fact_stated_at_or_after_a_record_holds_its_key(
@@ -165,7 +169,9 @@ def test_a_fact_stated_at_or_after_a_record_holds_its_key(
     say(system, "My address is 12 Oak Street, Springfield.")  # promoted inline: profile
     clock.advance(60)
     say(system, "I always want an aisle seat.")  # promoted: a stable preference, key `seat`
-    system.close_session(user_id=ALICE, session_id="s1")
+    done = system.close_session(user_id=ALICE, session_id="s1")
+    assert old.stm.record.record_id in {r for r, _, _ in done.dropped}  # type: ignore[union-attr]
+    assert {rule for _, rule, _ in done.dropped} == {"consolidation: held as a fact"}
     texts = {f.text for f in episodes(system)}
     # The address and the aisle seat are facts already; the older window seat's key is
     # held by a newer fact; nothing else was said.

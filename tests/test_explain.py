@@ -371,6 +371,34 @@ def test_a_forget_command_is_named_as_the_cause(tmp_path: Path) -> None:
     assert gone["detail"] == "everything forget command 'Forget everything about me.'"
 
 
+FLOOR = """
+name: floor
+description: ended sessions consolidate, nothing reaches the floor
+promotion: consolidate
+consolidation: {min_importance: 10}
+"""
+ENDED = """
+name: ended
+users:
+  - id: cy
+    timeline:
+      - {at: 0, session: s1, say: "I booked a table at Luigi's for Friday evening.",
+         facts: [{id: table, type: fact}]}
+      - {at: 7200, session: s1, probe: "Where did I book a table?", needed: [table]}
+"""
+
+
+def test_a_record_no_episode_was_made_of_is_named_with_the_floor(tmp_path: Path) -> None:
+    result = _replay(tmp_path, ENDED, _strategy(FLOOR))
+    [record] = result.probe_records
+    assert record["verdicts"] == {"table": "over-forgotten"}
+    over = record["why"]["table"]
+    assert over["cause"] == "consolidation.min_importance"  # not "deadline passed ..."
+    [gone] = over["gone"]
+    assert gone["layer"] == "stm" and gone["at"] is not None
+    assert "under the floor 10.00" in gone["detail"]
+
+
 def test_explain_starts_with_a_summary_and_says_why(run_dir: Path) -> None:
     result = _explain(str(run_dir), "--strategy", "one_hour")
     assert result.exit_code == 0, result.output

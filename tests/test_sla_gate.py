@@ -348,6 +348,14 @@ def test_an_unknown_strategy_is_named_with_the_choices_and_the_nearest(tmp_path:
     assert not list(tmp_path.glob("bench-*")), "a usage error starts no run"
 
 
+def test_the_ab_backends_are_named_as_everywhere_else() -> None:
+    runner = CliRunner()
+    old = runner.invoke(main, ["bench", "--ab", "HEAD", "--backend", "real"])
+    assert old.exit_code == 2 and "'embedded'" in old.output and "'null'" in old.output
+    alone = runner.invoke(main, ["bench", "--backend", "null"])
+    assert alone.exit_code == 2 and "belong to the A/B gate" in alone.output
+
+
 # --------------------------------------------------------------------------- background
 
 

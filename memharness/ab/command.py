@@ -81,7 +81,8 @@ def run_ab_command(
             candidate = candidate_tree(root)
             baseline, remove = resolve_baseline(root, ref, workdir)
             stack.callback(remove)
-            click.echo(f"memharness bench --ab: run {run_id}, backend {settings.backend}")
+            backend = "embedded" if settings.backend == "real" else settings.backend
+            click.echo(f"memharness bench --ab: run {run_id}, backend {backend}")
             click.echo(f"  {baseline.describe()}")
             click.echo(f"  {candidate.describe()}")
             if settings.inject is not None:

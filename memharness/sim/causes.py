@@ -5,7 +5,8 @@ and what refused each utterance that stored nothing:
 
 - a sweep's decisions: the rule is in the decision (`ttl.by_category.episode`,
   `sliding.window_s`, `importance` for an expiry; `oracle`; `archival`);
-- consolidation: an ended session's STM record became an LTM episode;
+- consolidation: an ended session's STM record became an LTM episode, or none
+  (`consolidation.min_importance`, or `consolidation: held as a fact`);
 - a business event (`event NAME`), a forget command (`forget command`);
 - an LTM value replaced by a newer version of the same key (`replaced`);
 - the intent filter's refusal of an utterance (`intent filter: chit-chat: ...`).

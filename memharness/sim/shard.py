@@ -419,6 +419,9 @@ class _Run:
                 self.causes.sweep(at, layer.decisions, self.keys)
         for episode in stats.episodes:  # consolidated from STM: stored where, carrying what
             self._consolidated(episode, at)
+        for record_id, rule, why in stats.consolidation_dropped:  # ended, no episode made
+            if (key := self.keys.get(("stm", record_id))) is not None:
+                self.causes.remove(key, at, rule, why)
         if self.pii_dirty and self.pii:
             # Only users whose memories changed since the last check (a sweep decision on
             # one of their records, or a step of theirs) can have had raw PII leave the

@@ -214,6 +214,9 @@ class Consolidation:
     episodes: tuple[Fact, ...] = ()
     #: How many records a dry run would consolidate (equal to len(episodes) otherwise).
     consolidated: int = 0
+    #: The live records that became no episode: (record_id, rule, why), the rule being
+    #: `consolidation.min_importance` or `consolidation: held as a fact`.
+    dropped: tuple[tuple[str, str, str], ...] = ()
 
 
 def consolidate_ended(engine: ForgettingEngine, *, dry_run: bool) -> Consolidation:
@@ -223,6 +226,7 @@ def consolidate_ended(engine: ForgettingEngine, *, dry_run: bool) -> Consolidati
     now = engine.clock.now()
     sessions = records = consolidated = 0
     episodes: list[Fact] = []
+    dropped: list[tuple[str, str, str]] = []
     for user_id, session_id, ends_at in engine.sessions.due(now):
         state = engine.session.peek(user_id=user_id, session_id=session_id)
         if state is not None and state.status is SessionStatus.ACTIVE:
@@ -237,7 +241,8 @@ def consolidate_ended(engine: ForgettingEngine, *, dry_run: bool) -> Consolidati
         records += done.records
         consolidated += done.consolidated
         episodes.extend(done.episodes)
-    return Consolidation(sessions, records, tuple(episodes), consolidated)
+        dropped.extend(done.dropped)
+    return Consolidation(sessions, records, tuple(episodes), consolidated, tuple(dropped))
 
 
 def consolidate_session(
@@ -254,7 +259,7 @@ def consolidate_session(
     sweep may come later than a record's own STM deadline."""
     every = engine.stm.records(filter=_every(user_id, session_id))
     records = [r for r in every if r.is_live(ended_at)]
-    chosen = _chosen(engine, user_id, records)
+    chosen, dropped = _chosen(engine, user_id, records)
     episodes: list[Fact] = []
     if not dry_run:
         stale = _superseded(engine, user_id, records)
@@ -268,13 +273,14 @@ def consolidate_session(
         if gone:
             engine.stm.purge(record_ids=gone)
         engine.sessions.done(user_id, session_id)
-    return Consolidation(1, len(records), tuple(episodes), len(chosen))
+    return Consolidation(1, len(records), tuple(episodes), len(chosen), tuple(dropped))
 
 
 def _chosen(
     engine: ForgettingEngine, user_id: str, records: list[MemoryRecord]
-) -> list[tuple[MemoryRecord, float]]:
-    """The records that become episodes, with their initial importance."""
+) -> tuple[list[tuple[MemoryRecord, float]], list[tuple[str, str, str]]]:
+    """The records that become episodes, with their initial importance; and the others
+    as (record_id, rule, why)."""
     floor = engine.strategy.consolidation_rule.min_importance
     topics = {t for r in records if (t := _topic(r)) is not None}
     held: dict[str, float] = {}  # key -> when its live fact was last written
@@ -283,14 +289,21 @@ def _chosen(
             if fact.category is not Category.EPISODE:
                 held[fact.key] = max(fact.updated_at, held.get(fact.key, fact.updated_at))
     chosen = []
+    dropped = []
     for record in records:
         topic = _topic(record)
         if topic is not None and topic in held and held[topic] >= record.created_at:
-            continue  # the fact is this statement, or a newer one
+            # the fact is this statement, or a newer one
+            why = f"its session ended; LTM holds {topic} as a fact, so no episode was made"
+            dropped.append((record.record_id, "consolidation: held as a fact", why))
+            continue
         score = initial_importance(record)
         if score >= floor:
             chosen.append((record, score))
-    return chosen
+        else:
+            why = f"its session ended; importance {score:.2f} is under the floor {floor:.2f}"
+            dropped.append((record.record_id, "consolidation.min_importance", why))
+    return chosen, dropped
 
 
 def _superseded(

@@ -102,6 +102,8 @@ class SweepStats:
     sessions_consolidated: int = 0
     consolidated: int = 0
     episodes: tuple[Fact, ...] = ()
+    #: The ended sessions' live STM records that became no episode: (record_id, rule, why).
+    consolidation_dropped: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def examined_per_s(self) -> float:
@@ -154,6 +156,7 @@ def run_sweep(engine: ForgettingEngine, *, dry_run: bool, full_scan: bool = Fals
         sessions_consolidated=consolidation.sessions,
         consolidated=consolidation.consolidated,
         episodes=consolidation.episodes,
+        consolidation_dropped=consolidation.dropped,
     )
 
 
