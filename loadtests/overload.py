@@ -23,16 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from memharness.load_results import sustainable_rate  # re-exported: the overload run's input
+
 __all__ = ["MAX_RSS_GROWTH", "format_overload", "judge_overload", "sustainable_rate"]
 
 MAX_RSS_GROWTH = 1.25
 _LAYERS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "turn@intended")
-
-
-def sustainable_rate(steps: Mapping[str, Any]) -> float | None:
-    """The highest offered rate of `steps.json` whose step held every SLA, or None."""
-    held = [float(step["offered_rate"]) for step in steps["steps"] if step.get("sla_held")]
-    return max(held) if held else None
 
 
 def judge_overload(

@@ -23,8 +23,15 @@ __all__ = [
     "format_summary",
     "read_json",
     "summary_row",
+    "sustainable_rate",
     "write_json",
 ]
+
+
+def sustainable_rate(steps: Mapping[str, Any]) -> float | None:
+    """The highest offered rate of `steps.json` whose step held every SLA, or None."""
+    held = [float(step["offered_rate"]) for step in steps.get("steps", []) if step.get("sla_held")]
+    return max(held) if held else None
 
 _LAYERS = (
     *("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "event"),
@@ -138,10 +145,7 @@ def summary_row(
     """The strategy's headline figures for load_strategies.json."""
     ops = (report or {}).get("ops") or {}
     steps = read_json(run_dir / "steps.json")
-    sustainable = None
-    if steps is not None:
-        held = [float(s["offered_rate"]) for s in steps.get("steps", []) if s.get("sla_held")]
-        sustainable = max(held) if held else None
+    sustainable = sustainable_rate(steps) if steps is not None else None
     maintenance = None
     if figures is not None:
         maintenance = {key: figures.get(key) for key in _MAINTENANCE_KEYS}

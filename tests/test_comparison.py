@@ -5,6 +5,9 @@ load_strategies.json, capacity.json)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +182,15 @@ def test_a_failed_page_leaves_the_earlier_one_whole(
     failed = _report(str(sim), str(write_steps(tmp_path / "l", "hybrid")), "--out", str(out))
     assert failed.exit_code != 0 and isinstance(failed.exception, RuntimeError)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_every_command_imports_outside_the_checkout(tmp_path: Path) -> None:
+    """`loadtests` lives in the checkout, not in the installed package: a command module
+    that imports it at load time fails for a user who runs `memharness report` from
+    another directory (it did, with ModuleNotFoundError)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = "import memharness.cli, memharness.comparison.inputs, memharness.comparison.page"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

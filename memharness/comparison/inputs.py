@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadtests.overload import sustainable_rate
+from memharness.load_results import sustainable_rate
 from memharness.capacity.runs import NO_STRATEGY
 
 __all__ = ["FILES", "Inputs", "PageError", "read_inputs"]
