@@ -33,6 +33,7 @@ def sustainable_rate(steps: Mapping[str, Any]) -> float | None:
     held = [float(step["offered_rate"]) for step in steps.get("steps", []) if step.get("sla_held")]
     return max(held) if held else None
 
+
 _LAYERS = (
     *("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "event"),
     *("turn@intended", "turn+queue"),

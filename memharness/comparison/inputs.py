@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memharness.load_results import sustainable_rate
 from memharness.capacity.runs import NO_STRATEGY
+from memharness.load_results import sustainable_rate
 
 __all__ = ["FILES", "Inputs", "PageError", "read_inputs"]
 
