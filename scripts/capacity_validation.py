@@ -90,16 +90,29 @@ def table(rows: list[dict[str, Any]], p_key: str) -> str:
     return "\n".join(lines)
 
 
+def _step_runs(given: Path) -> list[Path]:
+    """A step-load run's directory; for a run of several strategies (`memharness load
+    --strategy ...`: load_strategies.json), the directory of each."""
+    directory = given.parent if given.is_file() else given
+    listing = directory / "load_strategies.json"
+    if (directory / "steps.json").is_file() or not listing.is_file():
+        return [directory]
+    rows = json.loads(listing.read_text(encoding="utf-8")).get("runs", [])
+    return [Path(row["dir"]) for row in rows if row.get("dir")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="step-load run directories")
+    parser.add_argument(
+        "runs", nargs="+", type=Path, help="step-load run directories (or a multi-strategy load's)"
+    )
     parser.add_argument("--percentile", type=float, default=95.0)
     parser.add_argument("--out", type=Path, default=None, help="write Markdown (+ .json) here")
     args = parser.parse_args(argv)
     p_key = f"p{args.percentile:g}"
     rows = []
-    for given in args.runs:
-        directory = given.parent if given.is_file() else given
+    runs = [run for given in args.runs for run in _step_runs(given)]
+    for directory in runs:
         try:
             load = read_load(directory)
             strategy = run_strategy(directory, "load")
@@ -112,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
     runs_holding = {r["run"] for r in rows} - {r["run"] for r in rows if not r["holds"]}
     verdict = (
-        f"{len(runs_holding)} of {len(args.runs)} runs hold: every held-out value inside its "
+        f"{len(runs_holding)} of {len(runs)} runs hold: every held-out value inside its "
         f"predicted interval, throughput within ±{TARGET_ERROR['throughput']:.0%} and "
         f"{p_key} within ±{TARGET_ERROR['p']:.0%}"
     )
@@ -123,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.with_suffix(".json").write_text(
             json.dumps({"rows": rows, "verdict": verdict}, indent=2, allow_nan=False) + "\n"
         )
-    return 0 if len(runs_holding) == len(args.runs) else 1
+    return 0 if len(runs_holding) == len(runs) else 1
 
 
 if __name__ == "__main__":

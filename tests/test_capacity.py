@@ -648,3 +648,12 @@ def test_the_validation_script_reports_each_run_and_held_out_step(
     assert document["verdict"].startswith(f"{len(holding)} of 3 runs hold")
     assert code == (0 if len(holding) == 3 else 1)
     assert printed == out.read_text()
+    # A run of several strategies (`memharness load --strategy ...`) stands for each of its runs.
+    both = tmp_path / "both"
+    both.mkdir()
+    listing = {"kind": "load_strategies", "runs": [{"dir": runs[0]}, {"dir": runs[1]}]}
+    (both / "load_strategies.json").write_text(json.dumps(listing))
+    script.main([str(both), "--out", str(out)])
+    capsys.readouterr()
+    document = json.loads(out.with_suffix(".json").read_text())
+    assert {r["run"] for r in document["rows"]} == {runs[0], runs[1]}
