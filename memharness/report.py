@@ -128,6 +128,14 @@ def human_bytes(n: float | None) -> str:
     return f"{n / 1024:.1f} GiB"
 
 
+def binary_unit(n: float) -> tuple[str, int]:
+    """The binary unit `human_bytes` writes `n` bytes in, and its size in bytes."""
+    for power, unit in enumerate(("B", "KiB", "MiB")):
+        if n < 1024 ** (power + 1):
+            return unit, 1024**power
+    return "GiB", 1024**3
+
+
 def pii_raw_text(metrics: dict[str, Any]) -> str:
     """`PII raw max` of a strategy's metrics: a time, `to the end (n of m)` when n of
     the m items were still in plaintext when the run ended, `-` without PII items (or in
@@ -484,8 +492,6 @@ def _mark_points(
 
 
 def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
-    from matplotlib.ticker import FuncFormatter
-
     numbered = [
         (n, str(s["label"]), float(nbytes), float(recall))
         for n, s in enumerate(strategies, start=1)
@@ -494,7 +500,9 @@ def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     ]
     if not numbered:
         return False
-    points = [(label, x, y) for _, label, x, y in numbered]
+    # Bytes in the binary unit of the largest, so that the ticks are round numbers of it.
+    unit, size = binary_unit(max(x for _, _, x, _ in numbered))
+    points = [(label, x / size, y) for _, label, x, y in numbered]
     ax.scatter([x for _, x, _ in points], [y for _, _, y in points], color="tab:blue", zorder=3)
     by_label = {label: (x, y) for label, x, y in points}
     frontier = pareto_frontier(points)
@@ -504,9 +512,8 @@ def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, zorder=2, label="Pareto frontier")
     xs = [x for _, x, _ in points]
     if min(xs) > 0 and max(xs) / min(xs) > 100:
-        ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: human_bytes(value)))
-    ax.set_xlabel("peak footprint, summed over layers (binary units: 1 KiB = 1024 B)")
+        ax.set_xscale("log")
+    ax.set_xlabel(f"peak footprint, summed over layers ({unit}; 1 KiB = 1024 B)")
     ax.set_ylabel("recall@k")
     ax.set_ylim(-0.05, 1.05)
     if point_marks([label for label, _, _ in points]) is None:

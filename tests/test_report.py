@@ -18,6 +18,7 @@ import pytest
 from memharness.report import (
     MAX_SERIES_POINTS,
     ResultsError,
+    binary_unit,
     downsample,
     human_bytes,
     human_duration,
@@ -243,16 +244,25 @@ def test_footprint_axis_is_in_binary_units(results: dict[str, Any]) -> None:
 
     from memharness.report import _recall_vs_footprint
 
+    ok = [s for s in results["scenarios"][0]["strategies"] if s["status"] == "ok"]
     fig, ax = plt.subplots()
     try:
-        assert _recall_vs_footprint(ax, [s for s in results["scenarios"][0]["strategies"]
-                                         if s["status"] == "ok"])  # fmt: skip
-        fig.canvas.draw()
-        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert _recall_vs_footprint(ax, ok)
+        label = ax.get_xlabel()
+        xs = sorted(float(x) for x in ax.collections[0].get_offsets()[:, 0])
     finally:
         plt.close(fig)
-    assert labels and all(label.endswith(("B", "KiB", "MiB", "GiB")) for label in labels)
-    assert any("KiB" in label or "MiB" in label for label in labels)
+    # 53,000 and 4,013,000 bytes: in MiB, the unit of the largest.
+    assert "(MiB; 1 KiB = 1024 B)" in label
+    assert xs == pytest.approx([53_000 / 2**20, 4_013_000 / 2**20])
+
+
+@pytest.mark.parametrize(
+    ("n", "unit"), [(0, "B"), (1023, "B"), (1024, "KiB"), (5 * 2**20, "MiB"), (3 * 2**30, "GiB")]
+)
+def test_binary_unit_matches_human_bytes(n: int, unit: str) -> None:
+    assert binary_unit(n)[0] == unit
+    assert human_bytes(n).endswith(f" {unit}")
 
 
 def test_summary_table_flags_leakage_and_escapes_pipes(results: dict[str, Any]) -> None:
