@@ -54,9 +54,18 @@ session's STM) and no longer were; **unreachable** were stored only in other ses
 STM, which a probe never sees (a scoping or promotion gap, not forgetting). With recall \
 and unstored, these add up to 1.
 - **leakage**: erased facts that came back — must be 0.
-- **PII max residency**: longest time raw PII was stored.
+- **PII raw max**: of the statements the scenario marks as carrying PII (`sensitive`, \
+`pii:` values), the longest time from the statement until no layer showed its values in \
+plaintext; `0.0 s` when the memory masked them on the way in. **to the end (n of m)**: n \
+items were still in plaintext when the run ended, so no longest time is known.
+- **PII sealed max**: of the items a layer held sealed (the original encrypted in an LTM \
+value, recoverable with the key), the longest time from the statement until none did \
+(anonymised or deleted), and how many were sealed; **never sealed**: the strategy kept \
+no sealed copy (it masked or deleted the values instead, see PII raw max).
 - **peak records / bytes**: sum over the layers of each layer's own peak (the layers may \
-peak at different times, so this bounds the simultaneous peak from above).
+peak at different times, so this bounds the simultaneous peak from above), over the \
+daily samples and the moment of every probe; the over-time plot draws the daily samples \
+only, so a peak within a day shows in the table and not in that plot.
 - **turn p95**: 95th percentile of the wall time of one turn; **turns/s**: simulated turns \
 per wall-clock second.
 - In the recall-vs-footprint plot, ringed points joined by the step line are the Pareto \
@@ -119,6 +128,42 @@ def human_bytes(n: float | None) -> str:
     return f"{n / 1024:.1f} GiB"
 
 
+def binary_unit(n: float) -> tuple[str, int]:
+    """The binary unit `human_bytes` writes `n` bytes in, and its size in bytes."""
+    for power, unit in enumerate(("B", "KiB", "MiB")):
+        if n < 1024 ** (power + 1):
+            return unit, 1024**power
+    return "GiB", 1024**3
+
+
+def pii_raw_text(metrics: dict[str, Any]) -> str:
+    """`PII raw max` of a strategy's metrics: a time, `to the end (n of m)` when n of
+    the m items were still in plaintext when the run ended, `-` without PII items (or in
+    results made before these figures)."""
+    items = metrics.get("pii_items")
+    if not items:
+        return "-"
+    at_end = metrics.get("pii_raw_at_end") or 0
+    if at_end:
+        return f"to the end ({at_end} of {items})"
+    return human_duration(metrics.get("pii_raw_max_s"))
+
+
+def pii_sealed_text(metrics: dict[str, Any]) -> str:
+    """`PII sealed max`: a time and how many items were sealed, `never sealed`, or `to
+    the end (n of m)` when n of the m sealed items were still sealed at the end."""
+    items = metrics.get("pii_items")
+    if not items:
+        return "-"
+    sealed = metrics.get("pii_sealed_items") or 0
+    if not sealed:
+        return "never sealed"
+    at_end = metrics.get("pii_sealed_at_end") or 0
+    if at_end:
+        return f"to the end ({at_end} of {sealed})"
+    return f"{human_duration(metrics.get('pii_sealed_max_s'))} ({sealed} sealed)"
+
+
 def _num(value: float | None, fmt: str = ".3f") -> str:
     return "-" if value is None else format(value, fmt)
 
@@ -176,10 +221,10 @@ def summary_table(scenario: dict[str, Any]) -> str:
     best = max((r for r in recalls if r is not None), default=None)
     header = (
         "| strategy | status | recall@k | stale@k | over-forget | unstored | leakage "
-        "| PII max residency | peak records (session/stm/ltm) | peak bytes | turn p95 ms "
-        "| turns/s |"
+        "| PII raw max | PII sealed max | peak records (session/stm/ltm) | peak bytes "
+        "| turn p95 ms | turns/s |"
     )
-    lines = [header, "|" + "---|" * 2 + "---:|" * 10]
+    lines = [header, "|" + "---|" * 2 + "---:|" * 11]
     notes: list[str] = []
     for strategy in strategies:
         label = str(strategy.get("label") or strategy.get("name") or "?")
@@ -209,7 +254,8 @@ def summary_table(scenario: dict[str, Any]) -> str:
             _num(_metric(strategy, "over_forget_rate")),
             _num(_metric(strategy, "unstored_rate")),
             leakage_text,
-            human_duration(_metric(strategy, "pii_residency_max_s")),
+            pii_raw_text(strategy.get("metrics") or {}),
+            pii_sealed_text(strategy.get("metrics") or {}),
             records_text,
             human_bytes(_peak_total(strategy, "bytes")),
             _num(turn_latency.get("p95"), ".1f"),
@@ -454,7 +500,9 @@ def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     ]
     if not numbered:
         return False
-    points = [(label, x, y) for _, label, x, y in numbered]
+    # Bytes in the binary unit of the largest, so that the ticks are round numbers of it.
+    unit, size = binary_unit(max(x for _, _, x, _ in numbered))
+    points = [(label, x / size, y) for _, label, x, y in numbered]
     ax.scatter([x for _, x, _ in points], [y for _, _, y in points], color="tab:blue", zorder=3)
     by_label = {label: (x, y) for label, x, y in points}
     frontier = pareto_frontier(points)
@@ -465,7 +513,7 @@ def _recall_vs_footprint(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     xs = [x for _, x, _ in points]
     if min(xs) > 0 and max(xs) / min(xs) > 100:
         ax.set_xscale("log")
-    ax.set_xlabel("peak bytes, summed over layers")
+    ax.set_xlabel(f"peak footprint, summed over layers ({unit}; 1 KiB = 1024 B)")
     ax.set_ylabel("recall@k")
     ax.set_ylim(-0.05, 1.05)
     if point_marks([label for label, _, _ in points]) is None:
@@ -491,22 +539,43 @@ def _stale_vs_recall(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     return bool(points)
 
 
+#: Line styles and markers that tell series apart where their colours repeat or their
+#: lines coincide.
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h")
+
+
+def series_style(n: int, count: int) -> dict[str, Any]:
+    """The matplotlib style of the `n`-th of `count` series on one plot: its own colour,
+    line style and hollow marker (a line drawn on top of another leaves it visible), and
+    a width that narrows from the first series drawn to the last, so that where two
+    strategies' lines coincide the earlier one shows around the later one."""
+    widest, narrowest = 3.2, 1.0
+    width = widest - (widest - narrowest) * n / max(count - 1, 1)
+    return {
+        "color": f"C{n % 10}",
+        "linestyle": LINE_STYLES[n % len(LINE_STYLES)],
+        "marker": MARKERS[n % len(MARKERS)],
+        "markersize": 4 + 3 * (width - narrowest) / (widest - narrowest),
+        "markerfacecolor": "none",
+        "markevery": (0.02 * (n % 5), 0.1),  # staggered: markers on one spot overlap less
+        "linewidth": width,
+        "zorder": 2 + n,
+    }
+
+
 def _footprint_over_time(ax: Any, strategies: list[dict[str, Any]]) -> bool:
     import matplotlib.dates as mdates
 
     drawn = 0
-    styles = ("-", "--", ":", "-.")
-    for n, strategy in enumerate(strategies):
-        series = (strategy.get("footprint") or {}).get("series") or []
-        if not series:
-            continue
+    plotted = [s for s in strategies if (s.get("footprint") or {}).get("series")]
+    for n, strategy in enumerate(plotted):
+        series = strategy["footprint"]["series"]
         picked = [series[i] for i in downsample(len(series))]
         times = [datetime.fromtimestamp(float(p["at"]), tz=UTC) for p in picked]
         # Every key but "at" is a layer's [records, bytes].
         records = [sum(int(v[0]) for k, v in p.items() if k != "at") for p in picked]
-        # Past the ten colours of the cycle, the line style tells series apart.
-        style = styles[(n // 10) % len(styles)]
-        ax.plot(times, records, style, label=str(strategy["label"]), linewidth=1.2)
+        ax.plot(times, records, label=str(strategy["label"]), **series_style(n, len(plotted)))
         drawn += 1
     if drawn:
         locator = mdates.AutoDateLocator()

@@ -25,11 +25,23 @@ QUALITY = {
 }
 
 
+#: strategy -> its PII figures: sealed for an hour; masked and never sealed; one item
+#: still in plaintext when the run ended.
+PII = {
+    "hybrid": {"pii_items": 2, "pii_raw_max_s": 0.0, "pii_sealed_items": 2,
+               "pii_sealed_max_s": 3600.0},
+    "typed_ttl": {"pii_items": 2, "pii_raw_max_s": None, "pii_raw_at_end": 1,
+                  "pii_sealed_items": 0, "pii_sealed_max_s": None},
+    "keep_all": {"pii_items": 2, "pii_raw_max_s": 0.0, "pii_sealed_items": 0,
+                 "pii_sealed_max_s": None},
+}  # fmt: skip
+
+
 def write_sim(run_dir: Path, users: int = 100) -> Path:
     strategies = []
     for label, (recall, stale, per_user) in QUALITY.items():
         metrics = {"recall_at_k": recall, "stale_at_k": stale, "over_forget_rate": 0.01,
-                   "leakage": 0, "pii_residency_max_s": 3600.0}  # fmt: skip
+                   "leakage": 0, **PII[label]}  # fmt: skip
         peak = {"session": {"records": 1, "bytes": 0}, "stm": {"records": 1, "bytes": 0},
                 "ltm": {"records": 1, "bytes": per_user * users}}  # fmt: skip
         strategies.append({"label": label, "status": "ok", "metrics": metrics,
@@ -99,6 +111,10 @@ def test_the_page_joins_every_kind_of_run_per_strategy(tmp_path: Path) -> None:
     assert hybrid["p95_stm_ms"] == 40.0 and hybrid["p95_turn_ms"] == 80.0
     assert hybrid["maintenance_cpu_ms_per_turn"] == pytest.approx(2.5)
     assert hybrid["event_lag_p95_ms"] == 35.0 and hybrid["monthly_cost"] == 900.0
+    # PII: a time, what an infinity stands for, never "not measured" for those.
+    assert hybrid["pii_sealed_max_s"] == 3600.0 and hybrid["pii_raw_max_s"] == 0.0
+    assert rows["keep_all"]["pii_sealed_max_s"] == "never sealed"
+    assert rows["typed_ttl"]["pii_raw_max_s"] == "to the end of the run"
     # Not measured stays missing, never zero.
     assert rows["typed_ttl"]["p95_turn_ms"] is None
     assert rows["store_defaults"]["recall_at_k"] is None
@@ -116,6 +132,7 @@ def test_the_page_joins_every_kind_of_run_per_strategy(tmp_path: Path) -> None:
     page = (out / "report.html").read_text()
     assert page.index("id='answer'") < page.index("id='quality'") < page.index("id='load'")
     assert NOT_MEASURED in page and "monthly cost (EUR)" in page
+    assert "never sealed" in page and "to the end of the run" in page and "1.0 h" in page
     assert page.count("<img ") == 2 and "http" not in page.replace("http-equiv", "")
 
 
@@ -194,3 +211,25 @@ def test_every_command_imports_outside_the_checkout(tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_pii_over_several_scenarios_is_the_longest_not_the_mean(tmp_path: Path) -> None:
+    def entry(**pii: Any) -> dict[str, Any]:
+        return {"label": "hybrid", "status": "ok", "metrics": {"recall_at_k": 0.5, **pii},
+                "footprint": {"peak": {}, "series": []}}  # fmt: skip
+
+    scenarios = [
+        {"name": "a", "users": 1, "strategies": [entry(
+            pii_items=1, pii_raw_max_s=0.0, pii_sealed_items=1, pii_sealed_max_s=7200.0)]},
+        {"name": "b", "users": 1, "strategies": [entry(
+            pii_items=1, pii_raw_max_s=60.0, pii_sealed_items=0, pii_sealed_max_s=None)]},
+        {"name": "c", "users": 1, "strategies": [entry(pii_items=0)]},  # nothing to measure
+    ]  # fmt: skip
+    run = tmp_path / "sim"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"run_id": "s", "scenarios": scenarios}))
+    out = tmp_path / "page"
+    result = _report(str(run), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    row = json.loads((out / "report.json").read_text())["strategies"][0]
+    assert row["pii_raw_max_s"] == 60.0 and row["pii_sealed_max_s"] == 7200.0

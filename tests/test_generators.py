@@ -103,6 +103,8 @@ def test_pii_is_real_pii() -> None:
         found = masker.detect(step.say)
         assert found, step.say
         kinds.update(match.kind for match in found)
+        # The script names the value it discloses: what PII residency follows.
+        assert [match.text for match in found] == step.pii, step.say
     assert {"cn_id", "mobile", "bank_card"} <= kinds
 
 

@@ -1,5 +1,6 @@
-"""Measuring changes nothing: a probe, a footprint sample and a PII residency check leave
-every store byte-identical (Redis keys and values, Chroma records, PostgreSQL rows).
+"""Measuring changes nothing: a probe, a footprint sample (daily or at a probe's moment)
+and a PII residency check leave every store byte-identical (Redis keys and values, Chroma
+records, PostgreSQL rows).
 
 A replay on the embedded servers wraps the harness's three measurements: before and after
 each one, every layer of the namespace is snapshotted; the two snapshots must be equal.
@@ -19,7 +20,7 @@ from psycopg import sql
 
 from memharness.scenarios import load_scenario
 from memharness.sim import shard as shard_module
-from memharness.sim.plan import StrategySpec, sample_times, sweep_ticks
+from memharness.sim.plan import StrategySpec, probe_times, sample_times, sweep_ticks
 from memharness.sim.shard import ShardReplayer, SimUser
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
@@ -105,6 +106,8 @@ def test_probes_footprint_samples_and_pii_checks_change_no_byte(
         Namespace(f"measure_{name}"),
         ticks=sweep_ticks(times, strategy.sweep_interval_s, 21600.0),
         samples=sample_times(times),
+        peak_samples=probe_times([u.user for u in users]),
     )
     assert result.probes > 0 and result.turns > 0
+    assert result.peak_footprint, "the samples at probe moments were taken"
     assert {"probe", "sample", "_resolved"} <= set(seen), "every measurement was exercised"

@@ -18,6 +18,7 @@ import pytest
 from memharness.report import (
     MAX_SERIES_POINTS,
     ResultsError,
+    binary_unit,
     downsample,
     human_bytes,
     human_duration,
@@ -26,6 +27,7 @@ from memharness.report import (
     pareto_frontier,
     plot_stems,
     point_marks,
+    series_style,
     summary_table,
     write_plots,
     write_report,
@@ -66,7 +68,12 @@ def _ok(label: str, *, recall: float, stale: float, pii_s: float, records: int) 
             "over_forget_rate": 0.05,
             "unstored_rate": None,
             "leakage": 0,
-            "pii_residency_max_s": pii_s,
+            "pii_items": 2,  # both masked on the way in, and kept sealed for `pii_s`
+            "pii_raw_max_s": 0.0,
+            "pii_raw_at_end": 0,
+            "pii_sealed_items": 2,
+            "pii_sealed_max_s": pii_s,
+            "pii_sealed_at_end": 0,
             "turns": 120,
             "probes": 30,
             "wall_s": 1.5,
@@ -186,13 +193,76 @@ def test_summary_table_rows_in_order_with_units_and_failures(results: dict[str, 
     ttl, broken, decay = rows
     # 53 = 3 + 10 + 40 records; 53 000 bytes = 51.8 KiB
     assert (
-        "| 0.800 | 0.100 | 0.050 | - | 0 | 24.0 h | 53 (3/10/40) | 51.8 KiB | 3.4 | 80.0 |" in ttl
+        "| 0.800 | 0.100 | 0.050 | - | 0 | 0.0 s | 24.0 h (2 sealed) | 53 (3/10/40) | 51.8 KiB "
+        "| 3.4 | 80.0 |" in ttl
     )
     assert "| **0.900** |" in decay  # best recall is bold
-    assert "3.0 d" in decay
+    assert "3.0 d (2 sealed)" in decay
     assert "3.8 MiB" in decay  # (3 + 10 + 4000) * 1000 bytes = 3.83 MiB
-    assert broken.count("| - ") == 10  # every measurement of a failed strategy is '-'
+    assert broken.count("| - ") == 11  # every measurement of a failed strategy is '-'
     assert table.rstrip().endswith(f"- [1] `{BROKEN}`: {ERROR_LINE}")
+
+
+@pytest.mark.parametrize(
+    ("figures", "raw", "sealed"),
+    [({"pii_items": 0}, "-", "-"),  # nothing to measure
+     ({}, "-", "-"),  # results made before these figures
+     ({"pii_items": 3, "pii_raw_max_s": 0.0, "pii_sealed_items": 0}, "0.0 s", "never sealed"),
+     ({"pii_items": 3, "pii_raw_max_s": None, "pii_raw_at_end": 2, "pii_sealed_items": 0},
+      "to the end (2 of 3)", "never sealed"),
+     ({"pii_items": 3, "pii_raw_max_s": 7200.0, "pii_sealed_items": 2,
+       "pii_sealed_max_s": None, "pii_sealed_at_end": 1}, "2.0 h", "to the end (1 of 2)")],
+)  # fmt: skip
+def test_pii_cells_say_raw_and_sealed_apart(
+    results: dict[str, Any], figures: dict[str, Any], raw: str, sealed: str
+) -> None:
+    scenario = copy.deepcopy(results["scenarios"][0])
+    metrics = scenario["strategies"][0]["metrics"]
+    for key in [k for k in metrics if k.startswith("pii_")]:
+        del metrics[key]
+    metrics.update(figures)
+
+    row = next(line for line in summary_table(scenario).splitlines() if TTL in line)
+
+    assert f"| 0 | {raw} | {sealed} | 53 (3/10/40) |" in row
+
+
+def test_every_footprint_series_has_its_own_line_style_marker_and_colour() -> None:
+    styles = [series_style(n, 12) for n in range(12)]
+    looks = {(s["color"], s["linestyle"], s["marker"]) for s in styles}
+    assert len(looks) == 12
+    widths = [s["linewidth"] for s in styles]
+    assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]  # first widest
+    assert all(s["markerfacecolor"] == "none" for s in styles)  # hollow: others show through
+
+
+def test_footprint_axis_is_in_binary_units(results: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from memharness.report import _recall_vs_footprint
+
+    ok = [s for s in results["scenarios"][0]["strategies"] if s["status"] == "ok"]
+    fig, ax = plt.subplots()
+    try:
+        assert _recall_vs_footprint(ax, ok)
+        label = ax.get_xlabel()
+        xs = sorted(float(x) for x in ax.collections[0].get_offsets()[:, 0])
+    finally:
+        plt.close(fig)
+    # 53,000 and 4,013,000 bytes: in MiB, the unit of the largest.
+    assert "(MiB; 1 KiB = 1024 B)" in label
+    assert xs == pytest.approx([53_000 / 2**20, 4_013_000 / 2**20])
+
+
+@pytest.mark.parametrize(
+    ("n", "unit"), [(0, "B"), (1023, "B"), (1024, "KiB"), (5 * 2**20, "MiB"), (3 * 2**30, "GiB")]
+)
+def test_binary_unit_matches_human_bytes(n: int, unit: str) -> None:
+    assert binary_unit(n)[0] == unit
+    assert human_bytes(n).endswith(f" {unit}")
 
 
 def test_summary_table_flags_leakage_and_escapes_pipes(results: dict[str, Any]) -> None:

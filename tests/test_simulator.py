@@ -42,9 +42,12 @@ QUALITY = (
     "unreachable_rate",
     "unstored_rate",
     "leakage",
-    "pii_residency_max_s",
     "pii_items",
-    "pii_still_resident",
+    "pii_raw_max_s",
+    "pii_raw_at_end",
+    "pii_sealed_items",
+    "pii_sealed_max_s",
+    "pii_sealed_at_end",
     "turns",
     "probes",
     "needed",
@@ -219,9 +222,15 @@ def test_the_suite_shows_each_strategys_known_trade_off(
         assert m[(name, "keep_all")]["stale_at_k"] >= m[(name, "hybrid")]["stale_at_k"], name
     assert m[("long_gap", "fixed_ttl")]["over_forget_rate"] > 0
     assert m[("long_gap", "keep_all")]["over_forget_rate"] == 0
-    # hybrid seals PII until it anonymises it after 24 h; masking leaves nothing raw
-    assert m[("pii_disclosure", "hybrid")]["pii_residency_max_s"] >= 86_400
-    assert m[("pii_disclosure", "keep_all")]["pii_residency_max_s"] == 0
+    # The three marked statements: every strategy masks them on the way in (nothing in
+    # plaintext); hybrid keeps the originals sealed until it anonymises them after 24 h,
+    # keep_all never seals (what it keeps is masked).
+    hybrid, keep_all = m[("pii_disclosure", "hybrid")], m[("pii_disclosure", "keep_all")]
+    assert hybrid["pii_items"] == keep_all["pii_items"] == 3
+    assert hybrid["pii_raw_max_s"] == keep_all["pii_raw_max_s"] == 0
+    assert hybrid["pii_sealed_items"] >= 1 and hybrid["pii_sealed_at_end"] == 0
+    assert 86_400 <= hybrid["pii_sealed_max_s"] <= 86_400 + 21_600  # to an idle tick
+    assert keep_all["pii_sealed_items"] == 0 and keep_all["pii_sealed_max_s"] is None
 
 
 @pytest.mark.parametrize("workers", [1, 2])  # sharing each strategy's users; or whole ones

@@ -1,9 +1,10 @@
 """The figures of the strategy comparison page, read from result files only, one pandas
 table per kind of run, each keyed by strategy:
 
-- simulator runs (`results.json`): recall@k, stale@k, over-forget, leakage, PII max
-  residency, and bytes per user (the layers' peak bytes over the scenario's users), the
-  mean over the run's scenarios;
+- simulator runs (`results.json`): recall@k, stale@k, over-forget, leakage and bytes per
+  user (the layers' peak bytes over the scenario's users), the mean over the run's
+  scenarios; PII raw and sealed max (`memharness.sim.metrics`), the longest over them:
+  `inf` when an item outlived the run, `-inf` (sealed) when the strategy sealed none;
 - load runs (`steps.json`, `load_hdr.json`, or a multi-strategy load's
   `load_strategies.json`): p95 per layer, the highest rate whose step held every SLA,
   the maintenance process's CPU per turn and event lag p95;
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from memharness.capacity.runs import NO_STRATEGY
@@ -33,7 +34,11 @@ __all__ = ["FILES", "Inputs", "PageError", "read_inputs"]
 FILES = ("capacity.json", "load_strategies.json", "steps.json", "load_hdr.json", "results.json")
 #: Load-run operation -> the layer the page names.
 LAYER_OPS = {"session": "session", "stm": "stm", "ltm": "ltm", "embed": "embedder", "turn": "turn"}
-QUALITY = ("recall_at_k", "stale_at_k", "over_forget_rate", "leakage", "pii_residency_max_s")
+QUALITY = ("recall_at_k", "stale_at_k", "over_forget_rate", "leakage")
+#: PII figures: the longest over a strategy's scenarios, not the mean.
+PII = ("pii_raw_max_s", "pii_sealed_max_s")
+#: `pii_sealed_max_s` of a strategy that sealed none of its PII items.
+NEVER_SEALED = -math.inf
 
 
 class PageError(ValueError):
@@ -91,6 +96,7 @@ def _quality(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
             for name in QUALITY:
                 value = metrics.get(name)
                 row[name] = float(value) if isinstance(value, int | float) else math.nan
+            row.update(_pii(metrics))
             peak = (entry.get("footprint") or {}).get("peak") or {}
             total = sum(float((figures or {}).get("bytes") or 0) for figures in peak.values())
             row["bytes_per_user"] = total / users if peak and users else math.nan
@@ -242,11 +248,41 @@ def read_inputs(paths: list[Path]) -> Inputs:
     return inputs
 
 
+def _pii(metrics: dict[str, Any]) -> dict[str, float]:
+    """The PII figures of one scenario's metrics as numbers (module docstring); NaN
+    without PII items (or in results made before these figures)."""
+    if not metrics.get("pii_items"):
+        return dict.fromkeys(PII, math.nan)
+    raw = math.inf if metrics.get("pii_raw_at_end") else metrics.get("pii_raw_max_s")
+    sealed = metrics.get("pii_sealed_max_s")
+    if not metrics.get("pii_sealed_items"):
+        sealed = NEVER_SEALED
+    elif metrics.get("pii_sealed_at_end"):
+        sealed = math.inf
+    return {
+        name: float(value) if isinstance(value, int | float) else math.nan
+        for name, value in zip(PII, (raw, sealed), strict=True)
+    }
+
+
+def _combine(column: str) -> Callable[[pd.Series], float]:
+    """How a figure of several scenarios becomes one: the longest for PII, else the mean;
+    NaN when no scenario measured it."""
+
+    def combine(values: pd.Series) -> float:
+        if not values.notna().any():
+            return math.nan
+        return float(values.max() if column in PII else values.mean())
+
+    return combine
+
+
 def _by_strategy(df: pd.DataFrame, *, mean: bool = False) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame({"strategy": pd.Series(dtype=str)})
     df = df.dropna(subset=["strategy"])
-    if mean:  # a strategy over several scenarios: the mean of each figure
+    if mean:  # a strategy over several scenarios: the mean of each figure, PII's longest
         numeric = df.drop(columns=["scenario"]).groupby("strategy", sort=False)
-        return numeric.agg(lambda s: s.mean() if s.notna().any() else np.nan).reset_index()
+        figures = [c for c in df.columns if c not in ("scenario", "strategy")]
+        return numeric.agg({column: _combine(column) for column in figures}).reset_index()
     return df.drop_duplicates("strategy", keep="last").reset_index(drop=True)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from memharness.capacity.render import write_atomic
-from memharness.comparison.inputs import Inputs
+from memharness.comparison.inputs import NEVER_SEALED, PII, Inputs
 from memharness.report import human_bytes, human_duration, pareto_frontier
 
 __all__ = ["NOT_MEASURED", "Page", "build_page", "write_page"]
@@ -151,14 +151,19 @@ def build_page(inputs: Inputs) -> Page:
         "frontier": frontier,
         "summary": summary,
         "strategies": [
-            {
-                k: (None if isinstance(v, float) and not math.isfinite(v) else _plain(v))
-                for k, v in row.items()
-            }
+            {k: _json_value(k, v) for k, v in row.items()}
             for row in table.to_dict(orient="records")
         ],
     }
     return Page(table, frontier, axis, summary, document, images)
+
+
+def _json_value(column: str, value: Any) -> Any:
+    """A figure as the page's JSON holds it: what a PII infinity stands for, None for
+    a figure not measured."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _pii_cell(value) if column in PII and not math.isnan(value) else None
+    return _plain(value)
 
 
 def _plain(value: Any) -> Any:
@@ -229,7 +234,8 @@ HEADINGS = {
     "stale_at_k": "stale@k",
     "over_forget_rate": "over-forget",
     "leakage": "leakage",
-    "pii_residency_max_s": "PII max residency",
+    "pii_raw_max_s": "PII raw max",
+    "pii_sealed_max_s": "PII sealed max",
     **{f"p95_{layer}_ms": f"{layer} p95 (ms)" for layer in _LAYERS},
     "p95_at_rate": "p95 taken at (turns/s)",
     "sustainable_rate": "highest sustainable rate (turns/s)",
@@ -241,13 +247,22 @@ HEADINGS = {
 }
 
 
+def _pii_cell(seconds: float) -> str:
+    """A PII figure (`comparison.inputs`): a time, or what its infinities stand for."""
+    if seconds == NEVER_SEALED:
+        return "never sealed"
+    if seconds == math.inf:
+        return "to the end of the run"
+    return human_duration(seconds)
+
+
 def _cell(column: str, value: Any) -> str:
     if column == "on_frontier":
         return "yes" if value else "no"
+    if column in PII and isinstance(value, float) and not math.isnan(value):
+        return _pii_cell(value)
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return NOT_MEASURED
-    if column == "pii_residency_max_s":
-        return human_duration(float(value))
     if column == "bytes_per_user":
         return human_bytes(float(value))
     if column == "monthly_cost":
@@ -261,8 +276,8 @@ def _cell(column: str, value: Any) -> str:
 #: The page's two tables (id, title, columns): narrow enough for 1,300 px each.
 TABLES = (
     ("quality", "Quality and cost", ["strategy", "on_frontier", "recall_at_k", "stale_at_k",
-     "over_forget_rate", "leakage", "pii_residency_max_s", "bytes_per_user", "instances",
-     "monthly_cost"]),
+     "over_forget_rate", "leakage", "pii_raw_max_s", "pii_sealed_max_s", "bytes_per_user",
+     "instances", "monthly_cost"]),
     ("load", "Under load, and background work", ["strategy", *(f"p95_{layer}_ms" for layer in
      _LAYERS), "p95_at_rate", "sustainable_rate", "maintenance_cpu_ms_per_turn",
      "event_lag_p95_ms"]),

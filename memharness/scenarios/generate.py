@@ -182,8 +182,9 @@ def _user(
     if rng.random() < mix.pii:
         session = t.new_session()
         pii = t.fact_id()
-        kind, said, query = _pii(rng, lang)
-        t.add("say", said, session=session, facts=[_fact(pii, "sensitive", kind)], sensitive=True)
+        kind, value, said, query = _pii(rng, lang)
+        fact = _fact(pii, "sensitive", kind)
+        t.add("say", said, session=session, facts=[fact], sensitive=True, pii=[value])
         t.add("probe", query, session=session, needed=[pii])
         episodes["pii"] += 1
 
@@ -266,21 +267,22 @@ def _card(rng: random.Random) -> str:
     return next(body + c for c in "0123456789" if luhn_ok(body + c))
 
 
-def _pii(rng: random.Random, lang: Lang) -> tuple[str, str, str]:
+def _pii(rng: random.Random, lang: Lang) -> tuple[str, str, str, str]:
+    """A PII disclosure: its kind, the value, the statement and the question."""
     kind: Literal["id_number", "phone", "bank_card"] = rng.choice(
         ("id_number", "phone", "bank_card")
     )
     if kind == "id_number":
         value = _cn_id(rng)
         if lang == "en":
-            return kind, f"My ID number is {value}.", "What is my ID number?"
-        return kind, f"我的身份证号是{value}。", "我的身份证号是多少？"
+            return kind, value, f"My ID number is {value}.", "What is my ID number?"
+        return kind, value, f"我的身份证号是{value}。", "我的身份证号是多少？"
     if kind == "phone":
         value = f"1{rng.choice('3456789')}{rng.randint(0, 999_999_999):09d}"
         if lang == "en":
-            return kind, f"My phone number is {value}.", "What is my phone number?"
-        return kind, f"我的手机号是{value}。", "我的手机号是多少？"
+            return kind, value, f"My phone number is {value}.", "What is my phone number?"
+        return kind, value, f"我的手机号是{value}。", "我的手机号是多少？"
     value = _card(rng)
     if lang == "en":
-        return kind, f"My bank card number is {value}.", "What is my bank card number?"
-    return kind, f"我的银行卡号是{value}。", "我的银行卡号是多少？"
+        return kind, value, f"My bank card number is {value}.", "What is my bank card number?"
+    return kind, value, f"我的银行卡号是{value}。", "我的银行卡号是多少？"

@@ -24,6 +24,8 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
+    field_validator,
 )
 
 from reference.models import MemoryType
@@ -96,14 +98,35 @@ class FactSpec(_Strict):
 
 
 class SayStep(_Strict):
-    """The user says `say` in `session`; it asserts `facts`."""
+    """The user says `say` in `session`; it asserts `facts`.
+
+    `sensitive` marks a statement that discloses personal data, and `pii` lists those
+    values as said (each must occur in `say`): the ground truth PII residency follows,
+    whatever the memory's detector finds. A statement with `pii` values is sensitive.
+    """
 
     at: Timestamp
     session: Id
     say: Text
     facts: list[FactSpec] = Field(default_factory=list)
     sensitive: bool = False
+    pii: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     metadata: dict[str, MetaValue] = Field(default_factory=dict)
+
+    @field_validator("pii")
+    @classmethod
+    def _pii_is_said(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        said = info.data.get("say")
+        if isinstance(said, str):
+            for value in values:
+                if value not in said:
+                    raise ValueError(f"{value!r} does not occur in the `say` text")
+        return values
+
+    @property
+    def discloses_pii(self) -> bool:
+        """Whether the script marks this statement as carrying personal data."""
+        return self.sensitive or bool(self.pii)
 
 
 class EventStep(_Strict):

@@ -1,4 +1,9 @@
-"""Counts that describe a scenario: users, turns, facts, probes, events, time span."""
+"""Counts that describe a scenario: users, turns, facts, probes, events, time span.
+
+A turn is one call of the memory's turn (`MemorySystem.turn`): a statement (`say`) or a
+forget command. Events and probes are not turns. `is_turn` is that definition, for
+`scenarios stats`, the run's header and the replay's count alike.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,16 @@ from memharness.scenarios.model import (
     ProbeStep,
     SayStep,
     Scenario,
+    Step,
     User,
     iso,
 )
 from memharness.scenarios.stream import stream_scenario
+
+
+def is_turn(step: Step) -> bool:
+    """Whether the memory replays `step` as a turn: a statement or a forget command."""
+    return isinstance(step, SayStep | ForgetStep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,8 +33,9 @@ class ScenarioStats:
     """What `memharness scenarios stats` prints."""
 
     users: int
-    turns: int
-    sensitive_turns: int
+    turns: int  # statements and forget commands (`is_turn`)
+    statements: int
+    sensitive_statements: int  # statements the script marks as carrying PII
     facts: int
     superseding_facts: int
     probes: int
@@ -42,8 +54,9 @@ class ScenarioStats:
         """`name: value` lines for the terminal."""
         rows = [
             ("users", self.users),
-            ("turns", self.turns),
-            ("sensitive turns", self.sensitive_turns),
+            ("turns", f"{self.turns} (statements and forget commands)"),
+            ("statements", self.statements),
+            ("with PII", self.sensitive_statements),
             ("facts", self.facts),
             ("superseding facts", self.superseding_facts),
             ("probes", self.probes),
@@ -62,6 +75,7 @@ class ScenarioStats:
 _COUNTED = (
     "users",
     "turns",
+    "statements",
     "sensitive",
     "facts",
     "superseding",
@@ -86,9 +100,10 @@ class StatsTally:
         sessions: set[str] = set()
         for step in user.timeline:
             self.first, self.last = min(self.first, step.at), max(self.last, step.at)
+            c["turns"] += is_turn(step)
             if isinstance(step, SayStep):
-                c["turns"] += 1
-                c["sensitive"] += step.sensitive
+                c["statements"] += 1
+                c["sensitive"] += step.discloses_pii
                 c["facts"] += len(step.facts)
                 c["superseding"] += sum(fact.supersedes is not None for fact in step.facts)
             elif isinstance(step, ProbeStep):
@@ -108,7 +123,8 @@ class StatsTally:
         return ScenarioStats(
             users=c["users"],
             turns=c["turns"],
-            sensitive_turns=c["sensitive"],
+            statements=c["statements"],
+            sensitive_statements=c["sensitive"],
             facts=c["facts"],
             superseding_facts=c["superseding"],
             probes=c["probes"],

@@ -13,8 +13,16 @@ shares add up to 1 (`probes.py` has the rules). Leakage counts erased facts that
 back, retrieved by a probe or still stored after their forget command (must be 0).
 The ceiling (`ceiling.py`) is the recall@k of a dense search over every said turn, the
 same under every strategy.
-PII residency is the longest time a layer held a said PII value in a recoverable form
-(raw, or sealed but not yet anonymised), to the resolution of the sweep ticks.
+PII: the items are the statements the scenario marks (`sensitive: true`, or `pii:` values),
+whatever the memory's detector found. `pii_raw_max_s` is the longest time from such a
+statement until no layer showed its values in plaintext (an STM or LTM text, an LTM value
+as stored): 0 when the memory masked them on the way in. It is None when an item was still
+in plaintext at the end of the run (`pii_raw_at_end` of them): its time has no bound the
+run can give. `pii_sealed_max_s` is, over the items a layer held sealed (the encrypted
+original in an LTM value, recoverable with the key: `pii_sealed_items` of them), the
+longest time from the statement until no layer did (anonymised or deleted); None when
+none was sealed (a strategy that does not seal) or one was still sealed at the end
+(`pii_sealed_at_end`). Both to the resolution of the sweep ticks.
 """
 
 from __future__ import annotations
@@ -30,12 +38,19 @@ from memharness.sim.tally import LATENCY_OPS, LAYERS, ShardResult, new_histogram
 TALLIES = (
     "turns", "probes", "events", "needed", "retrieved", "retrieved_stm", "retrieved_ltm",
     "missed", "over_forgotten", "unreachable", "unstored", "stale_probes", "leaked",
-    "ceiling_needed", "ceiling_found",
+    "ceiling_needed", "ceiling_found", "pii_items", "pii_raw_at_end", "pii_sealed_items",
+    "pii_sealed_at_end",
 )  # fmt: skip
 
 
 def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
+
+
+def _bounded_max(times: list[float], *, open_items: int) -> float | None:
+    """The longest of `times`; None without any, or when some item's time did not end
+    within the run (then no longest time is known)."""
+    return max(times) if times and not open_items else None
 
 
 def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
@@ -47,12 +62,11 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
             setattr(total, name, getattr(total, name) + getattr(s, name))
         total.leaks.extend(s.leaks)
         total.probe_records.extend(s.probe_records)
-        total.pii_residency_s.extend(s.pii_residency_s)
-        total.pii_open_s.extend(s.pii_open_s)
+        total.pii_raw_s.extend(s.pii_raw_s)
+        total.pii_sealed_s.extend(s.pii_sealed_s)
     # Shards run side by side: the strategy took as long as its slowest shard.
     slowest = max(shards, key=lambda s: s.wall_s, default=ShardResult())
     wall = slowest.wall_s
-    residency = [*total.pii_residency_s, *total.pii_open_s]
     metrics = {
         "recall_at_k": _share(total.retrieved, total.needed),
         "recall_stm_at_k": _share(total.retrieved_stm, total.needed),
@@ -63,9 +77,12 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         "unreachable_rate": _share(total.unreachable, total.needed),
         "unstored_rate": _share(total.unstored, total.needed),
         "leakage": total.leaked,
-        "pii_residency_max_s": max(residency) if residency else None,
-        "pii_items": len(residency),
-        "pii_still_resident": len(total.pii_open_s),
+        "pii_items": total.pii_items,
+        "pii_raw_max_s": _bounded_max(total.pii_raw_s, open_items=total.pii_raw_at_end),
+        "pii_raw_at_end": total.pii_raw_at_end,
+        "pii_sealed_items": total.pii_sealed_items,
+        "pii_sealed_max_s": _bounded_max(total.pii_sealed_s, open_items=total.pii_sealed_at_end),
+        "pii_sealed_at_end": total.pii_sealed_at_end,
         "turns": total.turns,
         "probes": total.probes,
         "probes_recorded": len(total.probe_records),
@@ -92,23 +109,32 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
 
 
 def footprint(shards: Sequence[ShardResult]) -> dict[str, Any]:
-    """Per layer [records, bytes] summed over shards at each sample; peak and final."""
-    times = sorted({t for s in shards for t in s.footprint})
-    series = []
-    for t in times:
-        point: dict[str, Any] = {"at": t}
-        for layer in LAYERS:
-            records = sum(s.footprint.get(t, {}).get(layer, (0, 0))[0] for s in shards)
-            size = sum(s.footprint.get(t, {}).get(layer, (0, 0))[1] for s in shards)
-            point[layer] = [records, size]
-        series.append(point)
+    """Per layer [records, bytes] summed over shards at each sample: the `series` (daily
+    samples and the last step's moment), each layer's `peak` over those and the samples
+    taken at probe moments (a memory that fills and empties within a day is seen), and
+    the `final` sample of the series."""
+    series = _summed(shards, "footprint")
+    sampled = [*series, *_summed(shards, "peak_footprint")]
 
     def layer_view(pick: Any) -> dict[str, dict[str, int]]:
         return {layer: {"records": pick(layer, 0), "bytes": pick(layer, 1)} for layer in LAYERS}
 
-    peak = layer_view(lambda layer, i: max((p[layer][i] for p in series), default=0))
+    peak = layer_view(lambda layer, i: max((p[layer][i] for p in sampled), default=0))
     final = layer_view(lambda layer, i: series[-1][layer][i] if series else 0)
     return {"peak": peak, "final": final, "series": series}
+
+
+def _summed(shards: Sequence[ShardResult], field: str) -> list[dict[str, Any]]:
+    """The samples in `field` of the shards, summed per time, in time order."""
+    taken = [getattr(s, field) for s in shards]
+    series = []
+    for t in sorted({t for samples in taken for t in samples}):
+        point: dict[str, Any] = {"at": t}
+        for layer in LAYERS:
+            pairs = [samples.get(t, {}).get(layer, (0, 0)) for samples in taken]
+            point[layer] = [sum(p[0] for p in pairs), sum(p[1] for p in pairs)]
+        series.append(point)
+    return series
 
 
 def latency(encoded: Sequence[dict[str, str]]) -> dict[str, dict[str, float | int]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from memharness.scenarios.model import User
+from memharness.scenarios.model import ProbeStep, User
 from reference.forgetting.loading import load_strategy
 from reference.forgetting.strategy import Strategy
 
@@ -244,6 +244,13 @@ def sample_times(step_times: Iterable[float], every_s: float = SAMPLE_EVERY_S) -
     grid = {first + i * every_s for i in range(1, n + 1)}
     grid.add(last)
     return sorted(grid)
+
+
+def probe_times(users: Iterable[User]) -> list[float]:
+    """The moments of a scenario's probes: footprint samples taken for the peak only
+    (`metrics.footprint`), before the probe reads, so that a memory that fills and
+    empties between two daily samples is seen as it was when it was asked."""
+    return sorted({s.at for u in users for s in u.timeline if isinstance(s, ProbeStep)})
 
 
 def shard_of(index: int, workers: int) -> int:

@@ -173,7 +173,7 @@ class ResultWriter:
             "seed": scenario.seed,
             "source": scenario.source,
             "users": stats.users,
-            "turns": stats.turns + stats.forgets,  # both are turns of the memory
+            "turns": stats.turns,
             "probes": stats.probes,
         }
         scenarios: list[dict[str, Any]] = self.document["scenarios"]

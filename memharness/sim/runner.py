@@ -67,6 +67,7 @@ from memharness.sim.plan import (
     Fault,
     ScenarioInput,
     StrategySpec,
+    probe_times,
     sample_times,
     shard_of,
     sweep_ticks,
@@ -176,6 +177,7 @@ class ShardWorker:
         samples: list[float],
         die_at: float | None = None,
         server_fault: Fault | None = None,
+        peak_samples: Sequence[float] = (),
     ) -> ShardResult:
         """Replay the shard under `strategy`; `die_at` (a share of the shard's steps, for
         `--fault`) kills this process with SIGKILL once that share is replayed, and
@@ -207,7 +209,14 @@ class ShardWorker:
                 )
 
             try:
-                result = shard.run(build, strategy, Namespace(prefix), ticks=ticks, samples=samples)
+                result = shard.run(
+                    build,
+                    strategy,
+                    Namespace(prefix),
+                    ticks=ticks,
+                    samples=samples,
+                    peak_samples=peak_samples,
+                )
             finally:
                 if injected is not None:
                     injected.finish()  # its servers run again for the next replay
@@ -381,6 +390,7 @@ class Simulator:
         ] or [shards]
         times = [step.at for user in scenario.users for step in user.timeline]
         samples = sample_times(times, self.options.sample_every_s)
+        peak_samples = probe_times(scenario.users)
         loaded = ""
         if len(rounds) == 1:
             loaded = self._load(f"{position}-{scenario.hash}", rounds[0], scenario.name)
@@ -407,6 +417,7 @@ class Simulator:
                                 ticks,
                                 samples,
                                 *self._faults(i),
+                                peak_samples=peak_samples,
                             )
                             for i, w in enumerate(self.workers)
                         ]
@@ -434,6 +445,7 @@ class Simulator:
         key = self._load(f"{position}-{scenario.hash}", [users] * len(self.workers), scenario.name)
         times = [step.at for user in scenario.users for step in user.timeline]
         samples = sample_times(times, self.options.sample_every_s)
+        peak_samples = probe_times(scenario.users)
         total = sum(len(user.timeline) for user in scenario.users)
         queue = list(enumerate(specs))
         running: dict[Any, tuple[int, int]] = {}  # ref -> (worker, spec index)
@@ -456,6 +468,7 @@ class Simulator:
                                 self.options.sweep_ticks(spec.strategy, times),
                                 samples,
                                 *self._faults(i),
+                                peak_samples=peak_samples,
                             )
                             running[ref] = (i, j)
                     done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
@@ -598,7 +611,7 @@ def join_cohorts(cohorts: list[ShardResult]) -> ShardResult:
             mine, theirs = getattr(joined, f.name), getattr(cohort, f.name)
             if f.name == "peak_rss_mb":
                 joined.peak_rss_mb = max(mine, theirs)
-            elif f.name == "footprint":
+            elif f.name in ("footprint", "peak_footprint"):
                 for at, layers in theirs.items():
                     point = mine.setdefault(at, {})
                     for layer, (records, size) in layers.items():

@@ -18,11 +18,12 @@ import json
 import operator
 import resource
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
 
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step, User
+from memharness.scenarios.stats import is_turn
 from memharness.sim.causes import Causes, Key
 from memharness.sim.ceiling import CeilingTally, Embed, user_ceiling
 from memharness.sim.probes import (
@@ -37,6 +38,7 @@ from memharness.sim.probes import (
 from memharness.sim.tally import Latencies, ShardResult
 from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
+from reference.crypto import SEALED, is_sealed
 from reference.forgetting.consolidation import episode_source
 from reference.forgetting.policy import Memory, OracleAdvice
 from reference.forgetting.strategy import Strategy
@@ -52,10 +54,16 @@ Ref = StmRef | LtmRef
 
 @dataclass
 class _PiiItem:
+    """A statement the script marks as carrying PII, followed until no layer holds its
+    values in a recoverable form."""
+
     user_id: str
     said_at: float
-    raw: tuple[str, ...]
-    refs: list[Ref]
+    values: tuple[str, ...]  # the personal values as said
+    refs: list[Ref]  # the memories made from the statement
+    raw_open: bool = True  # a layer may still show a value in plaintext
+    sealed_open: bool = False  # a layer holds a value sealed (recoverable with the key)
+    ever_sealed: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,10 +138,12 @@ class ShardReplayer:
         *,
         ticks: list[float],
         samples: list[float],
+        peak_samples: Sequence[float] = (),
     ) -> ShardResult:
         """Replay every user of the shard under `strategy` in `namespace`, which must be
         new (it is dropped from every layer at the end), sweeping at `ticks` and sampling
-        the footprint at `samples` (both from `plan.py`)."""
+        the footprint at `samples`, and for its peak only at `peak_samples` (all from
+        `plan.py`)."""
         self.steps_done = self.users_done = 0
         run = _Run(self, strategy)
         start = min((s.at for u in self.users for s in u.user.timeline), default=0.0)
@@ -145,11 +155,11 @@ class ShardReplayer:
         run.result.ceiling_needed, run.result.ceiling_found = astuple(ceiling)
         began = time.perf_counter()
         try:
-            for _, kind, payload in self._merged(ticks, samples):
+            for _, kind, payload in self._merged(ticks, samples, peak_samples):
                 if kind == 0:
                     run.tick(payload)
                 elif kind == 1:
-                    run.sample(payload)
+                    run.sample(*payload)
                 else:
                     u, step, index, last = payload
                     run.step(u, step, index)
@@ -163,11 +173,16 @@ class ShardReplayer:
         run.result.histograms = run.latencies.encoded()
         return run.result
 
-    def _merged(self, ticks: list[float], samples: list[float]) -> Iterator[tuple[float, int, Any]]:
-        """Ticks (0), footprint samples (1) and steps (2) in time order (then kind, user,
-        step). The steps are sorted already: the sort merges three sorted runs."""
+    def _merged(
+        self, ticks: list[float], samples: list[float], peak_samples: Sequence[float]
+    ) -> Iterator[tuple[float, int, Any]]:
+        """Ticks (0), footprint samples (1: at, whether in the series) and steps (2) in
+        time order (then kind, user, step). The steps are sorted already: the sort merges
+        sorted runs."""
         entries: list[tuple[float, int, int, int, Any]] = [(t, 0, 0, 0, t) for t in ticks]
-        entries += [(t, 1, 0, 0, t) for t in samples]
+        entries += [(t, 1, 0, 0, (t, True)) for t in samples]
+        in_series = set(samples)
+        entries += [(t, 1, 0, 0, (t, False)) for t in peak_samples if t not in in_series]
         entries += self.steps
         entries.sort(key=_ORDER)
         for at, kind, _, _, payload in entries:
@@ -219,6 +234,7 @@ class _Run:
     # ------------------------------------------------------------------ steps
     def step(self, u: SimUser, step: Step, index: int) -> None:
         self.pii_dirty.add(u.user_id)
+        self.result.turns += is_turn(step)  # the count `scenarios stats` gives
         if isinstance(step, SayStep):
             self.say(u, step)
         elif isinstance(step, ForgetStep):
@@ -239,7 +255,6 @@ class _Run:
             metadata=meta or None,
         )
         self.result.inside_s += time.perf_counter() - mark
-        self.result.turns += 1
         self.latencies.record_all(result.timings_ms)
         return result
 
@@ -269,11 +284,19 @@ class _Run:
             for memory in (result.stm.record, result.promoted):
                 if memory is not None:
                     self.advice.note(memory, self.shard.truth[u.index].needed_until(facts))
-        if refs and result.masked_text != step.say:  # the turn masked something: PII
-            raw = tuple(m.text for m in self.system.pii.detect(step.say))
-            item = _PiiItem(u.user_id, step.at, raw, refs)
-            if raw and not self._resolved(item, step.at):
+        if step.discloses_pii:  # ground truth: the script marks it, whatever was masked
+            item = _PiiItem(u.user_id, step.at, self._pii_values(step), refs)
+            self.result.pii_items += 1
+            if not self._resolved(item, step.at):
                 self.pii.append(item)
+
+    def _pii_values(self, step: SayStep) -> tuple[str, ...]:
+        """The values of a marked statement: those the script lists (`pii:`); for a
+        statement only marked `sensitive`, what the reference's detector finds in it, or
+        else the whole statement (so that at least a verbatim copy is seen)."""
+        if step.pii:
+            return tuple(step.pii)
+        return tuple(m.text for m in self.system.pii.detect(step.say)) or (step.say,)
 
     def _follow(self, user: int, refs: list[Ref]) -> None:
         """Follow the memories at `refs` (they carry scenario facts) for `causes`."""
@@ -451,15 +474,18 @@ class _Run:
             if source in item.refs:
                 item.refs.append(ref)
 
-    def sample(self, at: float) -> None:
+    def sample(self, at: float, in_series: bool) -> None:
         self.system.clock.set(at)  # type: ignore[attr-defined]
-        self.result.footprint[at] = self._footprint(at)
+        taken = self.result.footprint if in_series else self.result.peak_footprint
+        taken[at] = self._footprint(at)
 
     def finish(self) -> None:
         end = self.system.clock.now()
         for item in self.pii:
-            if not self._resolved(item, end):
-                self.result.pii_open_s.append(end - item.said_at)
+            if not self._resolved(item, end):  # its time has no end within the run
+                self.result.pii_raw_at_end += item.raw_open
+                self.result.pii_sealed_at_end += item.sealed_open
+                self.result.pii_sealed_items += item.ever_sealed
 
     # ------------------------------------------------------------------ checks
     def _live(self, user_id: str, ref: Ref) -> Memory | None:
@@ -481,19 +507,34 @@ class _Run:
         return self._live(u.user_id, ref) is not None
 
     def _resolved(self, item: _PiiItem, at: float) -> bool:
-        """True (and its residency recorded) once no layer holds the item's raw PII in a
-        recoverable form: not in an STM text, not in an LTM value even after unsealing."""
+        """Whether no layer holds the item's values in a recoverable form any more; the
+        times are recorded as the copies go. Raw: in plaintext, in an STM or LTM text or
+        an LTM value as stored. Sealed: only in a sealed LTM value's encrypted original
+        (`reference.crypto`), until it is anonymised or deleted."""
+        raw = sealed = False
         for ref in item.refs:
             memory = self._live(item.user_id, ref)
             if memory is None:
                 continue
-            shown = memory.text
+            raw = raw or _shows(memory.text, item.values)
             if isinstance(memory, Fact):
-                shown += json.dumps(self.system.reveal(memory), ensure_ascii=False)
-            if any(raw in shown for raw in item.raw):
-                return False
-        self.result.pii_residency_s.append(at - item.said_at)
-        return True
+                stored = {k: v for k, v in memory.value.items() if k != SEALED}
+                raw = raw or _shows(json.dumps(stored, ensure_ascii=False), item.values)
+                if is_sealed(memory.value):
+                    original = json.dumps(self.system.reveal(memory), ensure_ascii=False)
+                    sealed = sealed or _shows(original, item.values)
+        if item.raw_open and not raw:
+            item.raw_open = False
+            self.result.pii_raw_s.append(at - item.said_at)
+        if sealed:
+            item.sealed_open = item.ever_sealed = True
+        elif item.sealed_open:
+            item.sealed_open = False
+            self.result.pii_sealed_s.append(at - item.said_at)
+        done = not item.raw_open and not item.sealed_open
+        if done:
+            self.result.pii_sealed_items += item.ever_sealed
+        return done
 
     def _footprint(self, at: float) -> dict[str, tuple[int, int]]:
         """Live records and their payload bytes per layer (`reference.footprint`), read
@@ -509,6 +550,10 @@ class _Run:
         self.result.leaked += 1
         if len(self.result.leaks) < self.shard.max_leaks:
             self.result.leaks.append({"user": u.user.id, "at": at, "fact": fact_id, "how": how})
+
+
+def _shows(text: str, values: tuple[str, ...]) -> bool:
+    return any(value in text for value in values)
 
 
 def _key(ref: Ref) -> Key:

@@ -44,9 +44,20 @@ class ShardResult:
     #: every strategy.
     ceiling_needed: int = 0
     ceiling_found: int = 0
-    pii_residency_s: list[float] = field(default_factory=list)  # resolved items
-    pii_open_s: list[float] = field(default_factory=list)  # still resident at the end
+    #: PII (`metrics.py`): the statements the script marks, and per item the time from
+    #: the statement until no layer showed its values in plaintext (`pii_raw_s`), and,
+    #: for items a layer held sealed, until none did (`pii_sealed_s`); items whose copy
+    #: outlived the run are counted `..._at_end` instead.
+    pii_items: int = 0
+    pii_raw_s: list[float] = field(default_factory=list)
+    pii_raw_at_end: int = 0
+    pii_sealed_items: int = 0
+    pii_sealed_s: list[float] = field(default_factory=list)
+    pii_sealed_at_end: int = 0
+    #: Per sample time, per layer (records, bytes): the series' samples, and those taken
+    #: for the peak only (at probe moments, `plan.probe_times`).
     footprint: dict[float, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    peak_footprint: dict[float, dict[str, tuple[int, int]]] = field(default_factory=dict)
     histograms: dict[str, str] = field(default_factory=dict)  # op -> encoded HDR
     wall_s: float = 0.0
     #: Wall time inside the reference memory (turns, events, probe recalls, sweeps): the
