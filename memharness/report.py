@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memharness.diagnostics import disagreement_section, layer_table
+from memharness.tables import human_bytes, human_duration
 
 LAYERS = ("session", "stm", "ltm")
 MAX_SERIES_POINTS = 2000
@@ -91,32 +92,6 @@ def load_results(run_dir: Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- formatting
-
-
-def human_duration(seconds: float | None) -> str:
-    """`86400` -> `24.0 h`, `259200` -> `3.0 d`; hours up to 48 h, `-` for None."""
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
-def human_bytes(n: float | None) -> str:
-    """Binary units: `900 B`, `1.5 KiB`, `2.0 MiB`, `1.1 GiB`; `-` for None."""
-    if n is None:
-        return "-"
-    if n < 1024:
-        return f"{n:.0f} B"
-    for unit in ("KiB", "MiB"):
-        n /= 1024
-        if n < 1024:
-            return f"{n:.1f} {unit}"
-    return f"{n / 1024:.1f} GiB"
 
 
 def _num(value: float | None, fmt: str = ".3f") -> str:
@@ -256,7 +231,8 @@ def plot_stems(results: dict[str, Any]) -> list[str]:
 
 
 def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
-    """Write `run_dir/summary.md`: run header, a section per scenario, metric glossary."""
+    """Write `run_dir/summary.md`: run header, a section per scenario, the strategies
+    across scenarios (`run_verdict.py`), metric glossary."""
     versions = results.get("versions") or {}
     status = str(results.get("status") or "?")
     stopped = status
@@ -298,6 +274,12 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
             *_diagnostics(Path(run_dir), scenario),
             *(f"![{_PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
         ]
+    # Imported here: run_verdict reads this module's frontier and peaks.
+    from memharness.run_verdict import verdict_markdown
+
+    verdict = verdict_markdown(results)
+    if verdict:
+        out.append(verdict)
     out.append(_HOW_TO_READ)
     path = Path(run_dir) / "summary.md"
     path.write_text("\n".join(out), encoding="utf-8")
