@@ -232,12 +232,11 @@ def compare(
     )
 
     if out is not None and out.suffix == ".csv":
-        raise click.BadParameter("names the Markdown file; the CSV goes beside it", param_hint="--out")
+        message = "names the Markdown file; the CSV goes beside it"
+        raise click.BadParameter(message, param_hint="--out")
     try:
         found = diff_runs(run_a, run_b)
-        table = select(
-            found, figures=figures, strategies=strategies, only_changed=only_changed
-        )
+        table = select(found, figures=figures, strategies=strategies, only_changed=only_changed)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
     for notice in found.notices:

@@ -93,7 +93,8 @@ def summary_terminal(scenario: dict[str, Any]) -> str:
     for strategy in scenario.get("strategies") or []:
         row = strategy_row(strategy)
         if row["status"] == "failed":
-            notes.append(f"  [{len(notes) + 1}] {row['strategy']}: {_error_line(strategy.get('error'))}")
+            error = _error_line(strategy.get("error"))
+            notes.append(f"  [{len(notes) + 1}] {row['strategy']}: {error}")
             row["status"] = f"failed [{len(notes)}]"
         rows.append(row)
     if not rows:

@@ -160,9 +160,10 @@ def render(
     all_texts = ref_texts + texts
     all_marks = [["" for _ in columns] for _ in reference] + marks
     marked = [any(m[j] for m in all_marks) for j in range(len(columns))]
+    # A marked column keeps two characters after each number (and its header) for a mark.
     widths = [
-        max([len(c.header), *(len(t[j]) + 2 * marked[j] for t in all_texts)])
-        for j, c in enumerate(columns)
+        max(len(t[j]) for t in [[c.header for c in columns], *all_texts]) + 2 * marked[j]
+        for j in range(len(columns))
     ]
 
     def line(cells: Sequence[str], row_marks: Sequence[str]) -> str:

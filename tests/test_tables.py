@@ -9,7 +9,13 @@ import pytest
 
 from memharness.report import summary_table
 from memharness.run_tables import CEILING_NOTE, layer_terminal, summary_terminal
-from memharness.run_verdict import RULE, cross_scenario, recommend, verdict_markdown, verdict_terminal
+from memharness.run_verdict import (
+    RULE,
+    cross_scenario,
+    recommend,
+    verdict_markdown,
+    verdict_terminal,
+)
 from memharness.tables import TIE_NOTE, Column, format_value, render, render_markdown
 
 RECALL = Column("recall", "recall", "%", "higher")
@@ -23,7 +29,7 @@ def _lines(text: str) -> dict[str, str]:
 
 
 def test_the_best_is_marked_when_it_stands_alone() -> None:
-    rows = [{"name": "a", "recall": 0.5}, {"name": "b", "recall": 0.9}, {"name": "c", "recall": 0.7}]
+    rows = [{"name": n, "recall": r} for n, r in (("a", 0.5), ("b", 0.9), ("c", 0.7))]
     text = render((NAME, RECALL), rows)
     lines = _lines(text)
     assert lines["b"].endswith("90.0% *")
@@ -32,7 +38,7 @@ def test_the_best_is_marked_when_it_stands_alone() -> None:
 
 
 def test_a_tie_for_the_best_marks_nothing() -> None:
-    rows = [{"name": "a", "recall": 1.0}, {"name": "b", "recall": 1.0}, {"name": "c", "recall": 0.5}]
+    rows = [{"name": n, "recall": r} for n, r in (("a", 1.0), ("b", 1.0), ("c", 0.5))]
     text = render((NAME, RECALL, BYTES), rows)
     assert not any("*" in line for line in _lines(text).values())
     assert "ties are unmarked" in text
