@@ -323,7 +323,7 @@ def run(
                     sim.run_scenario(position, scenario, pending, on_result=on_result)
                 click.echo("\n" + summary_terminal(section), nl=False)
                 # The ceiling, recall per layer, and what became of the facts not retrieved.
-                explain = not ceiling_told and "ceiling" in section
+                explain = not ceiling_told and "recall_at_k" in (section.get("ceiling") or {})
                 layers = layer_terminal(section, explain_ceiling=explain)
                 if layers:
                     click.echo("\n" + layers, nl=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from memharness.report import _error_line, _peak_total
-from memharness.tables import Column, render
+from memharness.tables import Column, render, wrapped
 
 __all__ = [
     "CEILING_NOTE",
@@ -61,11 +61,13 @@ QUALITY_COLUMNS = tuple(
         "peak_bytes")
 )  # fmt: skip
 
+#: What the ceiling row says, under the first table that has one (`found`, `needed`).
 CEILING_NOTE = (
-    "dense ceiling (N of M): a plain dense search over every turn each user said before "
-    "the probe (nothing forgotten, no intent filter, no session scope) found N of the M "
-    "needed facts, what was findable at all; 'of ceiling' is a strategy's recall over it, "
-    "and can pass 100% (the memory returns the top k of STM and of LTM)."
+    "dense ceiling ({found} of {needed}): a plain dense search over every turn each user "
+    "said before the probe (nothing forgotten, no intent filter, no session scope) found "
+    "{found} of the {needed} needed facts: what was findable at all. 'of ceiling' is a "
+    "strategy's recall over it, and can pass 100% (the memory returns the top k of STM "
+    "and of LTM)."
 )
 
 
@@ -111,9 +113,10 @@ def layer_terminal(scenario: dict[str, Any], *, explain_ceiling: bool = False) -
     `explain_ceiling` adds a line on what the ceiling is (the first time it is shown)."""
     ceiling = scenario.get("ceiling") or {}
     top = ceiling.get("recall_at_k")
+    counts = {"found": ceiling.get("found", "-"), "needed": ceiling.get("needed", "-")}
     reference = []
     if top is not None:
-        name = f"dense ceiling ({ceiling.get('found', '-')} of {ceiling.get('needed', '-')})"
+        name = "dense ceiling ({found} of {needed})".format(**counts)
         reference.append({"strategy": name, "recall_at_k": top, "of_ceiling": 1.0})
     rows = []
     for strategy in scenario.get("strategies") or []:
@@ -127,5 +130,5 @@ def layer_terminal(scenario: dict[str, Any], *, explain_ceiling: bool = False) -
         return ""
     text = render((_NAME, *LAYER_COLUMNS), rows, reference=reference)
     if explain_ceiling and reference:
-        text += f"  {CEILING_NOTE}\n"
+        text += wrapped(CEILING_NOTE.format(**counts))
     return text

@@ -4,10 +4,12 @@ Per strategy: its mean recall@k and stale@k over the scenarios (each scenario co
 once: a hand-written scenario tests one behaviour, and would vanish beside a generated
 population if needed facts were pooled), its leakage summed, its peak bytes summed over
 the scenarios (each scenario's peak, `report._peak_total`), its worst scenario (lowest
-recall@k), and whether it is on the recall/footprint Pareto frontier: no other strategy
+recall@k; `(all alike)` when every scenario gave the same), and whether it is on the recall/footprint Pareto frontier: no other strategy
 has at least its mean recall with no more bytes. A strategy that did not complete every
 scenario (failed, interrupted, not run) is shown as incomplete, off the frontier, with
-its leakage and worst scenario but no means.
+its leakage and worst scenario but no means. An oracle strategy (`oracle: true`: it reads
+the script to keep exactly what the probes need) is the upper bound: shown first, never
+on the frontier nor ranked, for it would push every strategy one can deploy off.
 
 The recommendation follows one rule, printed with it: among the frontier strategies
 without leakage, the highest mean recall; a tie (equal to 0.1 percentage point) goes to
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memharness.report import _peak_total, pareto_frontier
-from memharness.tables import Column, format_value, render, render_markdown
+from memharness.tables import Column, format_value, render, render_markdown, wrapped
 
 __all__ = [
     "RULE",
@@ -66,18 +68,28 @@ class StrategyVerdict:
     peak_bytes: int | None
     worst: str | None
     worst_recall: float | None
+    upper_bound: bool = False  # an oracle: it reads the script
     frontier: bool = False
 
     @property
     def complete(self) -> bool:
         return not self.missing
 
+    @property
+    def standing(self) -> str:
+        """The frontier column: yes, no, incomplete, or upper bound (an oracle)."""
+        if self.upper_bound:
+            return "upper bound"
+        if self.missing:
+            return "incomplete"
+        return "yes" if self.frontier else "no"
+
     def row(self) -> dict[str, Any]:
         """The table's row; an incomplete strategy's means and sum, over fewer scenarios
         than the others', are not shown (nor ranked)."""
         return {
             "strategy": self.label,
-            "frontier": "yes" if self.frontier else ("incomplete" if self.missing else "no"),
+            "frontier": self.standing,
             "recall": None if self.missing else self.recall,
             "stale": None if self.missing else self.stale,
             "leakage": self.leakage,
@@ -106,6 +118,7 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
         stales: list[float] = []
         leakage = 0
         nbytes = 0
+        oracle = False
         for scenario in scenarios:
             name = str(scenario.get("name") or "?")
             entry = next(
@@ -116,6 +129,7 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
             if entry is None or entry.get("status") != "ok" or not metrics:
                 missing.append(name)
                 continue
+            oracle = oracle or bool((entry.get("config") or {}).get("oracle"))
             if metrics.get("recall_at_k") is not None:
                 recalls.append((float(metrics["recall_at_k"]), name))
             if metrics.get("stale_at_k") is not None:
@@ -123,6 +137,8 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
             leakage += int(metrics.get("leakage") or 0)
             nbytes += _peak_total(entry, "bytes") or 0
         worst = min(recalls, key=lambda pair: pair[0], default=None)
+        if len(recalls) > 1 and len({r for r, _ in recalls}) == 1:
+            worst = (recalls[0][0], "(all alike)")  # no scenario is worse than another
         done = len(scenarios) - len(missing)
         verdicts.append(
             StrategyVerdict(
@@ -134,12 +150,13 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
                 peak_bytes=nbytes if done else None,
                 worst=worst[1] if worst else None,
                 worst_recall=worst[0] if worst else None,
+                upper_bound=oracle,
             )
         )
     points = [
         (v.label, float(v.peak_bytes), v.recall)
         for v in verdicts
-        if v.complete and v.recall is not None and v.peak_bytes is not None
+        if v.complete and not v.upper_bound and v.recall is not None and v.peak_bytes is not None
     ]
     on_frontier = set(pareto_frontier(points))
     for v in verdicts:
@@ -165,7 +182,13 @@ def _closing(verdicts: list[StrategyVerdict]) -> list[str]:
         if v.missing
     ]
     lines.append(FRONTIER_NOTE)
-    if len(verdicts) < 2:
+    lines += [
+        f"{v.label}: an oracle (it reads the script to keep what the probes need), the upper "
+        "bound, not ranked"
+        for v in verdicts
+        if v.upper_bound
+    ]
+    if sum(not v.upper_bound for v in verdicts) < 2:
         lines.append("One strategy: nothing to choose between.")
         return lines
     pick = recommend(verdicts)
@@ -182,7 +205,7 @@ def _closing(verdicts: list[StrategyVerdict]) -> list[str]:
 
 def _heading(results: dict[str, Any]) -> str:
     n = len(results.get("scenarios") or [])
-    return f"across the {n} scenario{'s' if n != 1 else ''} of the run"
+    return f"across the {n} scenarios of the run" if n != 1 else "over the run's one scenario"
 
 
 def verdict_terminal(results: dict[str, Any]) -> str:
@@ -190,8 +213,11 @@ def verdict_terminal(results: dict[str, Any]) -> str:
     verdicts = cross_scenario(results)
     if not verdicts:
         return ""
-    table = render(VERDICT_COLUMNS, [v.row() for v in verdicts])
-    closing = "".join(f"  {line}\n" for line in _closing(verdicts))
+    bounds = [v.row() for v in verdicts if v.upper_bound]
+    table = render(
+        VERDICT_COLUMNS, [v.row() for v in verdicts if not v.upper_bound], reference=bounds
+    )
+    closing = "".join(wrapped(line) for line in _closing(verdicts))
     return f"\n== {_heading(results)}\n{table}{closing}"
 
 
@@ -200,6 +226,11 @@ def verdict_markdown(results: dict[str, Any]) -> str:
     verdicts = cross_scenario(results)
     if not verdicts:
         return ""
-    table = render_markdown(VERDICT_COLUMNS, [v.row() for v in verdicts])
-    closing = "\n".join(f"- {line}" for line in _closing(verdicts))
+    table = render_markdown(
+        VERDICT_COLUMNS,
+        [v.row() for v in verdicts if not v.upper_bound],
+        reference=[v.row() for v in verdicts if v.upper_bound],
+    )
+    marks = "bold: the best of its column; ties are unmarked"
+    closing = "\n".join(f"- {line}" for line in [marks, *_closing(verdicts)])
     return f"## {_heading(results).capitalize()}\n\n{table}\n{closing}\n"

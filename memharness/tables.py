@@ -5,7 +5,7 @@ A table is a tuple of `Column`s (the field a row holds, the header, the unit, an
 way is better) and a list of rows (dicts, field -> value). Numbers are right-aligned,
 text left-aligned; `None` reads `-`, a string is shown as it is. In a column with a
 `better` direction the best value is marked `*`, but only when no other row shows the
-same value: a tie marks nothing. `render_markdown` gives the same cells as a GitHub
+same value: a tie marks nothing. The mark goes before the number (`* 1.6 KiB`). `render_markdown` gives the same cells as a GitHub
 table (best in bold) for `summary.md`.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -26,6 +27,7 @@ __all__ = [
     "human_duration",
     "render",
     "render_markdown",
+    "wrapped",
 ]
 
 #: How a column's values are shown: "%" a share (0.25 -> 25.0%), "s" a duration in
@@ -37,6 +39,8 @@ Better = Literal["higher", "lower"]
 BEST_MARK = "*"
 TIE_NOTE = f"{BEST_MARK} best in its column; ties are unmarked"
 ALARM_MARK = "!"
+#: Notes under a table are wrapped to this width.
+WIDTH = 100
 _GAP = "  "
 
 
@@ -160,23 +164,25 @@ def render(
     all_texts = ref_texts + texts
     all_marks = [["" for _ in columns] for _ in reference] + marks
     marked = [any(m[j] for m in all_marks) for j in range(len(columns))]
-    # A marked column keeps two characters after each number (and its header) for a mark.
+    # In a marked column a mark goes before the number ('* 1.6 KiB'), in its padding when
+    # the header is wider: the numbers stay right-aligned under their header.
     widths = [
-        max(len(t[j]) for t in [[c.header for c in columns], *all_texts]) + 2 * marked[j]
-        for j in range(len(columns))
+        max([len(c.header), *(len(t[j]) + 2 * marked[j] for t in all_texts)])
+        for j, c in enumerate(columns)
     ]
 
-    def line(cells: Sequence[str], row_marks: Sequence[str]) -> str:
+    def line(cells: Sequence[str], row_marks: Sequence[str] | None) -> str:
         out = []
         for j, (column, cell) in enumerate(zip(columns, cells, strict=True)):
             if column.unit == "text":
                 out.append(cell.ljust(widths[j]))
+            elif row_marks and row_marks[j]:
+                out.append(f"{row_marks[j]} {cell}".rjust(widths[j]))
             else:
-                tail = f" {row_marks[j] or ' '}" if marked[j] else ""
-                out.append((cell + tail).rjust(widths[j]))
+                out.append(cell.rjust(widths[j]))
         return indent + _GAP.join(out).rstrip()
 
-    lines = [line([c.header for c in columns], [""] * len(columns))]
+    lines = [line([c.header for c in columns], None)]
     lines.append(indent + _GAP.join("-" * w for w in widths))
     lines += [line(t, m) for t, m in zip(all_texts, all_marks, strict=True)]
     notes = []
@@ -190,10 +196,23 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def render_markdown(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> str:
+def wrapped(text: str, *, indent: str = "  ", width: int = WIDTH) -> str:
+    """`text` as indented lines of at most `width` characters, ending in a newline."""
+    return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent) + "\n"
+
+
+def render_markdown(
+    columns: Sequence[Column],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    reference: Sequence[Mapping[str, Any]] = (),
+) -> str:
     """The same cells as a GitHub-flavoured Markdown table: text columns left, numbers
-    right; the best of a column in bold (ties unmarked), an alarm with ⚠."""
+    right; the best of a column in bold (ties unmarked), an alarm with ⚠; `reference`
+    rows first, unranked, as in `render`."""
     texts, marks = _cells(columns, rows)
+    texts = [[format_value(r.get(c.field), c.unit) for c in columns] for r in reference] + texts
+    marks = [["" for _ in columns] for _ in reference] + marks
     head = "| " + " | ".join(c.header for c in columns) + " |"
     rule = "|" + "".join("---|" if c.unit == "text" else "---:|" for c in columns)
     body = []

@@ -124,4 +124,4 @@ def test_a_notice_when_the_scenarios_differ(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "notice: the runs' scenarios differ" in result.stderr
     assert "drift (hash aaa vs bbb)" in result.stderr
-    assert "notice" not in result.stdout
+    assert "notice:" not in result.stdout

@@ -24,15 +24,21 @@ NAME = Column("name", "strategy", "text")
 
 
 def _lines(text: str) -> dict[str, str]:
-    """The table's rows by their first word (the strategy)."""
-    return {line.split()[0]: line for line in text.splitlines()[2:] if line.strip()}
+    """The table's rows by their first word (the strategy), without the note on marks."""
+    rows = [line for line in text.splitlines()[2:] if line.strip()]
+    return {line.split()[0]: line for line in rows if TIE_NOTE not in line}
+
+
+def _flat(text: str) -> str:
+    """`text` with its line breaks and runs of spaces as single spaces (notes wrap)."""
+    return " ".join(text.split())
 
 
 def test_the_best_is_marked_when_it_stands_alone() -> None:
     rows = [{"name": n, "recall": r} for n, r in (("a", 0.5), ("b", 0.9), ("c", 0.7))]
     text = render((NAME, RECALL), rows)
     lines = _lines(text)
-    assert lines["b"].endswith("90.0% *")
+    assert lines["b"].endswith("* 90.0%")
     assert "*" not in lines["a"] and "*" not in lines["c"]
     assert TIE_NOTE in text
 
@@ -53,7 +59,7 @@ def test_a_tie_as_shown_is_a_tie() -> None:
 def test_lower_is_better_where_the_column_says_so() -> None:
     rows = [{"name": "a", "bytes": 5 * 1024}, {"name": "b", "bytes": 3 * 1024 * 1024}]
     lines = _lines(render((NAME, BYTES), rows))
-    assert lines["a"].endswith("5.0 KiB *") and lines["b"].endswith("3.0 MiB")
+    assert lines["a"].endswith("* 5.0 KiB") and lines["b"].endswith("3.0 MiB")
 
 
 def test_one_row_has_nothing_to_be_best_against() -> None:
@@ -66,6 +72,7 @@ def test_numbers_are_right_aligned_text_left_and_no_markdown() -> None:
     lines = render((NAME, RECALL), rows).splitlines()
     header, _, first, second = lines[:4]
     assert first.index("keep_all") == second.index("x") == header.index("strategy")
+    assert "* 100.0%" in first
     right = {line.index(cell) + len(cell) for line, cell in
              ((header, "recall"), (first, "100.0%"), (second, "5.0%"))}  # fmt: skip
     assert len(right) == 1
@@ -100,7 +107,7 @@ def test_units(value: Any, unit: Any, text: str) -> None:
 def test_an_alarm_marks_every_non_zero_value() -> None:
     leak = Column("leakage", "leakage", "count", alarm=True)
     text = render((NAME, leak), [{"name": "a", "leakage": 0}, {"name": "b", "leakage": 2}])
-    assert _lines(text)["b"].endswith("2 !") and "!" not in _lines(text)["a"]
+    assert _lines(text)["b"].endswith("! 2") and "!" not in _lines(text)["a"]
     assert "! must be 0 (leakage)" in text
 
 
@@ -153,8 +160,8 @@ def test_the_terminal_summary_shows_the_markdown_figures_in_units() -> None:
     )
     text = summary_terminal(scenario)
     lines = _lines(text)
-    assert "100.0% *" in lines["keep_all"] and "66.7%" in lines["keep_all"]
-    assert "5.0 KiB" in lines["keep_all"] and "1.6 KiB *" in lines["hybrid"]
+    assert "* 100.0%" in lines["keep_all"] and "66.7%" in lines["keep_all"]
+    assert "5.0 KiB" in lines["keep_all"] and "* 1.6 KiB" in lines["hybrid"]
     assert "failed [1]" in lines["broken"]
     assert "[1] broken: ValueError: boom" in text
     markdown = summary_table(scenario)  # the same figures, as summary.md has them
@@ -164,9 +171,11 @@ def test_the_terminal_summary_shows_the_markdown_figures_in_units() -> None:
 def test_the_ceiling_is_explained_when_asked_and_not_ranked() -> None:
     scenario = _scenario("s", _strategy("a", 0.75), _strategy("b", 0.5))
     first = layer_terminal(scenario, explain_ceiling=True)
-    assert "dense ceiling (3 of 4)" in first and CEILING_NOTE in first
+    assert "dense ceiling (3 of 4) 75.0% 100.0%" in _flat(first)
+    assert _flat(CEILING_NOTE.format(found=3, needed=4)) in _flat(first)
+    assert "found 3 of the 4 needed facts" in _flat(first)
     assert "100.0%" in _lines(first)["a"]  # of the ceiling: 0.75 / 0.75
-    assert CEILING_NOTE not in layer_terminal(scenario)
+    assert "found 3 of the 4" not in _flat(layer_terminal(scenario))
 
 
 # ----------------------------------------------------------------------------- verdict
@@ -193,7 +202,9 @@ def test_the_frontier_worst_scenario_and_recommendation() -> None:
     pick = recommend(list(verdicts.values()))
     assert pick is not None and pick.label == "big"
     text = verdict_terminal(results)
-    assert f"Recommended: big, mean recall 90.0%, worst 80.0% in two (rule: {RULE})." in text
+    expected = f"Recommended: big, mean recall 90.0%, worst 80.0% in two (rule: {RULE})."
+    assert expected in _flat(text)
+    assert max(len(line) for line in text.splitlines()[3:]) <= 100  # notes wrapped
     assert "|" not in text
     markdown = verdict_markdown(results)
     assert markdown.startswith("## Across the 2 scenarios of the run")
@@ -216,7 +227,8 @@ def test_leakage_and_an_unfinished_scenario_keep_a_strategy_from_being_recommend
     # safe has less recall than leaky at the same bytes: dominated, so nothing qualifies.
     assert pick is None
     text = verdict_terminal(results)
-    assert "No recommendation" in text and "broken is incomplete: not completed in two" in text
+    assert "No recommendation" in text
+    assert "broken is incomplete: not completed in two" in _flat(text)
 
 
 def test_a_recall_tie_goes_to_the_lower_stale() -> None:
@@ -225,3 +237,18 @@ def test_a_recall_tie_goes_to_the_lower_stale() -> None:
     )
     pick = recommend(cross_scenario(results))
     assert pick is not None and pick.label == "fresh"
+
+
+def test_an_oracle_is_the_upper_bound_not_a_candidate() -> None:
+    oracle = _strategy("oracle", 1.0, nbytes=10)
+    oracle["config"] = {"oracle": True}
+    results = _run(_scenario("one", _strategy("keep_all", 1.0, nbytes=900), oracle,
+                             _strategy("lean", 0.5, nbytes=100)))  # fmt: skip
+    verdicts = {v.label: v for v in cross_scenario(results)}
+    assert verdicts["oracle"].upper_bound and not verdicts["oracle"].frontier
+    assert verdicts["keep_all"].frontier and verdicts["lean"].frontier  # not pushed off
+    pick = recommend(list(verdicts.values()))
+    assert pick is not None and pick.label == "keep_all"
+    text = verdict_terminal(results)
+    assert any(line.split()[:3] == ["oracle", "upper", "bound"] for line in text.splitlines())
+    assert "* 100.0 B" not in text and "* 10 B" not in text  # the oracle is not ranked

@@ -158,7 +158,12 @@ def diff_runs(a: Path, b: Path) -> Comparison:
         # Different populations (e.g. 1,000 and 10,000 generated users): match by strategy.
         frame_a["scenario"] = frame_b["scenario"] = "(each run's)"
     on = [*keys, "figure"]
-    joined = frame_a.merge(frame_b, on=on, how="outer", suffixes=("_a", "_b"), sort=False)
+    # An outer merge sorts its keys: keep the runs' own order (A's rows, then B's new ones).
+    frame_a["_order"] = range(len(frame_a))
+    frame_b["_order"] = range(len(frame_a), len(frame_a) + len(frame_b))
+    joined = frame_a.merge(frame_b, on=on, how="outer", suffixes=("_a", "_b"))
+    joined = joined.assign(_order=joined["_order_a"].fillna(joined["_order_b"]))
+    joined = joined.sort_values(by="_order", kind="stable")
     numeric_a = pd.to_numeric(joined["value_a"], errors="coerce")
     numeric_b = pd.to_numeric(joined["value_b"], errors="coerce")
     joined["delta"] = numeric_b - numeric_a
@@ -296,7 +301,7 @@ def figure_unit(figure: str) -> Unit:
 def _change(row: dict[str, Any]) -> str:
     """B / A − 1 in percent; `from 0` when A is 0 and B is not."""
     change, delta = row["change"], row["delta"]
-    if pd.notna(change):
+    if pd.notna(change) and change != 0:
         return f"{change * 100:+.1f}%"
     if pd.notna(delta):
         return "0.0%" if delta == 0 else "from 0"
