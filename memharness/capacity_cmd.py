@@ -248,7 +248,7 @@ def compare(
         click.echo(terminal_tables(found, table), nl=False)
     same = int(unchanged(table).sum())
     if same and not only_changed:
-        hint = f"({same} of {len(table)} rows equal or empty in both: --only-changed "
+        hint = f"\n({same} of {len(table)} rows equal or empty in both: --only-changed "
         click.echo(hint + "leaves them out)")
     if out is not None:
         from memharness.capacity.render import markdown_table

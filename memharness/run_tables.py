@@ -91,7 +91,7 @@ def summary_terminal(scenario: dict[str, Any]) -> str:
     """One scenario's strategies side by side; failed ones keep their row (`failed [n]`)
     with their error's first line under the table."""
     rows = []
-    notes = []
+    notes: list[str] = []
     for strategy in scenario.get("strategies") or []:
         row = strategy_row(strategy)
         if row["status"] == "failed":

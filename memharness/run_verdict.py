@@ -4,12 +4,13 @@ Per strategy: its mean recall@k and stale@k over the scenarios (each scenario co
 once: a hand-written scenario tests one behaviour, and would vanish beside a generated
 population if needed facts were pooled), its leakage summed, its peak bytes summed over
 the scenarios (each scenario's peak, `report._peak_total`), its worst scenario (lowest
-recall@k; `(all alike)` when every scenario gave the same), and whether it is on the recall/footprint Pareto frontier: no other strategy
-has at least its mean recall with no more bytes. A strategy that did not complete every
-scenario (failed, interrupted, not run) is shown as incomplete, off the frontier, with
-its leakage and worst scenario but no means. An oracle strategy (`oracle: true`: it reads
-the script to keep exactly what the probes need) is the upper bound: shown first, never
-on the frontier nor ranked, for it would push every strategy one can deploy off.
+recall@k; `(all alike)` when every scenario gave the same), and whether it is on the
+recall/footprint Pareto frontier: no other strategy has at least its mean recall with no
+more bytes. A strategy that did not complete every scenario (failed, interrupted, not
+run) is shown as incomplete, off the frontier, with its leakage and worst scenario but
+no means. An oracle strategy (`oracle: true`: it reads the script to keep exactly what
+the probes need) is the upper bound: shown first, never on the frontier nor ranked, for
+it would push every strategy one can deploy off.
 
 The recommendation follows one rule, printed with it: among the frontier strategies
 without leakage, the highest mean recall; a tie (equal to 0.1 percentage point) goes to

@@ -1,12 +1,13 @@
-"""Plain-text tables for the terminal: aligned columns, figures in their units, the best
-of a column marked when it stands alone.
+"""Plain-text tables for the terminal: aligned columns, figures in their units, the best of
+a column marked when it stands alone.
 
 A table is a tuple of `Column`s (the field a row holds, the header, the unit, and which
 way is better) and a list of rows (dicts, field -> value). Numbers are right-aligned,
 text left-aligned; `None` reads `-`, a string is shown as it is. In a column with a
 `better` direction the best value is marked `*`, but only when no other row shows the
-same value: a tie marks nothing. The mark goes before the number (`* 1.6 KiB`). `render_markdown` gives the same cells as a GitHub
-table (best in bold) for `summary.md`.
+same value: a tie marks nothing. The mark goes before the number (`* 1.6 KiB`).
+`render_markdown` gives the same cells as a GitHub table (best in bold) for
+`summary.md`.
 """
 
 from __future__ import annotations
@@ -119,9 +120,8 @@ def _best_rows(column: Column, rows: Sequence[Mapping[str, Any]], texts: list[st
     """The row holding the column's best value, when its shown value is no other row's."""
     if column.better is None:
         return set()
-    ranked = [
-        (float(value), i) for i, row in enumerate(rows) if _number(value := row.get(column.field))
-    ]
+    values = [row.get(column.field) for row in rows]
+    ranked = [(float(v), i) for i, v in enumerate(values) if v is not None and _number(v)]
     if len(ranked) < 2:
         return set()
     pick = max if column.better == "higher" else min

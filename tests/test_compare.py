@@ -125,3 +125,15 @@ def test_a_notice_when_the_scenarios_differ(tmp_path: Path) -> None:
     assert "notice: the runs' scenarios differ" in result.stderr
     assert "drift (hash aaa vs bbb)" in result.stderr
     assert "notice:" not in result.stdout
+
+
+def test_load_runs_of_other_scenario_files_get_a_notice() -> None:
+    from memharness.capacity.compare import scenario_notices
+
+    a = {"scenario": {"file": "travel.yaml", "users": 100}}
+    b = {"scenario": {"file": "travel.yaml", "users": 1000}}
+    assert scenario_notices("load_hdr.json", a, a) == []
+    assert scenario_notices("load_hdr.json", a, b) == [
+        "the runs played different scenarios: A travel.yaml (100 users), B travel.yaml (1000 users)"
+    ]
+    assert "built-in conversations" in scenario_notices("steps.json", a, {"scenario": None})[0]
