@@ -2,7 +2,9 @@
 
 With no arguments it replays the hand-written suite (`scenarios/*.yaml`) and a generated
 set of users (a quarter from each domain) on the embedded stack under every built-in
-strategy, prints the side-by-side table of each scenario and writes `reports/<run-id>/`.
+strategy, prints the strategies side by side for each scenario (`run_tables.py`), ends with
+each strategy across all the scenarios and a recommendation (`run_verdict.py`), and writes
+`reports/<run-id>/`.
 `--grid` adds parameter sweeps (a strategy per point); `--resume RUN_DIR` continues an
 earlier run, replaying only what has no complete result file yet.
 """
@@ -217,7 +219,9 @@ def run(
     fault: str | None,
     progress: bool,
 ) -> None:
-    """Replay scenarios under strategies on Ray; print and write the comparison."""
+    """Replay scenarios under strategies on Ray; print the strategies side by side per
+    scenario, then each across all the scenarios (recall/footprint frontier, worst
+    scenario) with the one a stated rule recommends; write the report (summary.md)."""
     # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
     from memharness.report import write_report
     from memharness.run_tables import layer_terminal, summary_terminal
