@@ -18,14 +18,14 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
+from memharness.report import human_bytes, human_duration
+
 __all__ = [
     "BEST_MARK",
     "TIE_NOTE",
     "Column",
     "Unit",
     "format_value",
-    "human_bytes",
-    "human_duration",
     "render",
     "render_markdown",
     "wrapped",
@@ -54,32 +54,6 @@ class Column(NamedTuple):
     unit: Unit
     better: Better | None = None
     alarm: bool = False
-
-
-def human_duration(seconds: float | None) -> str:
-    """`86400` -> `24.0 h`, `259200` -> `3.0 d`; hours up to 48 h, `-` for None."""
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
-def human_bytes(n: float | None) -> str:
-    """Binary units: `900 B`, `1.5 KiB`, `2.0 MiB`, `1.1 GiB`; `-` for None."""
-    if n is None:
-        return "-"
-    if n < 1024:
-        return f"{n:.0f} B"
-    for unit in ("KiB", "MiB"):
-        n /= 1024
-        if n < 1024:
-            return f"{n:.1f} {unit}"
-    return f"{n / 1024:.1f} GiB"
 
 
 def format_value(value: Any, unit: Unit) -> str:
