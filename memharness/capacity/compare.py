@@ -282,7 +282,7 @@ _COUNTS = frozenset(
 def figure_unit(figure: str) -> Unit:
     """The unit a figure is shown in: the run tables' own for their figures, else by its
     name (`*_ms`, `*_at_k`, `peak_bytes*`, `*_max_s`, counts), else a plain number."""
-    known = {c.field: c.unit for c in (*SUMMARY_COLUMNS, *LAYER_COLUMNS)}
+    known = {c.field: c.unit for c in (*SUMMARY_COLUMNS, *LAYER_COLUMNS, *QUALITY_COLUMNS)}
     if figure in known:
         return known[figure]
     if figure.startswith("peak_bytes"):
