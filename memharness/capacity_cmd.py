@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -188,29 +187,75 @@ def _pct(value: float | None) -> str:
 @click.argument("run_a", type=click.Path(exists=True, path_type=Path))
 @click.argument("run_b", type=click.Path(exists=True, path_type=Path))
 @click.option(
+    "--only-changed",
+    is_flag=True,
+    help="Leave out the rows equal in both runs and those empty in both.",
+)
+@click.option(
+    "--figure",
+    "figures",
+    multiple=True,
+    help="Only the figures (or, for load and bench runs, operations) whose name contains "
+    "this, e.g. recall, over-forget, p95, turn (repeatable).",
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    help="Only this strategy (a label, or a name with its --grid points), repeatable.",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Where to write the differences [default: RUN_B/compare-<RUN_A>.md].",
+    help="Also write the rows shown to this Markdown file, with a CSV beside it "
+    "[default: nothing is written].",
 )
-def compare(run_a: Path, run_b: Path, out: Path | None) -> None:
+def compare(
+    run_a: Path,
+    run_b: Path,
+    only_changed: bool,
+    figures: tuple[str, ...],
+    strategies: tuple[str, ...],
+    out: Path | None,
+) -> None:
     """Differences between two runs of one kind: strategy metrics (memharness run), latency
-    percentiles (load, step-load, bench), plan sizes (capacity). Prints them and writes a
-    Markdown file (and a CSV beside it)."""
-    from memharness.capacity.compare import CompareError, compare_runs
+    percentiles (load, step-load, bench), plan sizes (capacity). Prints them, with the
+    change in percent (B / A - 1); for simulator runs the quality figures come first. A
+    notice on stderr says when the runs' scenarios differ. Writes a file only with --out."""
+    from memharness.capacity.compare import (
+        CompareError,
+        diff_runs,
+        select,
+        terminal_tables,
+        unchanged,
+    )
 
+    if out is not None and out.suffix == ".csv":
+        message = "names the Markdown file; the CSV goes beside it"
+        raise click.BadParameter(message, param_hint="--out")
     try:
-        kind, table = compare_runs(run_a, run_b)
+        found = diff_runs(run_a, run_b)
+        table = select(found, figures=figures, strategies=strategies, only_changed=only_changed)
     except CompareError as exc:
         raise click.ClickException(str(exc)) from None
-    from memharness.capacity.render import markdown_table
+    for notice in found.notices:
+        click.echo(f"notice: {notice}", err=True)
+    click.echo(f"{found.kind}: A {run_a} -> B {run_b}; change: B / A - 1\n")
+    if table.empty:
+        click.echo("no row to show" + (": no figure changed" if only_changed else ""))
+    else:
+        click.echo(terminal_tables(found, table), nl=False)
+    same = int(unchanged(table).sum())
+    if same and not only_changed:
+        hint = f"\n({same} of {len(table)} rows equal or empty in both: --only-changed "
+        click.echo(hint + "leaves them out)")
+    if out is not None:
+        from memharness.capacity.render import markdown_table
 
-    text = f"# {kind}: {run_a} → {run_b}\n\n{markdown_table(table)}\n"
-    click.echo(text)
-    target = (
-        out or (run_b if run_b.is_dir() else run_b.parent) / f"compare-{run_a.resolve().name}.md"
-    )
-    target.write_text(text, encoding="utf-8")
-    table.to_csv(target.with_suffix(".csv"), index=False)
-    click.echo(f"written: {target} and {target.with_suffix('.csv')}", err=True)
-    sys.exit(0)
+        beside = out.with_suffix(".csv")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        text = f"# {found.kind}: {run_a} → {run_b}\n\n{markdown_table(table)}\n"
+        out.write_text(text, encoding="utf-8")
+        table.to_csv(beside, index=False)
+        click.echo(f"written: {out} and {beside}", err=True)

@@ -302,7 +302,8 @@ def plot_stems(results: dict[str, Any]) -> list[str]:
 
 
 def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
-    """Write `run_dir/summary.md`: run header, a section per scenario, metric glossary."""
+    """Write `run_dir/summary.md`: run header, a section per scenario, the strategies
+    across scenarios (`run_verdict.py`), metric glossary."""
     versions = results.get("versions") or {}
     status = str(results.get("status") or "?")
     stopped = status
@@ -344,6 +345,12 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
             *_diagnostics(Path(run_dir), scenario),
             *(f"![{_PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
         ]
+    # Imported here: run_verdict reads this module's frontier and peaks.
+    from memharness.run_verdict import verdict_markdown
+
+    verdict = verdict_markdown(results)
+    if verdict:
+        out.append(verdict)
     out.append(_HOW_TO_READ)
     path = Path(run_dir) / "summary.md"
     path.write_text("\n".join(out), encoding="utf-8")

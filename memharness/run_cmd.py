@@ -2,7 +2,9 @@
 
 With no arguments it replays the hand-written suite (`scenarios/*.yaml`) and a generated
 set of users (a quarter from each domain) on the embedded stack under every built-in
-strategy, prints the side-by-side table of each scenario and writes `reports/<run-id>/`.
+strategy, prints the strategies side by side for each scenario (`run_tables.py`), ends with
+each strategy across all the scenarios and a recommendation (`run_verdict.py`), and writes
+`reports/<run-id>/`.
 `--grid` adds parameter sweeps (a strategy per point); `--resume RUN_DIR` continues an
 earlier run, replaying only what has no complete result file yet.
 """
@@ -217,10 +219,13 @@ def run(
     fault: str | None,
     progress: bool,
 ) -> None:
-    """Replay scenarios under strategies on Ray; print and write the comparison."""
+    """Replay scenarios under strategies on Ray; print the strategies side by side per
+    scenario, then each across all the scenarios (recall/footprint frontier, worst
+    scenario) with the one a stated rule recommends; write the report (summary.md)."""
     # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
-    from memharness.diagnostics import layer_table
-    from memharness.report import summary_table, write_report
+    from memharness.report import write_report
+    from memharness.run_tables import layer_terminal, summary_terminal
+    from memharness.run_verdict import verdict_terminal
     from memharness.sim.results import ResultWriter, ResumeError
     from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
 
@@ -285,6 +290,7 @@ def run(
         )
     shown = Progress(enabled=progress)
     status = "complete"
+    ceiling_told = False  # the dense ceiling is explained under the first table showing it
     try:
         with ExitStack() as stack:
             sim: Simulator | None = None  # started when first needed: a resume may not
@@ -319,8 +325,13 @@ def run(
                             Simulator(settings, options, run_tag=tag, progress=shown)
                         )
                     sim.run_scenario(position, scenario, pending, on_result=on_result)
-                click.echo(summary_table(section))
-                click.echo(layer_table(section))  # the ceiling, recall per layer, misses
+                click.echo("\n" + summary_terminal(section), nl=False)
+                # The ceiling, recall per layer, and what became of the facts not retrieved.
+                explain = not ceiling_told and "recall_at_k" in (section.get("ceiling") or {})
+                layers = layer_terminal(section, explain_ceiling=explain)
+                if layers:
+                    click.echo("\n" + layers, nl=False)
+                ceiling_told = ceiling_told or explain
     except KeyboardInterrupt:
         status = "interrupted"
         click.echo(
@@ -333,6 +344,7 @@ def run(
         click.echo(f"error: {exc}", err=True)
     finally:
         writer.finish(status)
+        click.echo(verdict_terminal(writer.document), nl=False)
         with shown.start(f"writing the report in {writer.run_dir}"):
             summary = write_report(writer.run_dir)
         click.echo(f"\nreport: {summary}")

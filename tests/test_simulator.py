@@ -296,6 +296,13 @@ def test_run_command_writes_results_and_report(ray_session: None, tmp_path: Path
         for phase in (title, title)
     ], result.stderr
     assert "Token authentication" not in result.stderr  # Ray's notice: with -v only
+    # The terminal: tables for people (no Markdown), the ceiling said once, the run's end.
+    out = result.stdout
+    assert "|" not in out and "`" not in out and "**" not in out
+    assert out.count("dense ceiling (") == 2  # its row, and the line that says what it is
+    assert "== over the run's one scenario" in out and "frontier" in out
+    assert "Recommended: " in out or "No recommendation" in out
+    assert out.index("== over the run's") < out.index("report: ")
     run_dir = tmp_path / "smoke"
     document = json.loads((run_dir / "results.json").read_text())
     assert document["status"] == "complete"
@@ -305,7 +312,8 @@ def test_run_command_writes_results_and_report(ray_session: None, tmp_path: Path
         own = json.loads((run_dir / entry["file"]).read_text())
         assert own["metrics"] == entry["metrics"]
         assert entry["file"].startswith(f"drift-{document['scenarios'][0]['hash']}-")
-    assert "keep_all" in (run_dir / "summary.md").read_text()
+    summary = (run_dir / "summary.md").read_text()
+    assert "keep_all" in summary and "## Over the run's one scenario" in summary
     assert (run_dir / "drift-recall-vs-footprint.png").stat().st_size > 0
     again = CliRunner().invoke(
         main, ["run", "--scenario", str(SUITE / "drift.yaml"), "--out", str(tmp_path),

@@ -1,0 +1,237 @@
+"""The end of a run: each strategy over all the run's scenarios, and which one to take.
+
+Per strategy: its mean recall@k and stale@k over the scenarios (each scenario counts
+once: a hand-written scenario tests one behaviour, and would vanish beside a generated
+population if needed facts were pooled), its leakage summed, its peak bytes summed over
+the scenarios (each scenario's peak, `report._peak_total`), its worst scenario (lowest
+recall@k; `(all alike)` when every scenario gave the same), and whether it is on the
+recall/footprint Pareto frontier: no other strategy has at least its mean recall with no
+more bytes. A strategy that did not complete every scenario (failed, interrupted, not
+run) is shown as incomplete, off the frontier, with its leakage and worst scenario but
+no means. An oracle strategy (`oracle: true`: it reads the script to keep exactly what
+the probes need) is the upper bound: shown first, never on the frontier nor ranked, for
+it would push every strategy one can deploy off.
+
+The recommendation follows one rule, printed with it: among the frontier strategies
+without leakage, the highest mean recall; a tie (equal to 0.1 percentage point) goes to
+the lower mean stale@k, then to the fewer bytes, then to the first in the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memharness.report import _peak_total, pareto_frontier
+from memharness.tables import Column, format_value, render, render_markdown, wrapped
+
+__all__ = [
+    "RULE",
+    "VERDICT_COLUMNS",
+    "StrategyVerdict",
+    "cross_scenario",
+    "recommend",
+    "verdict_markdown",
+    "verdict_terminal",
+]
+
+RULE = (
+    "among the strategies on the frontier that leaked nothing, the highest mean recall; "
+    "a tie (to 0.1 point) goes to the lower mean stale, then to the fewer bytes"
+)
+FRONTIER_NOTE = (
+    "frontier: no other strategy has at least its mean recall with no more peak bytes "
+    "(recall and stale: mean over the scenarios; leakage and peak bytes: summed)"
+)
+
+#: The summary's columns: field of `StrategyVerdict.row`, header, unit, better.
+VERDICT_COLUMNS = (
+    Column("strategy", "strategy", "text"),
+    Column("frontier", "frontier", "text"),
+    Column("recall", "mean recall", "%", "higher"),
+    Column("stale", "mean stale", "%", "lower"),
+    Column("leakage", "leakage", "count", alarm=True),
+    Column("peak_bytes", "peak bytes", "bytes", "lower"),
+    Column("worst", "worst scenario", "text"),
+    Column("worst_recall", "its recall", "%"),
+)
+
+
+@dataclass
+class StrategyVerdict:
+    """One strategy over the run's scenarios."""
+
+    label: str
+    missing: list[str]  # scenarios it did not complete
+    recall: float | None
+    stale: float | None
+    leakage: int
+    peak_bytes: int | None
+    worst: str | None
+    worst_recall: float | None
+    upper_bound: bool = False  # an oracle: it reads the script
+    frontier: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    @property
+    def standing(self) -> str:
+        """The frontier column: yes, no, incomplete, or upper bound (an oracle)."""
+        if self.upper_bound:
+            return "upper bound"
+        if self.missing:
+            return "incomplete"
+        return "yes" if self.frontier else "no"
+
+    def row(self) -> dict[str, Any]:
+        """The table's row; an incomplete strategy's means and sum, over fewer scenarios
+        than the others', are not shown (nor ranked)."""
+        return {
+            "strategy": self.label,
+            "frontier": self.standing,
+            "recall": None if self.missing else self.recall,
+            "stale": None if self.missing else self.stale,
+            "leakage": self.leakage,
+            "peak_bytes": None if self.missing else self.peak_bytes,
+            "worst": self.worst,
+            "worst_recall": self.worst_recall,
+        }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
+    """Each strategy of the run (in the order they first appear) over all its scenarios."""
+    scenarios = results.get("scenarios") or []
+    labels: list[str] = []
+    for scenario in scenarios:
+        for strategy in scenario.get("strategies") or []:
+            if str(strategy.get("label")) not in labels:
+                labels.append(str(strategy.get("label")))
+    verdicts = []
+    for label in labels:
+        missing: list[str] = []
+        recalls: list[tuple[float, str]] = []
+        stales: list[float] = []
+        leakage = 0
+        nbytes = 0
+        oracle = False
+        for scenario in scenarios:
+            name = str(scenario.get("name") or "?")
+            entry = next(
+                (s for s in scenario.get("strategies") or [] if str(s.get("label")) == label),
+                None,
+            )
+            metrics = (entry or {}).get("metrics")
+            if entry is None or entry.get("status") != "ok" or not metrics:
+                missing.append(name)
+                continue
+            oracle = oracle or bool((entry.get("config") or {}).get("oracle"))
+            if metrics.get("recall_at_k") is not None:
+                recalls.append((float(metrics["recall_at_k"]), name))
+            if metrics.get("stale_at_k") is not None:
+                stales.append(float(metrics["stale_at_k"]))
+            leakage += int(metrics.get("leakage") or 0)
+            nbytes += _peak_total(entry, "bytes") or 0
+        worst = min(recalls, key=lambda pair: pair[0], default=None)
+        if len(recalls) > 1 and len({r for r, _ in recalls}) == 1:
+            worst = (recalls[0][0], "(all alike)")  # no scenario is worse than another
+        done = len(scenarios) - len(missing)
+        verdicts.append(
+            StrategyVerdict(
+                label=label,
+                missing=missing,
+                recall=_mean([r for r, _ in recalls]),
+                stale=_mean(stales),
+                leakage=leakage,
+                peak_bytes=nbytes if done else None,
+                worst=worst[1] if worst else None,
+                worst_recall=worst[0] if worst else None,
+                upper_bound=oracle,
+            )
+        )
+    points = [
+        (v.label, float(v.peak_bytes), v.recall)
+        for v in verdicts
+        if v.complete and not v.upper_bound and v.recall is not None and v.peak_bytes is not None
+    ]
+    on_frontier = set(pareto_frontier(points))
+    for v in verdicts:
+        v.frontier = v.label in on_frontier
+    return verdicts
+
+
+def recommend(verdicts: list[StrategyVerdict]) -> StrategyVerdict | None:
+    """The strategy `RULE` picks, or None when no frontier strategy leaked nothing."""
+    candidates = [v for v in verdicts if v.frontier and v.leakage == 0]
+
+    def key(v: StrategyVerdict) -> tuple[float, float, float]:
+        return (-round(v.recall or 0.0, 3), round(v.stale or 0.0, 3), float(v.peak_bytes or 0))
+
+    return min(candidates, key=key, default=None)  # min keeps the first of equal keys
+
+
+def _closing(verdicts: list[StrategyVerdict]) -> list[str]:
+    """The lines under the table: incomplete strategies, the frontier, the pick."""
+    lines = [
+        f"{v.label} is incomplete: not completed in {', '.join(v.missing)}"
+        for v in verdicts
+        if v.missing
+    ]
+    lines.append(FRONTIER_NOTE)
+    lines += [
+        f"{v.label}: an oracle (it reads the script to keep what the probes need), the upper "
+        "bound, not ranked"
+        for v in verdicts
+        if v.upper_bound
+    ]
+    if sum(not v.upper_bound for v in verdicts) < 2:
+        lines.append("One strategy: nothing to choose between.")
+        return lines
+    pick = recommend(verdicts)
+    if pick is None:
+        lines.append(f"No recommendation: no strategy meets the rule ({RULE}).")
+    else:
+        lines.append(
+            f"Recommended: {pick.label}, mean recall {format_value(pick.recall, '%')}, "
+            f"worst {format_value(pick.worst_recall, '%')} in {pick.worst or '-'} "
+            f"(rule: {RULE})."
+        )
+    return lines
+
+
+def _heading(results: dict[str, Any]) -> str:
+    n = len(results.get("scenarios") or [])
+    return f"across the {n} scenarios of the run" if n != 1 else "over the run's one scenario"
+
+
+def verdict_terminal(results: dict[str, Any]) -> str:
+    """The cross-scenario summary as aligned text; empty when no strategy ran."""
+    verdicts = cross_scenario(results)
+    if not verdicts:
+        return ""
+    bounds = [v.row() for v in verdicts if v.upper_bound]
+    table = render(
+        VERDICT_COLUMNS, [v.row() for v in verdicts if not v.upper_bound], reference=bounds
+    )
+    closing = "".join(wrapped(line) for line in _closing(verdicts))
+    return f"\n== {_heading(results)}\n{table}{closing}"
+
+
+def verdict_markdown(results: dict[str, Any]) -> str:
+    """The cross-scenario summary as a `summary.md` section; empty when no strategy ran."""
+    verdicts = cross_scenario(results)
+    if not verdicts:
+        return ""
+    table = render_markdown(
+        VERDICT_COLUMNS,
+        [v.row() for v in verdicts if not v.upper_bound],
+        reference=[v.row() for v in verdicts if v.upper_bound],
+    )
+    marks = "bold: the best of its column; ties are unmarked"
+    closing = "\n".join(f"- {line}" for line in [marks, *_closing(verdicts)])
+    return f"## {_heading(results).capitalize()}\n\n{table}\n{closing}\n"
