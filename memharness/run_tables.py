@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memharness.report import _error_line, _peak_total
+from memharness.report import _error_line, _peak_total, pii_raw_text, pii_sealed_text
 from memharness.tables import Column, render, wrapped
 
 __all__ = [
@@ -33,7 +33,8 @@ SUMMARY_COLUMNS = (
     Column("over_forget_rate", "over-forget", "%", "lower"),
     Column("unstored_rate", "unstored", "%", "lower"),
     Column("leakage", "leakage", "count", alarm=True),
-    Column("pii_residency_max_s", "PII max", "s"),
+    Column("pii_raw", "PII raw max", "s"),
+    Column("pii_sealed", "PII sealed max", "s"),
     Column("peak_records", "peak records", "count", "lower"),
     Column("peak_bytes", "peak bytes", "bytes", "lower"),
     Column("turn_p95_ms", "turn p95", "ms", "lower"),
@@ -86,6 +87,8 @@ def strategy_row(strategy: dict[str, Any]) -> dict[str, Any]:
         **metrics,
         "strategy": str(strategy.get("label") or strategy.get("name") or "?"),
         "status": str(strategy.get("status") or "?"),
+        "pii_raw": pii_raw_text(metrics) if ok else None,
+        "pii_sealed": pii_sealed_text(metrics) if ok else None,
         "peak_records": _peak_total(strategy, "records") if ok else None,
         "peak_bytes": _peak_total(strategy, "bytes") if ok else None,
         "turn_p95_ms": turn.get("p95") if ok else None,
