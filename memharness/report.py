@@ -214,7 +214,8 @@ def summary_table(scenario: dict[str, Any]) -> str:
     """A Markdown table of one scenario's strategies, in the order given.
 
     Failed strategies keep their row, marked `failed [n]`, with the first line of their
-    error in a numbered list under the table. The best recall among ok rows is bold.
+    error in a numbered list under the table. The best recall among ok rows is bold when
+    no other row shares it (a tie marks nothing, as on the terminal).
     """
     strategies: list[dict[str, Any]] = scenario.get("strategies") or []
     recalls = [_metric(s, "recall_at_k") for s in strategies if s.get("status") == "ok"]
@@ -234,7 +235,7 @@ def summary_table(scenario: dict[str, Any]) -> str:
             status = f"failed [{len(notes)}]"
         recall = _metric(strategy, "recall_at_k")
         recall_text = _num(recall)
-        if status == "ok" and recall is not None and recall == best and len(recalls) > 1:
+        if status == "ok" and recall is not None and recall == best and recalls.count(best) == 1:
             recall_text = f"**{recall_text}**"
         leakage = _metric(strategy, "leakage")
         leakage_text = _num(leakage, "d")

@@ -417,3 +417,13 @@ def test_load_results_rejects_json_that_is_not_a_results_document(tmp_path: Path
 
     with pytest.raises(ResultsError, match="no 'scenarios' list"):
         load_results(tmp_path)
+
+
+def test_a_tie_for_the_best_recall_is_not_bold() -> None:
+    def entry(label: str, recall: float) -> dict[str, Any]:
+        return {"label": label, "status": "ok", "metrics": {"recall_at_k": recall}}
+
+    tied = summary_table({"strategies": [entry("a", 1.0), entry("b", 1.0), entry("c", 0.5)]})
+    assert "**" not in tied
+    alone = summary_table({"strategies": [entry("a", 1.0), entry("b", 0.9)]})
+    assert "| **1.000** |" in alone and "| **0.900** |" not in alone
