@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 CHILD = """
-import atexit, sys, time
+import atexit, signal, sys
 from memharness.cli import stop_on_sigterm
 atexit.register(lambda: open(sys.argv[1], "w").write("cleaned up"))
 stop_on_sigterm()
 try:
     print("ready", flush=True)
-    time.sleep(60)
+    signal.pause()  # until the SIGTERM the test sends
 finally:
     open(sys.argv[2], "w").write("finally ran")
 """

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from pydantic import SecretStr
 
 from memharness.cli import main
 from memharness.diagnostics import disagreements
@@ -24,18 +23,14 @@ from memharness.report import write_report
 from memharness.scenarios import parse_scenario
 from memharness.sim.ceiling import CeilingTally, top_k, user_ceiling
 from memharness.sim.metrics import merge
-from memharness.sim.plan import IDLE_SWEEP_S, ScenarioInput, StrategySpec, sample_times, sweep_ticks
+from memharness.sim.plan import IDLE_SWEEP_S, ScenarioInput, StrategySpec
 from memharness.sim.probes import Verdict, needed_verdict
 from memharness.sim.results import ResultWriter
 from memharness.sim.runner import StrategyOutcome
-from memharness.sim.shard import ShardReplayer, SimUser
 from memharness.sim.tally import ShardResult
-from reference.crypto import generate_key
-from reference.factory import build_memory_system
 from reference.forgetting.loading import parse_strategy
 from reference.forgetting.strategy import Strategy
-from reference.keys import Namespace
-from reference.settings import Settings
+from tests.fixtures.replay import replay_scenario
 
 # One user, everything said in s1. STM records live an hour under `one_hour`.
 REACH = """
@@ -64,26 +59,7 @@ def _strategy(text: str) -> Strategy:
 
 
 def _replay(tmp: Path, text: str, strategy: Strategy, k: int = 5) -> ShardResult:
-    scenario = parse_scenario(text)
-    users = [SimUser(i, u) for i, u in enumerate(scenario.users)]
-    settings = Settings(
-        backend="memory",
-        embedder="hashing",
-        data_dir=tmp,
-        prefix="explain",
-        encryption_key=SecretStr(generate_key()),
-    )
-    times = [s.at for u in scenario.users for s in u.timeline]
-    interval = strategy.sweep_interval_s
-    return ShardReplayer(users, k=k).run(
-        lambda clock, namespace, oracle: build_memory_system(
-            settings, clock=clock, namespace=namespace, strategy=strategy, oracle=oracle
-        ),
-        strategy,
-        Namespace("explain_t"),
-        ticks=sweep_ticks(times, interval, max(interval, IDLE_SWEEP_S)),
-        samples=sample_times(times, 86_400.0),
-    )
+    return replay_scenario(tmp, text, strategy, k=k, prefix="explain")
 
 
 # ---------------------------------------------------------------------- reachability

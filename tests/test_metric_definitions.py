@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pydantic import SecretStr
 
 from memharness.cli import main
 from memharness.scenarios import ScenarioError, parse_scenario
@@ -22,19 +21,12 @@ from memharness.sim.metrics import merge
 from memharness.sim.plan import (
     IDLE_SWEEP_S,
     ScenarioInput,
-    probe_times,
-    sample_times,
     scenario_hash,
-    sweep_ticks,
 )
 from memharness.sim.results import ResultWriter
-from memharness.sim.shard import ShardReplayer, SimUser
-from reference.crypto import generate_key
-from reference.factory import build_memory_system
 from reference.forgetting.loading import load_strategy, parse_strategy
 from reference.forgetting.strategy import Strategy
-from reference.keys import Namespace
-from reference.settings import Settings
+from tests.fixtures.replay import replay_scenario
 
 DAY = 86_400.0
 
@@ -92,28 +84,7 @@ users:
 
 def _replay(tmp: Path, text: str, strategy: Strategy) -> dict[str, Any]:
     """The merged figures of one in-process replay, sampled as `memharness run` does."""
-    scenario = parse_scenario(text)
-    users = [SimUser(i, u) for i, u in enumerate(scenario.users)]
-    settings = Settings(
-        backend="memory",
-        embedder="hashing",
-        data_dir=tmp,
-        prefix="defs",
-        encryption_key=SecretStr(generate_key()),
-    )
-    times = [s.at for u in scenario.users for s in u.timeline]
-    interval = strategy.sweep_interval_s
-    result = ShardReplayer(users, k=5).run(
-        lambda clock, namespace, oracle: build_memory_system(
-            settings, clock=clock, namespace=namespace, strategy=strategy, oracle=oracle
-        ),
-        strategy,
-        Namespace("defs_t"),
-        ticks=sweep_ticks(times, interval, max(interval, IDLE_SWEEP_S)),
-        samples=sample_times(times, DAY),
-        peak_samples=probe_times(scenario.users),
-    )
-    return merge([result])
+    return merge([replay_scenario(tmp, text, strategy, prefix="defs")])
 
 
 # ---------------------------------------------------------------------- PII
