@@ -74,7 +74,7 @@ from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.settings import Settings
 from reference.stm.chroma_client import describe_chroma
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 RECORDER = pytest.StashKey[Recorder]()
 RUN = pytest.StashKey[dict[str, Any]]()

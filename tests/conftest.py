@@ -15,7 +15,7 @@ import pytest
 
 from reference.clock import VirtualClock
 from reference.keys import Namespace
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 
 pytest_plugins = [
     "tests.fixtures.session_backends",

@@ -30,7 +30,7 @@ from reference.models import Category, Event, Fact, MemoryRecord, MemoryType
 from reference.pii import contains_raw_pii
 from reference.stm.base import StmFilter
 from reference.system import MemorySystem, TurnResult
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.test_engine import ALICE, BOB, MakeSystem, drop_embedded_namespace, settings
 

@@ -33,7 +33,7 @@ from reference.models import Status
 from reference.session.memory_store import InMemorySessionStore
 from reference.settings import Settings
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.test_engine import drop_embedded_namespace
 from tests.test_forgetting_properties import KEY, Model, run, step

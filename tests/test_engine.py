@@ -43,7 +43,7 @@ from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
 from reference.stm.chroma_store import ChromaShortTermStore
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 
 HOUR = 3600.0

@@ -23,7 +23,7 @@ from reference.ltm.base import LongTermStore
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.test_forgetting_properties import KEY, USERS, Model, run, step
 

@@ -42,7 +42,7 @@ from reference.models import Category, Event, SessionStatus
 from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 
 USERS = ("alice", "bob")

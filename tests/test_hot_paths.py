@@ -25,7 +25,7 @@ from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.models import AuditEntry, Category, Fact, MemoryType, Status
 from reference.pii import RegexPiiMasker
 from reference.stm.memory_store import InMemoryShortTermStore, cosine_scores, top_k
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 from reference.validation import EMBEDDING_DIM, check_embedding, check_id
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from reference.intent import RuleIntentFilter, is_forget_command, is_stable_preference
 from reference.models import MemoryType
-from reference.text import IntentFilter
+from reference.text_interfaces import IntentFilter
 
 INSTRUCTION = MemoryType.INSTRUCTION
 PREFERENCE = MemoryType.PREFERENCE

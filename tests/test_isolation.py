@@ -52,7 +52,7 @@ from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from reference.validation import MAX_KEY_LENGTH, MAX_TEXT_CHARS
 from tests.conftest import T0
 

@@ -37,7 +37,7 @@ from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.system import TIMING_KEYS, MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 
 REPO = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ from reference.ltm.migrations import sealed_at_sql
 from reference.ltm.postgres_forgetting import value_sealed_at
 from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate, Status
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.fixtures.ltm_backends import LtmStoreFactory
 

@@ -30,7 +30,7 @@ from reference.ltm.embedded_pg import start_embedded_postgres
 from reference.settings import Settings
 from reference.stm.chroma_client import make_chroma_client
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.test_engine import KEY, redis_client
 
 SUITE = Path(__file__).resolve().parents[1] / "scenarios"

@@ -26,7 +26,7 @@ from reference.models import MemoryType, RetentionUpdate, Status
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.chroma_client import make_chroma_client, parse_chroma_url
 from reference.stm.chroma_store import ChromaShortTermStore
-from reference.text import Embedder, IntentDecision, PiiMasker
+from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
 from tests.conftest import T0
 from tests.fixtures.stm_backends import (
     StmStoreFactory,

@@ -17,7 +17,7 @@ from reference.pii import contains_raw_pii
 from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.system import TIMING_KEYS, MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 HOUR = 3600.0
 

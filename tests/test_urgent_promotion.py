@@ -19,7 +19,7 @@ from reference.models import Category
 from reference.promotion import DEFAULT_IMPORTANCE, IMPORTANCE_EXPLICIT, IMPORTANCE_SAFETY
 from reference.settings import Settings
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 DAY = 86_400.0
 

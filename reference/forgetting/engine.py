@@ -65,7 +65,7 @@ from reference.models import (
 )
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore, StmFilter
-from reference.text import Embedder, PiiMasker
+from reference.text_interfaces import Embedder, PiiMasker
 from reference.validation import check_id
 
 #: Under a decay rule, retrieval scores this many times k candidates by similarity and

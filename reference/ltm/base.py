@@ -35,7 +35,7 @@ from reference.forgetting.policy import DueRule, next_due_at
 from reference.keys import Namespace
 from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate, Status
 from reference.records import fast_init
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from reference.validation import (
     check_category,
     check_embedding,

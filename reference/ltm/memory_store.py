@@ -42,7 +42,7 @@ from reference.ltm.common import (
 )
 from reference.ltm.memory_forgetting import InMemoryForgetting, Txn
 from reference.models import AuditEntry, Category, Fact, Hit, Status
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 
 class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):

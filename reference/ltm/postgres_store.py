@@ -70,7 +70,7 @@ from reference.resilience import (
     Timeouts,
     redact_conninfo,
 )
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 _AUDIT_COLUMNS = [
     *("fact_id", "user_id", "category", "key", "action", "actor", "at", "version"),

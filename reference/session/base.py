@@ -20,7 +20,7 @@ from reference.errors import InvalidInput, NotFound
 from reference.footprint import Usage
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
-from reference.text import PiiMasker
+from reference.text_interfaces import PiiMasker
 from reference.validation import check_id, check_json_object
 
 DEFAULT_SESSION_TTL_S = 1800.0

@@ -33,7 +33,7 @@ from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.records import fast_init
 from reference.stm.access import AccessWrite
-from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
+from reference.text_interfaces import Embedder, IntentDecision, IntentFilter, PiiMasker
 from reference.validation import (
     check_embedding,
     check_id,

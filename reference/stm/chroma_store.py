@@ -67,7 +67,7 @@ from reference.resilience import DEFAULT_RETRY, SHORT_TERM, RetryPolicy, call_wi
 from reference.stm.access import AccessBuffer, AccessWrite, lay_records
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 
 #: Stored as expires_at for a record that never expires: a range filter cannot match a
 #: missing key, and `expires_at > now` must hold for such a record.

@@ -30,7 +30,7 @@ from reference.keys import Namespace
 from reference.models import Hit, MemoryRecord, Status
 from reference.stm.access import AccessWrite
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 
 T = TypeVar("T")
 
