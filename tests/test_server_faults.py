@@ -25,12 +25,8 @@ from typing import Any
 
 import pytest
 
-from memharness.faults import (
-    ChromaServer,
-    EmbeddedPostgresServer,
-    EmbeddedRedisServer,
-    ServerProcess,
-)
+from memharness.faults import EmbeddedPostgresServer, EmbeddedRedisServer, ServerProcess
+from memharness.faults_chroma import ChromaServer
 from reference.clock import VirtualClock
 from reference.embedding import HashingEmbedder
 from reference.errors import BackendUnavailable, NotFound

@@ -29,7 +29,7 @@ from reference.forgetting.strategy import Strategy
 #: residency and archival are known to within this.
 IDLE_SWEEP_S = 21600.0
 SAMPLE_EVERY_S = 86400.0
-#: Users a worker replays at once (memharness/sim/runner.py: cohorts).
+#: Users a worker replays at once (memharness/sim/simulator.py: cohorts).
 COHORT_USERS = 5_000
 
 _SPEC_RE = re.compile(r"^(?P<name>[^:\[\]]+?)(?::(?P<params>.*))?$")
