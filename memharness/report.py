@@ -88,8 +88,8 @@ def load_results(run_dir: Path) -> dict[str, Any]:
 
 def pii_raw_text(metrics: dict[str, Any]) -> str:
     """`PII raw max` of a strategy's metrics: a time, `to the end (n of m)` when n of
-    the m items were still in plaintext when the run ended, `-` without PII items (or in
-    results made before these figures)."""
+    the m items were still in plaintext when the run ended, `-` without PII items (or
+    without these figures in the results)."""
     items = metrics.get("pii_items")
     if not items:
         return "-"
@@ -242,7 +242,7 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
 
 def _diagnostics(run_dir: Path, scenario: dict[str, Any]) -> list[str]:
     """The ceiling and layer table, and the probes where strategies disagree; nothing
-    for results made before these figures existed."""
+    for results without these figures."""
     ok = [s.get("metrics") or {} for s in scenario.get("strategies") or []]
     if "ceiling" not in scenario and not any("recall_stm_at_k" in m for m in ok):
         return []

@@ -9,7 +9,7 @@ systems (one per strategy, one per Ray actor) does not start several servers.
 Every system gets a `ForgettingEngine` running a strategy: the one named (a built-in,
 a YAML file, or a `Strategy`), or with `strategy=None` the stores' own defaults written
 as a strategy (`default_strategy`: STM records live `settings.stm.ttl_s`, facts never
-expire by time, no decay), which is how the system behaved before strategies existed.
+expire by time, no decay).
 Forget commands work under every strategy. A strategy that seals PII in LTM needs
 `settings.encryption_key`; without one the build fails (`ConfigurationError`), it never
 writes plaintext. A strategy's session TTL (`ttl.by_type.session`) replaces

@@ -41,7 +41,6 @@ __all__ = [
     "Loc",
     "Problem",
     "YamlDocError",
-    "check_duplicate_keys",
     "check_nodes",
     "compose_mapping",
     "dotted",
@@ -225,10 +224,6 @@ def check_nodes(
     integer, a NUL or an unpaired surrogate in a string. Each node is visited once, so an
     alias costs nothing to check, whatever it expands to."""
     _NodeCheck(source, error).size(node, path, 0, node.start_mark.line + 1)
-
-
-#: The old name of `check_nodes` (it checks more than duplicate keys now).
-check_duplicate_keys = check_nodes
 
 
 class _NodeCheck:

@@ -201,7 +201,7 @@ def test_summary_table_rows_in_order_with_units_and_failures(results: dict[str, 
 @pytest.mark.parametrize(
     ("figures", "raw", "sealed"),
     [({"pii_items": 0}, "-", "-"),  # nothing to measure
-     ({}, "-", "-"),  # results made before these figures
+     ({}, "-", "-"),  # results without these figures
      ({"pii_items": 3, "pii_raw_max_s": 0.0, "pii_sealed_items": 0}, "0.0 s", "never sealed"),
      ({"pii_items": 3, "pii_raw_max_s": None, "pii_raw_at_end": 2, "pii_sealed_items": 0},
       "to the end (2 of 3)", "never sealed"),
