@@ -52,7 +52,7 @@ def live(system: MemorySystem, user_id: str, ref: Ref) -> Memory | None:
 
 def resolved(system: MemorySystem, result: ShardResult, item: PiiItem, at: float) -> bool:
     """Whether no layer holds the item's values in a recoverable form any more; the
-    times are recorded as the copies go. Raw: in plaintext, in an STM or LTM text or
+    times go into `result` as the copies go. Raw: in plaintext, in an STM or LTM text or
     an LTM value as stored. Sealed: only in a sealed LTM value's encrypted original
     (`reference.crypto`), until it is anonymised or deleted."""
     raw = sealed = False
@@ -92,4 +92,5 @@ def footprint(system: MemorySystem) -> dict[str, tuple[int, int]]:
 
 
 def shows(text: str, values: tuple[str, ...]) -> bool:
+    """Whether any of `values` appears in `text`."""
     return any(value in text for value in values)
