@@ -1,31 +1,19 @@
 """`ForgettingEngine`: a strategy applied to the three layers; orchestration only.
 
-The decisions are made by pure policy (`policy.py`) and by planners that turn records, a
+Decisions are made by pure policy (`policy.py`) and by planners that turn records, a
 strategy and a time into `ChangeBatch`es (`sweeper.py`, `consolidation.py`,
-`forgetter.py`); one `Executor` applies them (`executor.py`). The engine holds what
-lives between calls and calls planner + executor:
-
-- **write**: every new STM record and LTM value gets `expires_at_on_write` (None: never);
-- **access**: a turn's retrieval over-fetches when the strategy decays, re-ranks, and
-  stores `on_access` (sliding windows, importance) for what it returns, in one write per
-  layer; a probe (`touch=False`) changes nothing;
-- **activity** (`activity.ActivityLog`): every turn notes the user's time in a buffer
-  that `sweep` (and `flush_activity`) writes to the LTM store, so a turn pays no extra
-  write;
-- **open sessions** (`promotion: consolidate`): each turn notes its session
-  (`note_session`); a sweep consolidates the sessions that have ended into LTM episodes,
-  `consolidate_session` one that was closed;
-- **forget commands** (`forget`, under every strategy) and **events** (`handle_event`;
-  `consume_events` reads them from an `EventBus` through `IdempotentHandler`:
-  at-least-once delivery, one effect);
-- **sweeps** (`sweep`): the attached bus's events, the activity buffer flushed, then the
-  sweep planner's batches applied one by one, with a dry run.
+`forgetter.py`); one `Executor` applies them (`executor.py`). The engine holds what lives
+between calls and runs planner + executor: expiry on write (`expires_at_on_write`) and
+retention on access (a turn's retrieval over-fetches when the strategy decays,
+re-ranks, and stores `on_access` for what it returns, one write per layer; a probe,
+`touch=False`, changes nothing); users' activity (`activity.ActivityLog`, flushed by
+sweeps); the open sessions to consolidate (`note_session`); the oracle's advice; forget
+commands, events (`consume_events`: at-least-once delivery, one effect) and sweeps.
 
 Lifecycle: built by `reference.factory` with the stores of one `MemorySystem`; it owns no
 connections (the stores do). Not thread-safe across concurrent sweeps of one namespace:
 run one sweeper per shard, as the simulator does, or per namespace under a lease
-(`reference.maintenance`: the maintenance process runs planner + executor itself, its
-lease checked before each batch).
+(`reference.maintenance` runs planner + executor, its lease checked before each batch).
 """
 
 from __future__ import annotations
@@ -58,15 +46,7 @@ from reference.forgetting.strategy import Strategy
 from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
-from reference.models import (
-    Category,
-    Event,
-    Fact,
-    Hit,
-    MemoryRecord,
-    MemoryType,
-    RetentionUpdate,
-)
+from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore
 from reference.text import Embedder, PiiMasker
@@ -132,6 +112,10 @@ class ForgettingEngine:
         self.oracle = oracle
         self.forget_min_similarity = float(forget_min_similarity)
         self.overfetch = overfetch
+        #: Whether retrieval re-ranks by recency (a decay rule), and whether an access
+        #: changes expiry or importance (a sliding window or importance rule).
+        self.reranks = strategy.decay is not None
+        self.access_moves_expiry = strategy.sliding is not None or strategy.importance is not None
         #: Users' activity buffered between sweeps, and the archival mark.
         self.activity = ActivityLog()
         #: Sessions touched by turns and not yet consolidated (`consolidation.py`).
@@ -156,16 +140,6 @@ class ForgettingEngine:
         return expires_at_on_write(self.strategy, kind=category, importance=importance, now=now)
 
     # ------------------------------------------------------------------ access
-    @property
-    def reranks(self) -> bool:
-        """Whether retrieval re-ranks by recency (the strategy has a decay rule)."""
-        return self.strategy.decay is not None
-
-    @property
-    def access_moves_expiry(self) -> bool:
-        """Whether an access changes expiry or importance (sliding or importance rule)."""
-        return self.strategy.sliding is not None or self.strategy.importance is not None
-
     def retrieve_stm(
         self, *, user_id: str, session_id: str, embedding: np.ndarray, k: int, touch: bool
     ) -> list[Hit[MemoryRecord]]:
@@ -301,17 +275,7 @@ class ForgettingEngine:
             user_id=user_id,
             session_id=session_id,
         )
-        done = self.executor().apply(plan.batch)
-        return ForgetReport(
-            scope=command.scope,
-            topic=command.topic,
-            stm_removed=plan.stm_ids,
-            ltm_erased=plan.fact_ids,
-            keys=plan.keys,
-            sessions_removed=done.sessions_removed,
-            context_cleared=done.context_cleared,
-            duration_ms=(time.perf_counter() - started) * 1000.0,
-        )
+        return plan.report(command, self.executor().apply(plan.batch), started)
 
     # ------------------------------------------------------------------ events
     def handle_event(self, event: Event) -> EventOutcome:
@@ -335,27 +299,20 @@ class ForgettingEngine:
         bus.ensure_group(group)
         self._bus = (bus, group, consumer)
 
-    def consume_events(
-        self, bus: EventBus, *, group: str, consumer: str, max_events: int = 100
-    ) -> int:
-        """Apply every event waiting for `consumer` of `group` (its own pending ones first,
-        after a restart), exactly once in effect; returns how many were settled."""
-        handler = IdempotentHandler(bus, group, lambda _id, event: self._apply(event))
-        total = 0
-        while settled := bus.consume(
-            group=group, consumer=consumer, handler=handler, max_events=max_events
-        ):
-            total += settled
-        return total
-
     def consume_attached(self) -> int:
-        """Consume the attached bus, if any (what `sweep` does first)."""
+        """Apply every event waiting on the attached bus for this engine's consumer (its
+        own pending ones first, after a restart), exactly once in effect; returns how
+        many were settled (what `sweep` does first)."""
         if self._bus is None:
             return 0
         bus, group, consumer = self._bus
-        return self.consume_events(bus, group=group, consumer=consumer)
+        handler = IdempotentHandler(bus, group, self._apply)
+        total = 0
+        while settled := bus.consume(group=group, consumer=consumer, handler=handler):
+            total += settled
+        return total
 
-    def _apply(self, event: Event) -> None:
+    def _apply(self, _id: str, event: Event) -> None:
         self.handle_event(event)
 
     # ------------------------------------------------------------------ sweeps
@@ -370,9 +327,8 @@ class ForgettingEngine:
             self.stm.flush_access()  # the store holds what was accessed, as it stands
         if strategy.oracle and self.oracle is None:
             raise ConfigurationError(
-                f"strategy {strategy.name!r} sweeps on the harness's advice: pass "
-                "OracleAdvice to ForgettingEngine.advise (or build_memory_system(oracle=...)) "
-                "first"
+                f"strategy {strategy.name!r} sweeps on the harness's advice: pass OracleAdvice"
+                " to ForgettingEngine.advise (or build_memory_system(oracle=...)) first"
             )
         started = time.perf_counter()
         events = 0

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reference.forgetting.activity import ActivityLog
 from reference.forgetting.consolidation import SessionTracker, episode_key, episode_value
-from reference.forgetting.plans import ChangeBatch, Consolidation, LayerStats, SweepStats
+from reference.forgetting.plans import Applied, ChangeBatch, Consolidation, LayerStats, SweepStats
 from reference.forgetting.policy import OracleAdvice
-from reference.ltm.base import FactChangeCounts, LongTermStore
+from reference.ltm.base import LongTermStore
 from reference.models import Category, Fact
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore
@@ -39,17 +39,6 @@ from reference.text import Embedder
 #: (`ForgettingEngine.ltm_expires_at`), both called with keyword arguments.
 Sealer = Callable[..., dict[str, Any]]
 Expiry = Callable[..., float | None]
-
-
-@dataclass(slots=True)
-class Applied:
-    """What applying one batch did, as the stores reported it."""
-
-    ltm: FactChangeCounts = field(default_factory=FactChangeCounts)
-    episodes: list[Fact] = field(default_factory=list)
-    stm_removed: int = 0
-    sessions_removed: int = 0
-    context_cleared: bool = False
 
 
 @dataclass(slots=True)
@@ -203,4 +192,4 @@ class Executor:
         return written
 
 
-__all__ = ["Applied", "Executor"]
+__all__ = ["Executor"]

@@ -26,12 +26,19 @@ The context window holds message ids only, never text, so a topic leaves it alon
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reference.errors import InvalidInput
 from reference.forgetting.commands import ForgetCommand, topic_keys
-from reference.forgetting.plans import EVENTS_ACTOR, FORGET_ACTOR, ChangeBatch
+from reference.forgetting.plans import (
+    EVENTS_ACTOR,
+    FORGET_ACTOR,
+    Applied,
+    ChangeBatch,
+    ForgetReport,
+)
 from reference.forgetting.policy import Action, invalidations_for
 from reference.forgetting.strategy import Strategy
 from reference.lexicon import PROFILE_KEYS, SAFETY, TOPICS, key_family
@@ -53,6 +60,19 @@ class ForgetPlan:
     stm_ids: frozenset[str]
     fact_ids: frozenset[str]
     keys: frozenset[str]
+
+    def report(self, command: ForgetCommand, done: Applied, started: float) -> ForgetReport:
+        """The report of the command once `done` (`started`: its `perf_counter`)."""
+        return ForgetReport(
+            scope=command.scope,
+            topic=command.topic,
+            stm_removed=self.stm_ids,
+            ltm_erased=self.fact_ids,
+            keys=self.keys,
+            sessions_removed=done.sessions_removed,
+            context_cleared=done.context_cleared,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+        )
 
 
 @dataclass(frozen=True, slots=True)

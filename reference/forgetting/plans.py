@@ -16,7 +16,7 @@ from typing import Any
 from reference.crypto import anonymise_value
 from reference.forgetting.policy import Action, Decision
 from reference.forgetting.strategy import Layer
-from reference.ltm.base import FactChanges, LtmFilter
+from reference.ltm.base import FactChangeCounts, FactChanges, LtmFilter
 from reference.models import Fact, MemoryRecord, Status
 from reference.records import fast_init
 from reference.stm.base import StmFilter
@@ -86,6 +86,17 @@ class ChangeBatch:
             or self.delete_user is not None
             or self.consolidated is not None
         )
+
+
+@dataclass(slots=True)
+class Applied:
+    """What applying one batch did, as the stores reported it."""
+
+    ltm: FactChangeCounts = field(default_factory=FactChangeCounts)
+    episodes: list[Fact] = field(default_factory=list)
+    stm_removed: int = 0
+    sessions_removed: int = 0
+    context_cleared: bool = False
 
 
 @dataclass(slots=True)
@@ -237,6 +248,7 @@ __all__ = [
     "EVENTS_ACTOR",
     "FORGET_ACTOR",
     "SWEEP_ACTOR",
+    "Applied",
     "ChangeBatch",
     "Consolidation",
     "EpisodeWrite",
