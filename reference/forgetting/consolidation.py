@@ -43,6 +43,11 @@ values, as it keeps a superseded fact value).
 Then the session's records leave STM, consolidated or not: the session is over, and
 STM is its working memory (seed 000 §2.2: "the current session's active window").
 
+**As a plan.** `plan_session` decides all of this for one session into one
+`ChangeBatch` (episodes, superseded episodes, the records to remove), reading STM and
+LTM only; `plan_ended` yields one per tracked session that has ended by a sweep's time.
+The executor writes them (`executor.py`).
+
 **Initial importance** (seed 002 §4.1: a score from keywords and intent, 0-10): a
 health or safety fact 10 and an explicit "remember that ..." 9 (`reference.promotion`);
 otherwise by the record's intent (profile 7, preference 6, fact 5, instruction 4,

@@ -1,4 +1,6 @@
-"""Forget commands carried out on every layer: a topic, everything, or this conversation.
+"""The planners of forget commands and business events: the `ChangeBatch` each makes.
+
+A forget command reaches every layer: a topic, everything, or this conversation.
 
 - **topic** ("forget my address"): the user's STM records in every session, and LTM
   facts, are removed when any of these holds:
@@ -21,6 +23,9 @@
   and task state are emptied, the session stays open.
 
 The context window holds message ids only, never text, so a topic leaves it alone.
+
+A business event invalidates what the strategy's event rules name
+(`policy.invalidations_for`): LTM facts archived or deleted, STM records removed.
 """
 
 from __future__ import annotations
