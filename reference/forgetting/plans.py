@@ -30,6 +30,7 @@ EVENTS_ACTOR = "events"
 _NO_FACT_CHANGES = FactChanges()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class EpisodeWrite:
     """An LTM episode to write from an STM record, with its initial importance."""
@@ -38,6 +39,7 @@ class EpisodeWrite:
     importance: float
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ChangeBatch:
     """One batch of changes: a page of a sweep, one session's consolidation, one forget

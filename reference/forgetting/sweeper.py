@@ -53,10 +53,12 @@ from reference.forgetting.policy import (
 from reference.forgetting.strategy import Layer, Strategy
 from reference.ltm.base import LongTermStore, LtmFilter, due_margin
 from reference.models import Fact
+from reference.records import fast_init
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore, StmFilter
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SweepInputs:
     """What a sweep plans from: the stores (read only), the engine's in-process state
