@@ -16,6 +16,7 @@ import pytest
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
 from reference.forgetting.consolidation import episode_key, plan_session
+from reference.forgetting.engine import ForgettingEngine
 from reference.forgetting.executor import Executor
 from reference.forgetting.forgetter import plan_event
 from reference.forgetting.loading import load_strategy
@@ -65,6 +66,11 @@ def build(clock: VirtualClock, namespace: Namespace, data_dir: Path, embedder: E
     return make
 
 
+def engine_of(system: MemorySystem) -> ForgettingEngine:
+    assert system.engine is not None
+    return system.engine
+
+
 def said(system: MemorySystem, user: str, texts: list[str], session: str = "s1") -> None:
     for text in texts:
         system.turn(user_id=user, session_id=session, text=text)
@@ -83,7 +89,7 @@ def stored(system: MemorySystem) -> dict[str, Any]:
 
 
 def run(executor: Executor, system: MemorySystem, *, dry_run: bool) -> SweepStats:
-    engine = system._engine()
+    engine = engine_of(system)
     batches = plan_sweep(engine.sweep_inputs(), engine.strategy, engine.clock.now())
     return executor.sweep(batches, dry_run=dry_run, events=0, started=time.perf_counter())
 
@@ -94,7 +100,7 @@ def test_the_sweep_planner_expires_every_record_and_fact_past_its_ttl(
     system = build(one_hour())
     said(system, ALICE, SAYS[:2])
     said(system, BOB, SAYS[2:3])
-    engine = system._engine()
+    engine = engine_of(system)
     records = {r.record_id for r in system.stm.records(filter=StmFilter(user_id=ALICE))}
     records |= {r.record_id for r in system.stm.records(filter=StmFilter(user_id=BOB))}
     facts = {f.fact_id for f in system.ltm.facts(filter=LtmFilter(user_id=ALICE))}
@@ -136,7 +142,7 @@ def test_the_consolidation_planner_makes_an_episode_per_utterance_and_empties_th
     assert all(e.importance >= 4 for e in batch.episodes)
     assert "I like jazz music." in chosen
 
-    done = system._engine().executor().consolidation(batch, dry_run=False)
+    done = engine_of(system).executor().consolidation(batch, dry_run=False)
     assert [f.key for f in done.episodes] == [
         episode_key(e.record.record_id) for e in batch.episodes
     ]
@@ -155,7 +161,7 @@ def test_the_event_planner_archives_and_removes_what_the_strategy_invalidates(
     )
     clock.advance(60)  # an event invalidates what was said before it
     event = Event(name="order_completed", user_id=ALICE, at=clock.now(), payload={"order_id": "O1"})
-    batch = plan_event(event, stm=system.stm, ltm=system.ltm, strategy=system._engine().strategy)
+    batch = plan_event(event, stm=system.stm, ltm=system.ltm, strategy=engine_of(system).strategy)
     records = system.stm.records(filter=StmFilter(user_id=ALICE))
     assert batch.stm_remove == {r.record_id for r in records if r.metadata.get("order_id")}
     outcome = system.handle_event(event)
@@ -174,7 +180,7 @@ def test_a_dry_run_counts_the_decisions_and_writes_nothing(
     before = stored(system)
     facts = {f.fact_id for user in (ALICE, BOB) for f in before[f"ltm {user}"]}
 
-    dry = run(system._engine().executor(), system, dry_run=True)
+    dry = run(engine_of(system).executor(), system, dry_run=True)
 
     assert stored(system) == before
     assert dry.dry_run and dry.expired + dry.archived + dry.deleted > 0
@@ -200,7 +206,7 @@ def test_a_sweep_pages_by_the_batch_size_and_checks_its_hook_before_each_write(
     n = len(system.stm.records(filter=StmFilter(user_id=ALICE))) * 2
     clock.advance(2 * HOUR)
     calls: list[int] = []
-    executor = system._engine().executor(before_batch=lambda: calls.append(1))
+    executor = engine_of(system).executor(before_batch=lambda: calls.append(1))
 
     stats = run(executor, system, dry_run=False)
 
@@ -228,5 +234,5 @@ def test_a_hook_that_raises_stops_the_sweep_with_that_batch_unapplied(
             raise RuntimeError("lease lost")
 
     with pytest.raises(RuntimeError, match="lease lost"):
-        run(system._engine().executor(before_batch=lease), system, dry_run=False)
+        run(engine_of(system).executor(before_batch=lease), system, dry_run=False)
     assert len(system.stm.records(filter=every)) == n - 2

@@ -59,10 +59,8 @@ class Executor:
     before_batch: Callable[[], None] | None = None
 
     def apply(self, batch: ChangeBatch) -> Applied:
-        """Apply one batch (its session pages as one), after the `before_batch` hook."""
-        if batch.expire_sessions:
-            removed = sum(self._expire_sessions(batch.expire_sessions))
-            return Applied(sessions_removed=removed)
+        """Apply one batch, after the `before_batch` hook (a sweep's pages of expired
+        sessions go through `sweep`)."""
         if batch.writes:
             self._check()
         return self._apply(batch)
