@@ -28,8 +28,8 @@ import numpy as np
 from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput
 from reference.forgetting.commands import parse_forget_command
-from reference.forgetting.consolidation import Consolidation
-from reference.forgetting.engine import EventOutcome, ForgetReport, ForgettingEngine, SweepStats
+from reference.forgetting.engine import ForgettingEngine
+from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
 from reference.forgetting.policy import OracleAdvice
 from reference.ids import new_id
 from reference.intent import memoised

@@ -25,9 +25,9 @@ from reference.clock import VirtualClock
 from reference.crypto import generate_key
 from reference.errors import ConfigurationError, InvalidInput
 from reference.factory import build_event_bus, build_memory_system, default_strategy
-from reference.forgetting.engine import EventOutcome
 from reference.forgetting.importance import expiry_delay, score_after_access
 from reference.forgetting.loading import BUILTINS, load_strategy
+from reference.forgetting.plans import EventOutcome
 from reference.forgetting.policy import OracleAdvice
 from reference.forgetting.strategy import DAY_S, Strategy
 from reference.keys import Namespace

@@ -19,8 +19,8 @@ from psycopg.types.json import Jsonb
 
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, InvalidInput, MemoryStoreError
+from reference.forgetting.plans import anonymised
 from reference.forgetting.policy import DueRule
-from reference.forgetting.sweeper import anonymised
 from reference.keys import Namespace
 from reference.ltm import migrations
 from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LongTermStore, LtmFilter
