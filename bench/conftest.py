@@ -122,7 +122,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # are the point. This runs before pytest-benchmark reads its options (trylast).
     config.option.benchmark_skip = False
     config.option.benchmark_disable = False
-    config.option.benchmark_save_data = True  # saved runs keep raw timings, not only stats
     run_id = config.getoption("--bench-run-id") or (
         f"bench-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     )

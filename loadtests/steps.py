@@ -91,10 +91,6 @@ class SteppedSchedule:
         self._step = 0
         self.claimed = [0] * len(self.rates)
 
-    @property
-    def total_s(self) -> float:
-        return self.step_s * len(self.rates)
-
     def boundary(self, k: int) -> float:
         """Clock time at which step k starts (k = len(rates): the end)."""
         assert self.start is not None

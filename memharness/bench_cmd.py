@@ -4,8 +4,8 @@ Runs `pytest bench` in a subprocess (its own embedded servers, its own output ca
 `reports/<run-id>/pytest.log`), then reads `reports/<run-id>/bench.json`, which the
 suites' gate wrote, and prints per operation p50, p95, p99, the SLA, the headroom
 (SLA / p95), the p95's confidence interval and PASS/FAIL, then the null backend's
-figures (the harness's own overhead). Exits non-zero when an SLA is broken, the suites
-failed, or a `--compare` regression was found.
+figures (the harness's own overhead). Exits non-zero when an SLA is broken or the suites
+failed.
 
 bench/ lives in the source tree, not in the installed package: run from a checkout.
 """
@@ -29,7 +29,6 @@ import click
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / "bench"
-BASELINE_DIR = BENCH_DIR / "baseline"
 #: What `memharness bench` measures without `--strategy`: the recommended production one.
 DEFAULT_STRATEGY = "hybrid"
 _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
@@ -76,19 +75,6 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("reports"),
     show_default=True,
-)
-@click.option(
-    "--compare",
-    metavar="ID|FILE",
-    default=None,
-    help="Fail on a median regression over 25% against a run saved in bench/baseline "
-    "(its number, e.g. 0001, or a JSON file).",
-)
-@click.option(
-    "--save-baseline",
-    metavar="NAME",
-    default=None,
-    help="Save this run's pytest-benchmark JSON into bench/baseline.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's output as it runs.")
 @click.option(
@@ -179,8 +165,6 @@ def bench(
     ltm_1m: bool,
     run_id: str | None,
     report_dir: Path,
-    compare: str | None,
-    save_baseline: str | None,
     verbose: bool,
     ab_ref: str | None,
     backend: str,
@@ -206,10 +190,8 @@ def bench(
         raise click.UsageError(f"no bench suites at {BENCH_DIR}: run from a source checkout")
     if ab_ref is None and (inject is not None or backend != "embedded"):
         raise click.UsageError("--inject and --backend belong to the A/B gate: add --ab")
-    if ab_ref is not None and (compare or save_baseline or pytest_args or ltm_1m):
-        raise click.UsageError(
-            "--ab runs its own workers: no --compare, --save-baseline, --ltm-1m or pytest arguments"
-        )
+    if ab_ref is not None and (pytest_args or ltm_1m):
+        raise click.UsageError("--ab runs its own workers: no --ltm-1m or pytest arguments")
     if ab_ref is not None and strategy not in (None, DEFAULT_STRATEGY):
         raise click.BadParameter(
             f"the A/B gate runs {DEFAULT_STRATEGY}; {strategy!r} is for the SLA suites (drop --ab)",
@@ -255,12 +237,6 @@ def bench(
         command += ["--bench-torch-threads", str(torch_threads)]
     if ltm_1m:
         command.append("--ltm-1m")
-    if compare is not None or save_baseline is not None:
-        command.append(f"--benchmark-storage=file://{BASELINE_DIR}")
-    if compare is not None:
-        command += [f"--benchmark-compare={compare}", "--benchmark-compare-fail=median:25%"]
-    if save_baseline is not None:
-        command.append(f"--benchmark-save={save_baseline}")
     command += pytest_args
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -365,7 +341,7 @@ def _run(command: list[str], env: dict[str, str], log_path: Path, *, verbose: bo
 
 
 def _pytest_outcome(path: Path) -> tuple[str, list[str]]:
-    """pytest's closing summary line, and its FAILED/ERROR lines and regressions."""
+    """pytest's closing summary line, and its FAILED/ERROR lines."""
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     summary = next(
         (line.strip("= ") for line in reversed(lines) if _SUMMARY.search(line)), "no summary"
@@ -373,7 +349,7 @@ def _pytest_outcome(path: Path) -> tuple[str, list[str]]:
     problems = [
         line.strip()
         for line in lines
-        if line.startswith(("FAILED ", "ERROR ")) or "failed PercentageRegressionCheck" in line
+        if line.startswith(("FAILED ", "ERROR "))
     ]
     return summary, problems
 

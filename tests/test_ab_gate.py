@@ -368,7 +368,7 @@ def test_options_of_the_two_gates_do_not_mix() -> None:
     runner = CliRunner()
     alone = runner.invoke(main, ["bench", "--inject", "stm.add=0.2"])
     assert alone.exit_code == 2 and "add --ab" in alone.output
-    mixed = runner.invoke(main, ["bench", "--ab", "HEAD", "--compare", "0001"])
-    assert mixed.exit_code == 2 and "no --compare" in mixed.output
+    mixed = runner.invoke(main, ["bench", "--ab", "HEAD", "--ltm-1m"])
+    assert mixed.exit_code == 2 and "no --ltm-1m" in mixed.output
     unknown = runner.invoke(main, ["bench", "--ab", "HEAD", "--inject", "stm.nope=0.2"])
     assert unknown.exit_code == 2 and "OP one of" in unknown.output
