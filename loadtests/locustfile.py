@@ -52,7 +52,7 @@ from loadtests.consistency import (  # noqa: E402
     check_erased,
 )
 from loadtests.conversations import Conversation, load_conversations, render  # noqa: E402
-from loadtests.errors import ErrorLog, describe, layer_of_failure  # noqa: E402
+from loadtests.errors import ErrorLog, describe  # noqa: E402
 from loadtests.hdr import OpHistograms  # noqa: E402
 from loadtests.options import STRATEGY_ENV, LoadOptions, add_arguments  # noqa: E402
 from loadtests.pacing import ArrivalSchedule, run_paced  # noqa: E402
@@ -115,6 +115,7 @@ from memharness.scenarios.model import (  # noqa: E402
     Step,
 )
 from reference.clock import Clock, SystemClock  # noqa: E402
+from reference.errors import layer_failure  # noqa: E402
 from reference.factory import (  # noqa: E402
     build_event_bus,
     build_memory_system,
@@ -131,10 +132,6 @@ log = logging.getLogger("memharness.load")
 logging.getLogger("httpx").setLevel(logging.WARNING)
 SLA_EXIT_CODE = 3
 CONSISTENCY_EXIT_CODE = 4
-#: The layers of a turn, in order: a failed turn is charged to the first one that did not
-#: finish (`loadtests.errors.layer_of_failure`).
-LAYERS = tuple(key for key in TIMING_KEYS if key != "turn")
-_TURN_CODE = MemorySystem.turn.__code__
 _EVENT_TYPES = frozenset({"layer", "turn", "wait", "op"})
 #: Wall seconds between the serving process's writes of what its engine buffers (user
 #: activity, access statistics, sessions touched) for the maintenance process to see.
@@ -918,10 +915,10 @@ class ConversationUser(User):
                 )
             except Exception as exc:
                 finished = time.perf_counter()
-                where = layer_of_failure(exc, _TURN_CODE, LAYERS)
-                for key, ms in where.finished.items():
-                    self._fire("layer", key, ms)
-                if where.layer is not None and where.layer_ms is not None:
+                where = layer_failure(exc)
+                if where is not None:
+                    for key, ms in where.finished_ms.items():
+                        self._fire("layer", key, ms)
                     self._fire("layer", where.layer, where.layer_ms, exc)
                 self._fire("turn", "turn", (finished - started) * 1000.0, exc)
                 if self.load.options.serial:

@@ -9,12 +9,14 @@ from null stores that do nothing but (when slowed) busy-wait a fixed time.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -228,7 +230,7 @@ def test_the_null_backend_runs_every_measured_operation() -> None:
     assert set(result.timings_ms) >= {"session", "stm", "ltm", "embed", "turn"}
 
 
-def _session_samples(delay_ms: float) -> Recorder:
+def _session_samples(delay_ms: float, clock: Callable[[], float] = time.perf_counter) -> Recorder:
     system = build_null_system(session_delay_ms=delay_ms)
     recorder = Recorder()
     samples = time_calls(
@@ -236,16 +238,20 @@ def _session_samples(delay_ms: float) -> Recorder:
         rounds=200,
         warmup=5,
         setup=lambda: ((), {"user_id": "u1", "session_id": "s1"}),
+        clock=clock,
     )
     recorder.add(OpSamples("session.get", "session", "null", samples))
     return recorder
 
 
 def test_a_healthy_null_backend_passes() -> None:
-    outcome = _session_samples(0.0).evaluate()
+    ticks = itertools.count()
+    outcome = _session_samples(0.0, clock=lambda: next(ticks) * 0.0002).evaluate()
     assert outcome.passed, outcome.summary()
     (check,) = outcome.checks
-    assert check.p95_ms < 1.0  # the harness's own cost of a session call
+    assert check.n == 200  # the 5 warm-up calls are not samples
+    assert check.p95_ms == pytest.approx(0.2)  # each call read as one 0.2 ms tick
+    assert check.p95_ci.low == pytest.approx(0.2) and check.verdict is Verdict.PASS
 
 
 def test_a_slowed_null_backend_fails_the_gate_naming_the_session_sla(tmp_path: Path) -> None:
