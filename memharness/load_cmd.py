@@ -1,12 +1,12 @@
 """`memharness load`: a headless Locust run of loadtests/locustfile.py with sane defaults.
 
 Locust runs as a subprocess (its gevent monkey-patching must own the process from the
-start), in this interpreter, with the checkout on PYTHONPATH. Its CSV and HTML reports
-and the HDR report go to OUT/RUN_ID/; the command exits with Locust's exit code: 0 when
-every SLA holds, 3 when one is broken (named in the output; with `--rates`: when no step
-held them, as steps past the knee break them by design), 1 when turns failed, 4 when the
-servers' consistency check after the run found a problem. Locust logs at INFO (its own
-lines, its statistics table) only under `memharness -v`.
+start), in this interpreter; the locustfile imports the installed `loadtests` package.
+Its CSV and HTML reports and the HDR report go to OUT/RUN_ID/; the command exits with
+Locust's exit code: 0 when every SLA holds, 3 when one is broken (named in the output;
+with `--rates`: when no step held them, as steps past the knee break them by design), 1
+when turns failed, 4 when the servers' consistency check after the run found a problem.
+Locust logs at INFO (its own lines, its statistics table) only under `memharness -v`.
 
 `--overload` runs a rate-step search for the highest rate that holds the SLAs (or takes
 it from `--sustainable-rate` / `--sustainable-from steps.json`), then offers twice that
@@ -51,8 +51,8 @@ _DURATION_RE = re.compile(r"\d+|(?:\d+h)?(?:\d+m)?(?:\d+s)?")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # a directory name
 _RATES_RE = re.compile(r"auto|\d+(?:\.\d+)?(?:,\d+(?:\.\d+)?)*")
 _STEP_S_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[smh]?)")
-#: Read by loadtests/locustfile.py and loadtests/steps.py (not imported: loadtests is not
-#: part of the installed package).
+#: Read by the Locust process (loadtests.steps; not imported here: importing locust's
+#: modules would monkey-patch this process).
 RATES_ENV, STEP_S_ENV = "MEMH_LOAD_RATES", "MEMH_LOAD_STEP_S"
 OVERLOAD_FAILED_EXIT_CODE = 5
 _OVERLOAD_USERS = 16
@@ -336,7 +336,7 @@ def load(
     locustfile = locustfile or default_locustfile()
     if not locustfile.is_file():
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
-    _check_shape_options(locustfile, steps=steps, sla=sla)
+    _check_shape_options(steps=steps, sla=sla)
     under_strategies = bool(strategy_specs or grid_specs)
     scenario_given = scenario_file is not None or bool(domains) or scenario_users is not None
     if overload and (under_strategies or scenario_given or time_scale is not None):
@@ -366,7 +366,7 @@ def load(
             arrivals=arrivals,
             sla=sla,
             extra=locust_args,
-            env=_environment(locustfile, backend=backend, embedder=embedder, steps=None),
+            env=_environment(backend=backend, embedder=embedder, steps=None),
         )
         sys.exit(code)
     run_dir = out / run_id
@@ -399,7 +399,7 @@ def load(
             rate_steps=rates is not None,
         )
 
-    env = _environment(locustfile, backend=backend, embedder=embedder, steps=steps)
+    env = _environment(backend=backend, embedder=embedder, steps=steps)
     for name in (RATES_ENV, STEP_S_ENV, *_RUN_ENV):
         env.pop(name, None)  # a stray variable would change the run unseen
     if rates is not None:
@@ -438,18 +438,12 @@ _RUN_ENV = (
 )
 
 
-def _check_shape_options(locustfile: Path, *, steps: str | None, sla: str | None) -> None:
+def _check_shape_options(*, steps: str | None, sla: str | None) -> None:
     """--steps and --sla parsed as the Locust process will parse them, so a bad value is
     a usage error naming the option before anything starts (not a traceback inside it)."""
-    if steps is None and sla is None:
-        return
-    checkout = str(locustfile.resolve().parent.parent)
-    sys.path.insert(0, checkout)  # loadtests is not installed: it lives in the checkout
-    try:
-        from loadtests.shape import parse_steps
-        from loadtests.sla import parse_slas
-    finally:
-        sys.path.remove(checkout)
+    from loadtests.shape import parse_steps
+    from loadtests.sla import parse_slas
+
     for option, text, parse in (("--steps", steps, parse_steps), ("--sla", sla, parse_slas)):
         if text is not None:
             try:
@@ -458,12 +452,8 @@ def _check_shape_options(locustfile: Path, *, steps: str | None, sla: str | None
                 raise click.UsageError(f"{option} {text!r}: {exc}") from None
 
 
-def _environment(
-    locustfile: Path, *, backend: str | None, embedder: str | None, steps: str | None
-) -> dict[str, str]:
+def _environment(*, backend: str | None, embedder: str | None, steps: str | None) -> dict[str, str]:
     env = dict(os.environ)
-    checkout = str(locustfile.resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [checkout, env.get("PYTHONPATH")]))
     env.setdefault("HF_HUB_OFFLINE", "1")  # the model comes from a package, never a hub
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
     if backend is not None:
@@ -508,7 +498,8 @@ def _overload(
     env: dict[str, str],
 ) -> int:
     """The sustainable rate (given, read or searched), then the overload run and its verdict."""
-    overload_mod = _import_loadtests(locustfile, "loadtests.overload")
+    from loadtests import overload as overload_mod
+
     common: dict[str, Any] = {
         "locustfile": locustfile,
         "users": users,
@@ -587,15 +578,3 @@ def _overload(
     click.echo(overload_mod.format_overload(summary))
     click.echo(f"memharness load --overload: {path}", err=True)
     return 0 if summary["survived"] else OVERLOAD_FAILED_EXIT_CODE
-
-
-def _import_loadtests(locustfile: Path, module: str) -> Any:
-    """A module of loadtests/ (not installed: it lives in the checkout of `locustfile`)."""
-    import importlib
-
-    checkout = str(locustfile.resolve().parent.parent)
-    sys.path.insert(0, checkout)
-    try:
-        return importlib.import_module(module)
-    finally:
-        sys.path.remove(checkout)

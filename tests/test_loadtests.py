@@ -312,6 +312,30 @@ def test_locust_command_uses_the_shape_instead_of_users(tmp_path: Path) -> None:
     assert "-u" not in stepped and "-t" not in stepped
 
 
+def test_the_load_command_and_its_locustfile_import_outside_the_checkout(tmp_path: Path) -> None:
+    """`loadtests` is an installed package: from another directory, with no PYTHONPATH,
+    `memharness load` checks its options with it and Locust loads the locustfile's user
+    and shapes from it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    bad = subprocess.run(
+        [sys.executable, "-m", "memharness.cli", "load", "--sla", "turn=fast"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--sla 'turn=fast'" in bad.stderr, bad.stderr
+    code = (
+        "from locust.util.load_locustfile import load_locustfile\n"
+        "from memharness.load_cmd import default_locustfile\n"
+        "users, shapes = load_locustfile(str(default_locustfile()))\n"
+        "print(sorted(users))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['ConversationUser']"
+
+
 def _run_load(tmp_path: Path, run_id: str, *args: str) -> tuple[int, Path, str]:
     result = CliRunner().invoke(
         load,
