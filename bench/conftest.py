@@ -14,8 +14,8 @@ bench session uses a fresh prefix, seeds once (session-scoped fixtures), and dro
 it created at the end.
 
 The gate runs in `pytest_sessionfinish`, after every benchmark: it checks each
-operation's raw timings (bench/sla.py), writes `<report-dir>/<run-id>/bench.json`, and
-turns the exit status into a failure on a breach.
+operation's raw timings (memharness/verdict/samples.py), writes
+`<report-dir>/<run-id>/bench.json`, and turns the exit status into a failure on a breach.
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ from bench.seed import (
     seed_sessions,
     seed_stm,
 )
-from bench.sla import CONFIDENCE, RESAMPLES, SEED, SLA_MS, GateOutcome
+from memharness.verdict.intervals import CONFIDENCE, RESAMPLES, SEED
+from memharness.verdict.limits import SLA_MS
+from memharness.verdict.samples import GateOutcome
 from reference.crypto import generate_key
 from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
 from reference.factory import build_memory_system, describe_backends

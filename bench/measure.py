@@ -18,17 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import Reference, slowdown
-from bench.sla import (
-    CONFIDENCE,
-    MIN_SAMPLES,
-    RESAMPLES,
-    SEED,
-    SLA_MS,
-    GateOutcome,
-    SlaCheck,
-    check_sla,
-    gate,
-)
+from memharness.verdict.intervals import CONFIDENCE, RESAMPLES, SEED
+from memharness.verdict.limits import SLA_MS
+from memharness.verdict.samples import MIN_SAMPLES, GateOutcome, SlaCheck, check_sla, gate
 
 Setup = Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]
 #: The `measure` fixture: `measure(op, layer, target, case=..., setup=..., params=...)`.

@@ -23,10 +23,10 @@ from loadtests.report import (
 )
 from loadtests.run import CONSISTENCY_EXIT_CODE, SLA_EXIT_CODE, LoadRun
 from loadtests.shape import STEPS_ENV, steps_requested
-from loadtests.sla import check_slas, failed
 from loadtests.steps import StepRecorder, format_steps, step_verdicts
 from loadtests.timelines import SCENARIO_ENV
 from loadtests.virtual_days import format_days
+from memharness.verdict.histograms import check_slas, failed
 from reference.factory import build_memory_system
 from reference.settings import Settings
 from reference.system import MemorySystem

@@ -15,7 +15,13 @@ from typing import Any
 
 from loadtests.errors import ErrorLog
 from loadtests.hdr import SIG_FIGS, OpHistograms, OpSummary
-from loadtests.sla import QUEUE, QUEUE_INTENDED, TURN_INTENDED, TURN_QUEUED, SlaVerdict
+from memharness.verdict.histograms import (
+    QUEUE,
+    QUEUE_INTENDED,
+    TURN_INTENDED,
+    TURN_QUEUED,
+    SlaVerdict,
+)
 
 __all__ = [
     "OP_ORDER",

@@ -26,7 +26,8 @@ from typing import Any
 
 from loadtests.hdr import OpHistograms
 from loadtests.procstats import ProcessSample
-from loadtests.sla import TURN_INTENDED, Sla, check_slas, failed
+from memharness.verdict.histograms import TURN_INTENDED, check_slas, failed
+from memharness.verdict.limits import Sla
 
 __all__ = [
     "AUTO_FRACTIONS",

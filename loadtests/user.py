@@ -13,10 +13,10 @@ from locust import User, task
 from loadtests.conversations import render
 from loadtests.pacing import run_paced
 from loadtests.run import run_for
-from loadtests.sla import QUEUE, QUEUE_INTENDED, TURN_INTENDED, TURN_QUEUED
 from loadtests.steps import StepRecorder
 from loadtests.timelines import Play, is_turn, session_of
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep, Step
+from memharness.verdict.histograms import QUEUE, QUEUE_INTENDED, TURN_INTENDED, TURN_QUEUED
 from reference.errors import layer_failure
 from reference.models import Event
 from reference.system import TIMING_KEYS, MemorySystem

@@ -346,11 +346,7 @@ def _pytest_outcome(path: Path) -> tuple[str, list[str]]:
     summary = next(
         (line.strip("= ") for line in reversed(lines) if _SUMMARY.search(line)), "no summary"
     )
-    problems = [
-        line.strip()
-        for line in lines
-        if line.startswith(("FAILED ", "ERROR "))
-    ]
+    problems = [line.strip() for line in lines if line.startswith(("FAILED ", "ERROR "))]
     return summary, problems
 
 

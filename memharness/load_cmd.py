@@ -442,7 +442,7 @@ def _check_shape_options(*, steps: str | None, sla: str | None) -> None:
     """--steps and --sla parsed as the Locust process will parse them, so a bad value is
     a usage error naming the option before anything starts (not a traceback inside it)."""
     from loadtests.shape import parse_steps
-    from loadtests.sla import parse_slas
+    from memharness.verdict.limits import parse_slas
 
     for option, text, parse in (("--steps", steps, parse_steps), ("--sla", sla, parse_slas)):
         if text is not None:

@@ -30,17 +30,15 @@ from scipy.stats.mstats import hdquantiles
 from memharness.ab.arms import AbError, default_ref, is_path, resolve_baseline
 from memharness.ab.command import parse_inject
 from memharness.ab.report import append_history, sla_history_line
-from memharness.ab.stats import (
-    Verdict,
+from memharness.cli import main
+from memharness.verdict.ab import (
     compare,
-    decide,
-    hd_quantiles,
     label_swap_false_alarms,
     op_verdict,
     paired_bootstrap,
     suspected,
 )
-from memharness.cli import main
+from memharness.verdict.intervals import Verdict, decide, hd_quantiles
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKGROUND = ("sweep.batch", "consolidate.session", "event.apply", "shard.replay")
@@ -104,10 +102,10 @@ def test_a_noisy_borderline_is_inconclusive_then_a_warning_not_a_failure() -> No
 
 
 def test_decision_rule_boundaries() -> None:
-    assert decide(1.11, 1.3, 0.10) is Verdict.FAIL
-    assert decide(0.9, 1.09, 0.10) is Verdict.PASS
-    assert decide(1.05, 1.15, 0.10) is Verdict.INCONCLUSIVE
-    assert decide(1.10, 1.10, 0.10) is Verdict.INCONCLUSIVE  # on the line: no claim
+    assert decide(1.11, 1.3, 1.0 + 0.10) is Verdict.FAIL
+    assert decide(0.9, 1.09, 1.0 + 0.10) is Verdict.PASS
+    assert decide(1.05, 1.15, 1.0 + 0.10) is Verdict.INCONCLUSIVE
+    assert decide(1.10, 1.10, 1.0 + 0.10) is Verdict.INCONCLUSIVE  # on the line: no claim
 
 
 def test_the_bootstrap_is_paired_by_round() -> None:

@@ -2,8 +2,8 @@
 
 A failed call is an error, not a fast success: it is kept out of the latency histogram,
 counted per layer with its first messages, and the SLA verdict ranks it above every
-success (`loadtests/sla.py`). The pure parts are tested here without Locust (whose import
-monkey-patches the process); one real run kills its Redis server in the middle.
+success (`memharness/verdict/histograms.py`). The pure parts are tested here without
+Locust (whose import monkey-patches the process); one real run kills its Redis server in the middle.
 `check_consistency` is tried on a memory built by turns, then on one broken by hand.
 """
 
@@ -28,7 +28,8 @@ from loadtests.consistency import check_consistency, check_erased
 from loadtests.errors import MAX_MESSAGES, OTHER, ErrorLog, describe
 from loadtests.hdr import OpHistograms
 from loadtests.report import build_report, format_errors, format_table
-from loadtests.sla import Sla, check_slas, failed
+from memharness.verdict.histograms import check_slas, failed
+from memharness.verdict.limits import Sla
 from reference.clock import VirtualClock
 from reference.errors import layer_failure
 from reference.factory import build_memory_system

@@ -23,19 +23,13 @@ import pytest
 from click.testing import CliRunner
 
 from loadtests.conversations import BUILTIN, load_conversations, render
-from loadtests.hdr import OpHistograms, new_histogram, quantile_ci
+from loadtests.hdr import OpHistograms, new_histogram
 from loadtests.options import LoadOptions
 from loadtests.pacing import ArrivalSchedule, run_paced
 from loadtests.shape import parse_duration, parse_steps, step_at
-from loadtests.sla import (
-    DEFAULT_SLAS,
-    TURN_INTENDED,
-    Sla,
-    check_slas,
-    failed,
-    parse_slas,
-)
 from memharness.load_cmd import build_locust_command, default_locustfile, load
+from memharness.verdict.histograms import TURN_INTENDED, check_slas, failed, quantile_ci
+from memharness.verdict.limits import DEFAULT_SLAS, Sla, parse_slas
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -212,7 +206,7 @@ def test_sla_verdict_names_the_broken_sla() -> None:
 
 def test_sla_marginal_fails_only_the_point_gate() -> None:
     # 200 calls: p95 (the 190th) is 5.5 ms, over the 5 ms limit, and the interval's ranks
-    # (182nd and 198th) read 4.8 and 6.2 ms: the interval reaches under the limit.
+    # (183rd and 197th) read 4.8 and 6.2 ms: the interval reaches under the limit.
     hists = _hists(session=[1.0] * 180 + [4.6 + 0.1 * i for i in range(20)])
     (verdict,) = check_slas(hists, [Sla("session", 5.0)])
     assert verdict.status == "marginal"

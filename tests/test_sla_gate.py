@@ -1,4 +1,4 @@
-"""The SLA gate of bench/: the statistics of bench/sla.py, the gate failing on a
+"""The SLA gate of bench/: the statistics of memharness/verdict/, the gate failing on a
 deliberately slowed null backend (in process, and end to end through `pytest bench`),
 `--strategy` (bench.json names it; a wrong one is a usage error), and the background
 operations doing their work each sample (on the in-memory stores).
@@ -27,9 +27,11 @@ from pydantic import SecretStr
 from bench.machine import MachineProbe, Reference, load_reference, record, slowdown
 from bench.measure import OpSamples, Recorder, report, time_calls, write_report
 from bench.null_backend import build_null_system
-from bench.sla import SLA_MS, Verdict, bootstrap_cis, check_sla, gate, percentiles
 from memharness.ab.background import EVENT_MEMORIES, SESSION_RECORDS, Background, event_rule
 from memharness.cli import main
+from memharness.verdict.intervals import Verdict, bootstrap_cis, percentiles
+from memharness.verdict.limits import SLA_MS
+from memharness.verdict.samples import check_sla, gate
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
 from reference.forgetting.loading import load_strategy

@@ -30,8 +30,8 @@ from memharness.ab.report import (
     write_json,
 )
 from memharness.ab.runner import AbSettings, run_ab
-from memharness.ab.stats import Verdict
 from memharness.ab.worker import OPS
+from memharness.verdict.intervals import Verdict
 
 
 def parse_inject(value: str | None) -> tuple[str, float] | None:

@@ -25,7 +25,7 @@ commit on this 2-core machine while another engineer's benchmarks and simulation
   and cheap operations' per-round deviation halved. Both arms then share that CPU's
   contention call for call.
 - **Extra rounds only for a suspected slowdown**: an inconclusive comparison whose point
-  ratio is over 1 + T, in an operation not already failing (`stats.suspected`). Under
+  ratio is over 1 + T, in an operation not already failing (`verdict.ab.suspected`). Under
   load p95 intervals span +-20-50%, so most runs have an inconclusive p95 near 1 (7 of 10
   A/A runs ended WARN, every time on a p95); more rounds there could at best turn a WARN into a
   PASS, and cost a minute. Rounds go where they can prove a FAIL.
@@ -78,17 +78,17 @@ import numpy as np
 
 from memharness.ab.arms import AbError, ArmTree
 from memharness.ab.processes import WorkerProcess, start_servers, worker_env
-from memharness.ab.stats import (
+from memharness.verdict.ab import (
     FAMILY_ALPHA,
     RESAMPLES,
     SEED,
     Comparison,
-    Verdict,
     compare,
     label_swap_false_alarms,
     op_verdict,
     suspected,
 )
+from memharness.verdict.intervals import Verdict
 from reference.crypto import generate_key
 
 ARMS = ("baseline", "candidate")
