@@ -27,7 +27,8 @@ from loadtests.hdr import OpHistograms, new_histogram
 from loadtests.options import LoadOptions
 from loadtests.pacing import ArrivalSchedule, run_paced
 from loadtests.shape import parse_duration, parse_steps, step_at
-from memharness.load_cmd import build_locust_command, default_locustfile, load
+from memharness.load_cmd import load
+from memharness.load_locust import build_locust_command, default_locustfile
 from memharness.verdict.histograms import TURN_INTENDED, check_slas, failed, quantile_ci
 from memharness.verdict.limits import DEFAULT_SLAS, Sla, parse_slas
 
@@ -318,7 +319,7 @@ def test_the_load_command_and_its_locustfile_import_outside_the_checkout(tmp_pat
     assert bad.returncode == 2 and "--sla 'turn=fast'" in bad.stderr, bad.stderr
     code = (
         "from locust.util.load_locustfile import load_locustfile\n"
-        "from memharness.load_cmd import default_locustfile\n"
+        "from memharness.load_locust import default_locustfile\n"
         "users, shapes = load_locustfile(str(default_locustfile()))\n"
         "print(sorted(users))"
     )

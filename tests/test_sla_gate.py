@@ -157,7 +157,7 @@ def test_the_recorder_judges_each_operation_by_its_own_probes() -> None:
 
 
 def test_the_report_says_how_the_machine_ran_against_which_reference() -> None:
-    from memharness.bench_cmd import format_report
+    from memharness.bench_report import format_report
 
     key = {"embedder": "hashing"}
     recorder = Recorder(Reference(key=key, probe_p50_ms=10.0, recorded_at="then", runs=[]))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from memharness.ab.runner import AbResult, OpResult
+from memharness.ab.model import AbResult, OpResult
 from memharness.ab.worker import OPS
 from memharness.ab.worker import STRATEGY as WORKER_STRATEGY
 from memharness.verdict.ab import Comparison
