@@ -7,7 +7,7 @@ suites' gate wrote, and prints per operation p50, p95, p99, the SLA, the headroo
 figures (the harness's own overhead). Exits non-zero when an SLA is broken or the suites
 failed.
 
-bench/ lives in the source tree, not in the installed package: run from a checkout.
+pytest runs the suites from the checkout's bench/ directory: run from a checkout.
 """
 
 from __future__ import annotations
