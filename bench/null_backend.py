@@ -14,6 +14,7 @@ slack). A test uses it to show that the SLA gate fails on a backend that breache
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,16 @@ def busy_wait(delay_s: float) -> None:
     end = time.perf_counter() + delay_s
     while time.perf_counter() < end:
         pass
+
+
+def slowed(target: Callable[..., object], delay_ms: float) -> Callable[..., object]:
+    """`target`, each call of it busy-waiting `delay_ms` first (`--bench-slow`)."""
+
+    def call(*args: Any, **kwargs: Any) -> object:
+        busy_wait(delay_ms / 1000.0)
+        return target(*args, **kwargs)
+
+    return call
 
 
 class NullSessionStore(SessionStore):

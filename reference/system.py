@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from reference.clock import Clock, VirtualClock
-from reference.errors import InvalidInput
+from reference.errors import InvalidInput, LayerFailure, note_layer_failure
 from reference.forgetting.commands import parse_forget_command
 from reference.forgetting.engine import ForgettingEngine
 from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
@@ -134,55 +134,64 @@ class MemorySystem:
         started = time.perf_counter()
 
         mark = time.perf_counter()
-        state = self.session.get(user_id=user_id, session_id=session_id)
-        if state is None:
-            state = self.session.create(user_id=user_id, session_id=session_id, channel=channel)
-        message_id = new_id()
-        window = self.session.append_message(
-            user_id=user_id, session_id=session_id, message_id=message_id
-        )
-        timings["session"] = _ms_since(mark)
+        try:
+            state = self.session.get(user_id=user_id, session_id=session_id)
+            if state is None:
+                state = self.session.create(user_id=user_id, session_id=session_id, channel=channel)
+            message_id = new_id()
+            window = self.session.append_message(
+                user_id=user_id, session_id=session_id, message_id=message_id
+            )
+            timings["session"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        masked = self.pii.mask(text)
-        timings["pii"] = _ms_since(mark)
+            mark = time.perf_counter()
+            masked = self.pii.mask(text)
+            timings["pii"] = _ms_since(mark)
 
-        forgotten = None
-        if self.engine is not None:
-            self.engine.note_activity(user_id)
-            self.engine.note_session(user_id, session_id)
-            command = _forget_command(masked)
-            if command is not None:
-                forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
-                if command.scope != "topic":
-                    window = []
+            forgotten = None
+            if self.engine is not None:
+                self.engine.note_activity(user_id)
+                self.engine.note_session(user_id, session_id)
+                command = _forget_command(masked)
+                if command is not None:
+                    forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
+                    if command.scope != "topic":
+                        window = []
 
-        mark = time.perf_counter()
-        vector = self.embedder.embed_one(masked)
-        timings["embed"] = _ms_since(mark)
+            mark = time.perf_counter()
+            vector = self.embedder.embed_one(masked)
+            timings["embed"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        stm_hits = self._stm_hits(user_id, session_id, vector, touch=True)
-        said_before = any(hit.record.text == masked for hit in stm_hits)
-        if forgotten is not None:
-            decision = IntentDecision(keep=False, kind=None, reason="forget command")
-            added = AddResult(accepted=False, reason=decision.reason, record=None, intent=decision)
-            candidate = None
-        else:
-            added, candidate = self._add(user_id, session_id, masked, vector, message_id, metadata)
-        timings["stm"] = _ms_since(mark)
+            mark = time.perf_counter()
+            stm_hits = self._stm_hits(user_id, session_id, vector, touch=True)
+            said_before = any(hit.record.text == masked for hit in stm_hits)
+            if forgotten is not None:
+                decision = IntentDecision(keep=False, kind=None, reason="forget command")
+                added = AddResult(
+                    accepted=False, reason=decision.reason, record=None, intent=decision
+                )
+                candidate = None
+            else:
+                added, candidate = self._add(
+                    user_id, session_id, masked, vector, message_id, metadata
+                )
+            timings["stm"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        ltm_hits = self._ltm_hits(user_id, vector, touch=True)
-        timings["ltm"] = _ms_since(mark)
+            mark = time.perf_counter()
+            ltm_hits = self._ltm_hits(user_id, vector, touch=True)
+            timings["ltm"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        promoted = None
-        if candidate is not None and should_promote(
-            masked, added.intent.kind, said_before=said_before, candidate=candidate
-        ):
-            promoted = self._promote(user_id, text, masked, candidate, vector, metadata)
-        timings["promotion"] = _ms_since(mark)
+            mark = time.perf_counter()
+            promoted = None
+            if candidate is not None and should_promote(
+                masked, added.intent.kind, said_before=said_before, candidate=candidate
+            ):
+                promoted = self._promote(user_id, text, masked, candidate, vector, metadata)
+            timings["promotion"] = _ms_since(mark)
+        except Exception as exc:
+            layer = next(key for key in TIMING_KEYS if key not in timings)
+            note_layer_failure(exc, LayerFailure(layer, _ms_since(mark), dict(timings)))
+            raise
         timings["turn"] = _ms_since(started)
 
         return TurnResult(

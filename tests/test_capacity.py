@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner
 
 from loadtests.hdr import OpHistograms
-from loadtests.sla import Sla
 from loadtests.steps import (
     SteppedSchedule,
     StepRecorder,
@@ -36,6 +35,7 @@ from memharness.capacity.inputs import find_runs
 from memharness.capacity.queueing import SQRT_STAFFING_Q
 from memharness.capacity.target import TargetError
 from memharness.cli import main
+from memharness.verdict.limits import Sla
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "capacity" / "example-target.yaml"
 

@@ -20,10 +20,10 @@ The first reply is `hello` (or an `error`); then per request:
 - `{"cmd": "drop"}` removes the arm's namespace (external servers); `{"cmd": "exit"}`.
 
 The real arms' systems run `STRATEGY` (hybrid) with the gate run's encryption key. The
-background operations (`sweep.batch`, `consolidate.session`, `event.apply`,
-`shard.replay`) come from background.py beside this file, loaded by path: harness from
-the candidate, `reference` and the simulator from the arm. On the null backend they run
-on the in-memory stores.
+inputs (inputs.py) and the background operations (background.py: `sweep.batch`,
+`consolidate.session`, `event.apply`, `shard.replay`; on the null backend, on the
+in-memory stores) are loaded by path from beside this file: harness from the candidate,
+`reference` and the simulator from the arm.
 
 Injected slowdown (`inject` in the config, candidate only): after the first warm-up
 block, `fraction` x that op's warm-up median is busy-waited inside every timed call of
@@ -40,13 +40,15 @@ import json
 import os
 import random
 import statistics
-import string
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memharness.ab.inputs import Call, Inputs, Setup
 
 #: The operations, and their calls per round and arm (x `--ab-calls-scale`): about the
 #: same time per operation, so cheap ones get more samples (their medians are noisier).
@@ -70,15 +72,6 @@ OPS: dict[str, int] = {
 STRATEGY = "hybrid"
 STM_CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 LTM_CACHED_QUERY = "which hotel room do I prefer"
-# The texts both arms are timed on: the worker's own copy of bench/seed.py's vocabulary,
-# because it imports bench.seed from each arm's tree, whose version may differ.
-_VOCABULARY = (
-    "ship deliver express parcel seat aisle window hotel room flight coffee tea address "
-    "office meeting invoice refund order ticket repair heater printer budget report "
-    "vegetarian spicy morning evening weekend airport taxi train museum doctor dentist "
-    "garden bicycle laptop password account balance salary visa passport holiday"
-)
-_WORDS = tuple(_VOCABULARY.split())
 
 
 class Missing(Exception):
@@ -98,47 +91,6 @@ def need(module: str, name: str | None = None) -> Any:
     return getattr(found, name)
 
 
-def busy_wait(delay_s: float) -> None:
-    """Spin for `delay_s` (busy, not sleep: exact, independent of timer slack)."""
-    end = time.perf_counter() + delay_s
-    while time.perf_counter() < end:
-        pass
-
-
-class Inputs:
-    """Per-block inputs from a seed: both arms get the same texts, users and keys."""
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self.rng = random.Random(seed)
-
-    def sentence(self, low: int = 5, high: int = 12) -> str:
-        return " ".join(self.rng.choice(_WORDS) for _ in range(self.rng.randint(low, high)))
-
-    def nonce(self) -> str:
-        # Letters only: digits could look like phone numbers to the PII masker.
-        return "".join(self.rng.choice(string.ascii_lowercase) for _ in range(10))
-
-    def fresh(self, lead: str) -> str:
-        """A sentence no one has embedded yet (a cache miss)."""
-        return f"{lead} {self.sentence()} ref {self.nonce()}"
-
-    def utterance(self) -> str:
-        """A turn's utterance: instructions, preferences, facts and chit-chat, fresh."""
-        kind = self.rng.randrange(4)
-        tail = f"{self.sentence(3, 8)} ref {self.nonce()}"
-        lead = ("Please book the", "I always prefer the", "My", "haha ok thanks")[kind]
-        if kind == 1:
-            return f"{lead} {self.rng.choice(_WORDS)} option, {tail}"
-        if kind == 2:
-            return f"{lead} {self.rng.choice(_WORDS)} is {tail}"
-        return f"{lead} {tail}"
-
-
-Call = Callable[[], object]
-Setup = Callable[[Inputs, int], Call]
-
-
 class Arm:
     """The system under test of one arm, its seeded data, and the operations on it."""
 
@@ -156,8 +108,7 @@ class Arm:
             )
         else:
             self.system = self._build_real()
-        self.ltm_user = need("bench.seed", "ltm_user")
-        self.ltm_key = need("bench.seed", "ltm_key")
+        self.ltm_user, self.ltm_key = need("bench.seed", "ltm_user"), need("bench.seed", "ltm_key")
         self.category = need("reference.models", "Category")
         self.stm_user, self.stm_session = str(self.ltm_user(0)), "stm-s0"
         self.sessions = [(str(u), str(s)) for u, s in config.get("sessions") or []]
@@ -203,9 +154,8 @@ class Arm:
         """The arm's own seed functions, at the configured sizes (once per arm)."""
         if self.null:
             return
-        seed_sessions = need("bench.seed", "seed_sessions")
-        seed_stm = need("bench.seed", "seed_stm")
-        seed_ltm = need("bench.seed", "seed_ltm")
+        names = ("seed_sessions", "seed_stm", "seed_ltm")
+        seed_sessions, seed_stm, seed_ltm = (need("bench.seed", name) for name in names)
         sizes, system = self.sizes, self.system
         started = time.perf_counter()
         opened = seed_sessions(system.session, count=sizes["sessions"])
@@ -232,7 +182,6 @@ class Arm:
         )
         self.seeding_s["ltm"] = time.perf_counter() - mark
 
-    # ------------------------------------------------------------------ operations
     def setups(self) -> dict[str, Setup]:
         """Per op: from the block's inputs and the call's index, the untimed setup that
         returns the timed call (bench/test_*_bench.py's definitions)."""
@@ -294,13 +243,11 @@ class Arm:
         }
 
     def background_setups(self) -> dict[str, Setup]:
-        """The background operations (memharness/ab/background.py, this file's sibling,
-        run on this arm's `reference`); an operation the arm cannot set up goes into
-        `self.unavailable` with the reason. On the null backend they run on the in-memory
-        stores (no servers: the engine's own cost)."""
+        """The background operations (background.py, on this arm's `reference`); one the
+        arm cannot set up goes into `self.unavailable` with the reason."""
         found: dict[str, Setup] = {}
         try:
-            module = _load_background()
+            module = _load_beside("background.py")
             system = self.system if not self.null else self._memory_system()
             work = module.Background(system)
             found["sweep.batch"] = _seeded(work.sweep_setup)
@@ -310,7 +257,7 @@ class Arm:
             for op in ("sweep.batch", "consolidate.session", "event.apply"):
                 self.unavailable[op] = f"{type(exc).__name__}: {exc}"
         try:
-            replay = _load_background().ShardReplay(STRATEGY)
+            replay = _load_beside("background.py").ShardReplay(STRATEGY)
             found["shard.replay"] = _seeded(replay.setup)
         except Exception as exc:
             self.unavailable["shard.replay"] = f"{type(exc).__name__}: {exc}"
@@ -328,13 +275,13 @@ class Arm:
         return build(settings, strategy=STRATEGY)
 
 
-def _load_background() -> Any:
-    """memharness/ab/background.py of the candidate (beside this file), importing the
-    arm's `reference`: loaded by path, as this file runs without `memharness`."""
-    name = "memh_ab_background"
+def _load_beside(filename: str) -> Any:
+    """A module beside this file in the candidate's tree (`memharness/ab/`), loaded by path,
+    as this file runs without `memharness`; it imports the arm's `reference`, if any."""
+    name = f"memh_ab_{filename.removesuffix('.py')}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("background.py"))
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(filename))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -374,7 +321,9 @@ class Worker:
         }
 
     def block(self, order: list[str], calls: dict[str, int], seed: int, warmup: bool) -> Any:
-        inputs = Inputs(seed)
+        harness = _load_beside("inputs.py")
+        inputs: Inputs = harness.Inputs(seed)
+        busy_wait = harness.busy_wait
         samples: dict[str, list[float]] = {}
         if warmup:
             gc.collect()  # the seeding's garbage is not collected inside a timed call
@@ -431,11 +380,8 @@ def main() -> None:
         command = request["cmd"]
         try:
             if command == "block":
-                send(
-                    worker.block(
-                        request["order"], request["calls"], request["seed"], request["warmup"]
-                    )
-                )
+                args = (request[key] for key in ("order", "calls", "seed", "warmup"))
+                send(worker.block(*args))
             elif command == "drop":
                 worker.drop()
                 send({"dropped": True})

@@ -1,5 +1,6 @@
-"""The A/B gate's statistics: Harrell–Davis quantiles, a paired bootstrap over rounds, the
-decision rule, and a label-swap false-alarm estimate. Pure functions of the samples.
+"""The A/B gate's statistics: a paired bootstrap over rounds of the ratio of Harrell–Davis
+quantiles (`intervals.hd_quantiles`), the decision rule (`intervals.decide` against 1 + T),
+and a label-swap false-alarm estimate. Pure functions of the samples.
 
 Samples come as one array per round per arm (`rounds[r]` = the timings of one operation
 in round r's block of that arm, milliseconds). Round r of the baseline and round r of the
@@ -7,12 +8,6 @@ candidate ran back to back on the same machine, so they share that moment's load
 bootstrap resamples *round indices* and applies the same indices to both arms, which
 keeps that pairing (a busy minute slows both arms of its rounds, and the ratio cancels
 most of it).
-
-Harrell–Davis: the quantile is a Beta-weighted mean of all order statistics
-(`scipy.stats.mstats.hdquantiles`), smoother and less variable than one order statistic.
-The weights depend only on n and p, so `hd_weights` computes them once and a bootstrap
-of equal-sized resamples is one sort and one matrix product (`hd_quantiles`, proven equal
-to scipy's in the tests).
 """
 
 from __future__ import annotations
@@ -20,50 +15,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from functools import lru_cache
 
 import numpy as np
-from scipy.stats import beta  # type: ignore[import-untyped]
+
+from memharness.verdict.intervals import Verdict, decide, hd_quantiles, pooled
 
 RESAMPLES = 5000
 FAMILY_ALPHA = 0.05
 SEED = 20_260_212
 SWAPS = 1000
-
-
-class Verdict(StrEnum):
-    PASS = "PASS"  # the interval's upper bound is under 1 + T: not slower by T
-    FAIL = "FAIL"  # the interval's lower bound is over 1 + T: slower by more than T
-    INCONCLUSIVE = "INCONCLUSIVE"  # the interval straddles 1 + T (measure more)
-    WARN = "WARN"  # still inconclusive after the extra rounds: reported, not failed
-    NEW = "NEW"  # the baseline cannot run the operation: the candidate's figures, not judged
-
-
-@lru_cache(maxsize=256)
-def hd_weights(n: int, p: float) -> np.ndarray:
-    """The Harrell–Davis weights of the n order statistics for quantile p (0 < p < 1)."""
-    if n < 1:
-        raise ValueError(f"need at least one sample, got n={n}")
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    cdf = beta.cdf(np.arange(n + 1) / n, (n + 1) * p, (n + 1) * (1 - p))
-    weights = np.diff(cdf)
-    weights.flags.writeable = False
-    return weights
-
-
-def hd_quantiles(samples: np.ndarray, probs: Sequence[float]) -> np.ndarray:
-    """Harrell–Davis quantiles along the last axis: shape `samples.shape[:-1] + (len(probs),)`."""
-    data = np.sort(np.asarray(samples, dtype=np.float64), axis=-1)
-    n = data.shape[-1]
-    weights = np.stack([hd_weights(n, float(p)) for p in probs], axis=1)  # (n, probs)
-    result: np.ndarray = data @ weights
-    return result
-
-
-def pooled(rounds: Sequence[np.ndarray]) -> np.ndarray:
-    return np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
 
 
 def paired_bootstrap(
@@ -115,16 +75,6 @@ class Comparison:
         return f"p{round(self.quantile * 100)}"
 
 
-def decide(low: float, high: float, threshold: float) -> Verdict:
-    """FAIL when the whole interval is over 1 + T, PASS when it is under, else inconclusive."""
-    limit = 1.0 + threshold
-    if low > limit:
-        return Verdict.FAIL
-    if high < limit:
-        return Verdict.PASS
-    return Verdict.INCONCLUSIVE
-
-
 def compare(
     op: str,
     base: Sequence[np.ndarray],
@@ -164,7 +114,7 @@ def compare(
                 high=float(highs[i]),
                 threshold=thresholds[p],
                 confidence=1.0 - 2.0 * alpha,
-                verdict=decide(float(lows[i]), float(highs[i]), thresholds[p]),
+                verdict=decide(float(lows[i]), float(highs[i]), 1.0 + thresholds[p]),
             )
         )
     return out

@@ -1,4 +1,5 @@
-"""SLA verdicts from HDR histograms: which SLA is broken, by how much, with what confidence.
+"""The SLA verdicts of `memharness load`, from HDR histograms: which SLA is broken, by how
+much, with what confidence.
 
 An SLA is a limit on one percentile of one operation (DESIGN.md: session 5 ms, STM 50 ms,
 LTM 200 ms, a whole turn 300 ms, at p95). The noisy machines this runs on call for a
@@ -31,22 +32,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from loadtests.hdr import OpHistograms, quantile_ci
-
-__all__ = [
-    "DEFAULT_SLAS",
-    "QUEUE",
-    "QUEUE_INTENDED",
-    "TURN_INTENDED",
-    "TURN_QUEUED",
-    "Sla",
-    "SlaVerdict",
-    "check_slas",
-    "failed",
-    "parse_slas",
-]
+from memharness.verdict.intervals import Verdict, decide, order_statistic_ranks
+from memharness.verdict.limits import DEFAULT_SLAS, Sla
 
 #: Names of the operations the load test records beside the layers and "turn".
 TURN_INTENDED = "turn@intended"  # open loop: from the intended start to the end
@@ -57,24 +46,33 @@ Gate = Literal["ci", "point"]
 Status = Literal["ok", "marginal", "broken", "no data"]
 
 
-@dataclass(frozen=True, slots=True)
-class Sla:
-    """A limit in milliseconds on one percentile of one operation."""
+class Histogram(Protocol):
+    """What a verdict reads of an HDR histogram (`hdrh.histogram.HdrHistogram`)."""
 
-    op: str
-    limit_ms: float
-    percentile: float = 95.0
+    def get_total_count(self) -> int: ...
 
-    def __str__(self) -> str:
-        return f"{self.op} p{self.percentile:g} < {self.limit_ms:g} ms"
+    def get_value_at_percentile(self, percentile: float) -> float: ...
 
 
-DEFAULT_SLAS: tuple[Sla, ...] = (
-    Sla("session", 5.0),
-    Sla("stm", 50.0),
-    Sla("ltm", 200.0),
-    Sla("turn", 300.0),
-)
+class Histograms(Protocol):
+    """Histograms by operation name (`loadtests.hdr.OpHistograms`)."""
+
+    def __contains__(self, op: str) -> bool: ...
+
+    def histogram(self, op: str) -> Histogram: ...
+
+
+def quantile_ci(hist: Histogram, q: float, z: float = 1.96) -> tuple[float, float] | None:
+    """Distribution-free confidence interval of the q-quantile, in the histogram's unit
+    (`intervals.order_statistic_ranks`); None when there are too few samples to bound it."""
+    n = hist.get_total_count()
+    ranks = order_statistic_ranks(n, q, z)
+    if ranks is None:
+        return None
+    return (
+        float(hist.get_value_at_percentile(100.0 * ranks[0] / n)),
+        float(hist.get_value_at_percentile(100.0 * ranks[1] / n)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,26 +125,8 @@ class SlaVerdict:
         }
 
 
-def parse_slas(text: str) -> tuple[Sla, ...]:
-    """SLAs from "op=ms[@pNN],...", e.g. "session=5,stm=50,turn=300@p99"."""
-    slas = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        op, sep, rest = part.partition("=")
-        limit, _, pct = rest.partition("@p")
-        try:
-            if not sep or not op.strip():
-                raise ValueError
-            sla = Sla(op.strip(), float(limit), float(pct) if pct else 95.0)
-        except ValueError:
-            raise ValueError(f"SLA {part!r}: expected op=milliseconds[@pNN]") from None
-        if not (sla.limit_ms > 0 and 0 < sla.percentile < 100):
-            raise ValueError(f"SLA {part!r}: limit must be > 0 and percentile in (0, 100)")
-        slas.append(sla)
-    return tuple(slas)
-
-
 def check_slas(
-    hists: OpHistograms,
+    hists: Histograms,
     slas: Sequence[Sla] = DEFAULT_SLAS,
     *,
     measure_as: Mapping[str, str] | None = None,
@@ -172,7 +152,7 @@ def failed(verdicts: Sequence[SlaVerdict], *, gate: Gate = "ci") -> list[SlaVerd
     return [verdict for verdict in verdicts if verdict.status in fatal]
 
 
-def _verdict(sla: Sla, op: str, hists: OpHistograms, errors: int = 0) -> SlaVerdict:
+def _verdict(sla: Sla, op: str, hists: Histograms, errors: int = 0) -> SlaVerdict:
     hist = hists.histogram(op) if op in hists else None
     ok = hist.get_total_count() if hist is not None else 0
     n = ok + errors
@@ -193,14 +173,11 @@ def _verdict(sla: Sla, op: str, hists: OpHistograms, errors: int = 0) -> SlaVerd
         ci_ms = (ci_us[0] / 1000.0, ci_us[1] / 1000.0) if ci_us else None
     else:
         value_ms = at_rank(max(1, math.ceil(q * n)))
-        spread = 1.96 * math.sqrt(n * q * (1.0 - q))
-        low_rank, high_rank = math.floor(n * q - spread), math.ceil(n * q + spread)
-        ci_ms = (
-            (at_rank(low_rank), at_rank(high_rank)) if low_rank >= 1 and high_rank <= n else None
-        )
+        ranks = order_statistic_ranks(n, q)
+        ci_ms = (at_rank(ranks[0]), at_rank(ranks[1])) if ranks else None
     if value_ms <= sla.limit_ms:
         status: Status = "ok"
-    elif ci_ms is None or ci_ms[0] > sla.limit_ms:
+    elif ci_ms is None or decide(ci_ms[0], ci_ms[1], sla.limit_ms) is Verdict.FAIL:
         # Without an interval the point estimate is all there is; it is over the limit.
         status = "broken"
     else:

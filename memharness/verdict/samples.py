@@ -1,16 +1,16 @@
-"""The SLA check: p95/p99 with bootstrap confidence intervals over raw per-call timings.
+"""The SLA gate of `memharness bench`: p95/p99 with bootstrap confidence intervals over raw
+per-call timings.
 
-Pure functions of the samples, no I/O. pytest-benchmark's own `--benchmark-compare-fail`
-gates only mean/median, so this is the p95 gate of DESIGN.md ("Measuring latency").
+Pure functions of the samples, no I/O. pytest-benchmark's own gates see only mean and
+median, so this is the p95 gate of DESIGN.md ("Measuring latency").
 
 The rule: an operation FAILS only when the *lower* bound of the confidence interval of
-its p95 is over the SLA, i.e. we are confident (95% by default) that the true p95
-breaches it. A noisy machine then widens the interval instead of failing the build. With
-fewer than `min_samples` samples the check says INSUFFICIENT, which fails too: a gate
-that cannot see the tail must not pass. An operation measured on a machine running
-`slowdown` times slower than the reference (`bench.machine`) is judged at the reference's
-speed: its interval divided by the slowdown. Percentiles are order statistics (numpy's
-"higher" method: always an observed sample, never interpolated below it).
+its p95 is over the SLA (`intervals.decide`), i.e. we are confident (95% by default) that
+the true p95 breaches it. A noisy machine then widens the interval instead of failing the
+build. With fewer than `min_samples` samples the check says INSUFFICIENT, which fails
+too: a gate that cannot see the tail must not pass. An operation measured on a machine
+running `slowdown` times slower than the reference (`bench.machine`) is judged at the
+reference's speed: its interval divided by the slowdown.
 """
 
 from __future__ import annotations
@@ -18,41 +18,23 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 
-#: SLAs at p95, in milliseconds, per layer (DESIGN.md).
-SLA_MS: dict[str, float] = {"session": 5.0, "stm": 50.0, "ltm": 200.0, "turn": 300.0}
+from memharness.verdict.intervals import (
+    CONFIDENCE,
+    RESAMPLES,
+    SEED,
+    Interval,
+    Verdict,
+    bootstrap_cis,
+    decide,
+    fmt_ms,
+    percentiles,
+)
+
 MIN_SAMPLES = 200
-RESAMPLES = 2000
-CONFIDENCE = 0.95
-SEED = 20_260_101
-PERCENTILE_METHOD: Final = "higher"
-#: Bound on the size of one bootstrap block (resamples x samples), to cap memory.
-_BLOCK_ELEMENTS = 2_000_000
-
-
-class Verdict(StrEnum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-    INSUFFICIENT = "INSUFFICIENT"
-    INFO = "INFO"  # no SLA for this measurement (e.g. the embedding share of a turn)
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """A two-sided confidence interval, in milliseconds."""
-
-    low: float
-    high: float
-
-    def __str__(self) -> str:
-        return f"[{_fmt(self.low)}, {_fmt(self.high)}]"
-
-
-_NAN_INTERVAL = Interval(math.nan, math.nan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,50 +88,6 @@ class SlaCheck:
         }
 
 
-def percentiles(samples: Sequence[float] | np.ndarray, qs: Sequence[float]) -> list[float]:
-    """The `qs` percentiles (0-100) of the samples, as observed order statistics."""
-    data = np.asarray(samples, dtype=np.float64)
-    if data.size == 0:
-        return [math.nan for _ in qs]
-    values = np.percentile(data, list(qs), method=PERCENTILE_METHOD)
-    return [float(v) for v in np.atleast_1d(values)]
-
-
-def bootstrap_cis(
-    samples: Sequence[float] | np.ndarray,
-    qs: Sequence[float],
-    *,
-    resamples: int = RESAMPLES,
-    confidence: float = CONFIDENCE,
-    seed: int = SEED,
-) -> list[Interval]:
-    """Percentile-bootstrap confidence intervals of the `qs` percentiles, one per q.
-
-    Seeded: the same samples give the same intervals. Resamples are drawn in blocks so
-    memory stays bounded for large sample counts.
-    """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
-    data = np.asarray(samples, dtype=np.float64)
-    n = data.size
-    if n == 0:
-        return [_NAN_INTERVAL for _ in qs]
-    rng = np.random.default_rng(seed)
-    estimates = np.empty((len(qs), resamples))
-    block = max(1, _BLOCK_ELEMENTS // n)
-    for start in range(0, resamples, block):
-        rows = min(block, resamples - start)
-        drawn = data[rng.integers(0, n, size=(rows, n))]
-        estimates[:, start : start + rows] = np.percentile(
-            drawn, list(qs), axis=1, method=PERCENTILE_METHOD
-        )
-    alpha = (1.0 - confidence) / 2.0
-    bounds = np.quantile(estimates, [alpha, 1.0 - alpha], axis=1)
-    return [Interval(float(bounds[0, i]), float(bounds[1, i])) for i in range(len(qs))]
-
-
 def check_sla(
     op: str,
     samples_ms: Sequence[float] | np.ndarray,
@@ -179,12 +117,12 @@ def check_sla(
         data, (95, 99), resamples=resamples, confidence=confidence, seed=seed
     )
     level = f"{confidence:.0%} CI"
-    figures = f"p95 {_fmt(p95)} ms ({level} {ci95}), p99 {_fmt(p99)} ms ({level} {ci99}), n={n}"
+    figures = f"p95 {fmt_ms(p95)} ms ({level} {ci95}), p99 {fmt_ms(p99)} ms ({level} {ci99}), n={n}"
     low = ci95.low / slowdown  # at the reference machine's speed
     if slowdown > 1.0:
         figures += (
             f"; measured on a machine {slowdown:.2f}x slower than the reference ({machine}): "
-            f"p95 {_fmt(p95 / slowdown)} ms, lower bound {_fmt(low)} ms at reference speed"
+            f"p95 {fmt_ms(p95 / slowdown)} ms, lower bound {fmt_ms(low)} ms at reference speed"
         )
     verdict: Verdict
     if sla_ms is None:
@@ -192,21 +130,21 @@ def check_sla(
     elif n < min_samples:
         verdict = Verdict.INSUFFICIENT
         message = (
-            f"{op}: INSUFFICIENT samples for the {layer} SLA of {_fmt(sla_ms)} ms: "
+            f"{op}: INSUFFICIENT samples for the {layer} SLA of {fmt_ms(sla_ms)} ms: "
             f"n={n} < {min_samples}; {figures}"
         )
-    elif low > sla_ms:
+    elif decide(low, ci95.high / slowdown, sla_ms) is Verdict.FAIL:
         verdict = Verdict.FAIL
         message = (
-            f"{op}: FAIL: the {layer} SLA of {_fmt(sla_ms)} ms at p95 is breached: "
-            f"p95 {_fmt(p95 / slowdown)} ms, {level} lower bound {_fmt(low)} ms > "
-            f"{_fmt(sla_ms)} ms; {figures}"
+            f"{op}: FAIL: the {layer} SLA of {fmt_ms(sla_ms)} ms at p95 is breached: "
+            f"p95 {fmt_ms(p95 / slowdown)} ms, {level} lower bound {fmt_ms(low)} ms > "
+            f"{fmt_ms(sla_ms)} ms; {figures}"
         )
     else:
         verdict = Verdict.PASS
         headroom = math.inf if p95 <= 0 else sla_ms * slowdown / p95  # as `headroom`
         message = (
-            f"{op}: PASS: within the {layer} SLA of {_fmt(sla_ms)} ms, "
+            f"{op}: PASS: within the {layer} SLA of {fmt_ms(sla_ms)} ms, "
             f"headroom {headroom:.1f}x; {figures}"
         )
         if p95 / slowdown > sla_ms:
@@ -258,12 +196,6 @@ class GateOutcome:
 def gate(checks: Iterable[SlaCheck]) -> GateOutcome:
     """Combine checks: the gate fails when any check FAILs or is INSUFFICIENT."""
     return GateOutcome(checks=list(checks))
-
-
-def _fmt(value: float) -> str:
-    if math.isnan(value):
-        return "nan"
-    return f"{value:.3f}" if value < 100 else f"{value:.1f}"
 
 
 def _num(value: float | None) -> float | None:
