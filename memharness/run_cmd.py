@@ -41,7 +41,7 @@ from memharness.sim.plan import (
 )
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
-from reference.forgetting.loading import list_strategies
+from reference.policy.loading import list_strategies
 from reference.settings import Settings
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "scenarios"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from reference.forgetting.loading import StrategyError, StrategyRegistry
-from reference.forgetting.strategy import Strategy
+from reference.policy.loading import StrategyError, StrategyRegistry
+from reference.policy.strategy import Strategy
 
 _FILE_OPTION = click.option(
     "--file",

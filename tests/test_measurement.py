@@ -24,9 +24,9 @@ from memharness.sim.plan import StrategySpec, probe_times, sample_times, sweep_t
 from memharness.sim.shard import ShardReplayer, SimUser
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
-from reference.forgetting.policy import OracleAdvice
 from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.policy.sweep import OracleAdvice
 from reference.settings import Settings
 from reference.stm.chroma_client import make_chroma_client
 from reference.system import MemorySystem

@@ -28,7 +28,7 @@ from memharness.sim.results import ResultWriter
 from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
 from memharness.sim.truth import FactState, UserTruth
 from reference.crypto import generate_key
-from reference.forgetting.loading import list_strategies
+from reference.policy.loading import list_strategies
 from reference.settings import Settings
 
 SUITE = Path(__file__).resolve().parents[1] / "scenarios"

@@ -30,8 +30,8 @@ from memharness.ab.background import EVENT_MEMORIES, SESSION_RECORDS, Background
 from memharness.cli import main
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
-from reference.forgetting.loading import load_strategy
 from reference.models import Category
+from reference.policy.loading import load_strategy
 from reference.settings import Settings
 from reference.system import MemorySystem
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from memharness.strategies_cmd import duration, strategies
 from reference.errors import InvalidInput
-from reference.forgetting.loading import (
+from reference.models import Category, MemoryType
+from reference.policy.loading import (
     BUILTINS,
     StrategyError,
     StrategyRegistry,
@@ -23,8 +24,7 @@ from reference.forgetting.loading import (
     load_strategy_file,
     parse_strategy,
 )
-from reference.forgetting.strategy import DAY_S, Strategy
-from reference.models import Category, MemoryType
+from reference.policy.strategy import DAY_S, Strategy
 
 HOUR = 3600.0
 BUILTIN_NAMES = list(BUILTINS)
@@ -34,7 +34,7 @@ BUILTIN_NAMES = list(BUILTINS)
 def test_the_registry_lists_exactly_the_shipped_yaml_files() -> None:
     shipped = {
         entry.name.removesuffix(".yaml")
-        for entry in resources.files("reference.forgetting").joinpath("builtin").iterdir()
+        for entry in resources.files("reference.policy").joinpath("builtin").iterdir()
         if entry.name.endswith(".yaml")
     }
     assert shipped == set(BUILTINS)

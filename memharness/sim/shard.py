@@ -40,11 +40,11 @@ from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
 from reference.crypto import SEALED, is_sealed
 from reference.forgetting.consolidation import episode_source
-from reference.forgetting.policy import Memory, OracleAdvice
-from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.ltm.base import LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord
+from reference.policy.strategy import Strategy
+from reference.policy.sweep import Memory, OracleAdvice
 from reference.system import MemorySystem
 
 StmRef = tuple[str, str]  # ("stm", record_id)

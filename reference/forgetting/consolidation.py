@@ -60,9 +60,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reference.dueindex import DueIndex
-from reference.intent import is_question
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Category, Fact, MemoryRecord, MemoryType, SessionStatus
+from reference.policy.intent import is_question
 from reference.promotion import DEFAULT_IMPORTANCE, extract_fact
 from reference.records import fast_init
 from reference.stm.base import StmFilter

@@ -37,20 +37,9 @@ import numpy as np
 from reference.clock import Clock
 from reference.crypto import FieldCipher, seal_value, unseal_value
 from reference.errors import ConfigurationError, InvalidInput
-from reference.forgetting.commands import ForgetCommand
 from reference.forgetting.consolidation import Consolidation, SessionTracker, consolidate_session
 from reference.forgetting.events import EventBus, IdempotentHandler
 from reference.forgetting.forgetter import ForgetReport, apply_forget
-from reference.forgetting.policy import (
-    Action,
-    OracleAdvice,
-    due_rule,
-    expires_at_on_write,
-    invalidations_for,
-    on_access,
-    rerank,
-)
-from reference.forgetting.strategy import Strategy
 from reference.forgetting.sweeper import SweepStats, run_sweep
 from reference.ltm.base import FactChanges, LongTermStore, LtmFilter, due_margin
 from reference.ltm.common import as_real
@@ -62,6 +51,17 @@ from reference.models import (
     MemoryRecord,
     MemoryType,
     RetentionUpdate,
+)
+from reference.policy.forget_commands import ForgetCommand
+from reference.policy.strategy import Strategy
+from reference.policy.sweep import (
+    Action,
+    OracleAdvice,
+    due_rule,
+    expires_at_on_write,
+    invalidations_for,
+    on_access,
+    rerank,
 )
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore, StmFilter

@@ -52,10 +52,10 @@ from typing import TYPE_CHECKING, Any
 from reference.crypto import anonymise_value
 from reference.errors import ConfigurationError
 from reference.forgetting.consolidation import consolidate_ended
-from reference.forgetting.policy import Action, Decision, select_for_forgetting
-from reference.forgetting.strategy import Layer
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Fact, Status
+from reference.policy.strategy import Layer
+from reference.policy.sweep import Action, Decision, select_for_forgetting
 from reference.records import fast_init
 from reference.stm.base import StmFilter
 

@@ -1,12 +1,12 @@
 """Strategies: named, validated configurations of the forgetting engine, kept in YAML.
 
 A `Strategy` is data only: which rule blocks are on and with which parameters. The pure
-decisions it implies live in `reference.forgetting.policy`; the engine that applies them
+decisions it implies live in `reference.policy.sweep`; the engine that applies them
 to the stores is separate. Durations are float seconds (a YAML file may write them with
 units: `7d`, `1h30m`); `None` means "never".
 
 Reading strategies from YAML (with errors that name the file, line and field), and the
-registry of built-in and user strategies, live in `reference.forgetting.loading`.
+registry of built-in and user strategies, live in `reference.policy.loading`.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class ImportanceRule(_Block):
 
     A score below `low_score` gets `low_score_ttl_s` instead. Each access adds
     `access_boost` (capped at `max_score`); time since the last access takes away
-    `decay_per_day`. See `reference.forgetting.importance` for the expiry instant.
+    `decay_per_day`. See `reference.policy.importance` for the expiry instant.
     """
 
     base_s: Seconds = 7 * DAY_S
@@ -243,7 +243,7 @@ class Strategy(_Block):
         """A new validated strategy with dotted parameters replaced, e.g.
         `{"ttl.default_s": 600, "events.0.action": "delete", "decay": None}`."""
         # At call time: `loading` imports this module.
-        from reference.forgetting.loading import set_path, validate_strategy
+        from reference.policy.loading import set_path, validate_strategy
 
         data = self.model_dump(mode="json")
         for path, value in overrides.items():

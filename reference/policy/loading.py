@@ -3,7 +3,7 @@
 YAML errors name the file, the line and the field (`hybrid.yaml:12: ttl.default_s: ...`),
 by way of `reference.yamldoc`: the file is composed to YAML nodes first, and each pydantic
 error location is walked back through those nodes to the line of its key. The models
-themselves are in `reference.forgetting.strategy`.
+themselves are in `reference.policy.strategy`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from reference.forgetting.strategy import Strategy
+from reference.policy.strategy import Strategy
 from reference.suggest import did_you_mean
 from reference.yamldoc import (
     Problem,
@@ -131,7 +131,7 @@ class StrategyRegistry:
     """
 
     def __init__(self, *, builtins: bool = True) -> None:
-        package = resources.files(__package__ or "reference.forgetting")
+        package = resources.files(__package__ or "reference.policy")
         self._sources: dict[str, Traversable | Path] = (
             {name: package.joinpath(rel) for name, rel in BUILTINS.items()} if builtins else {}
         )

@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from reference.forgetting.commands import parse_forget_command
-from reference.lexicon import safety_kind
 from reference.models import MemoryType
+from reference.policy.forget_commands import parse_forget_command
+from reference.policy.lexicon import safety_kind
 from reference.text import IntentDecision, IntentFilter
 
 __all__ = [
@@ -379,7 +379,7 @@ _is_stable_preference = memoised(_stable_preference)
 def is_forget_command(text: str) -> bool:
     """Whether the utterance asks to forget something or to reset the conversation.
 
-    The parser in `reference.forgetting.commands` decides, here and in `classify`, so
+    The parser in `reference.policy.forget_commands` decides, here and in `classify`, so
     the filter and the command the forgetting engine acts on never disagree.
     """
     return parse_forget_command(text) is not None

@@ -28,8 +28,9 @@ from typing import Any, TypeVar
 from reference.clock import format_ts
 from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
-from reference.forgetting.importance import expiry_delay, score_after_access
-from reference.forgetting.strategy import (
+from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, Status
+from reference.policy.importance import expiry_delay, score_after_access
+from reference.policy.strategy import (
     DAY_S,
     ArchivalRule,
     DecayRule,
@@ -37,7 +38,6 @@ from reference.forgetting.strategy import (
     Layer,
     Strategy,
 )
-from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, Status
 from reference.records import fast_init
 from reference.validation import check_k, check_timestamp
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from reference.errors import InvalidInput
-from reference.lexicon import PROFILE_KEYS, SAFETY, TOPICS, WordSet
+from reference.policy.lexicon import PROFILE_KEYS, SAFETY, TOPICS, WordSet
 
 __all__ = ["ForgetCommand", "Scope", "parse_forget_command", "topic_keys"]
 
@@ -452,7 +452,7 @@ _TOPIC_DETERMINER = re.compile(r"^(?:(?:my|the|your|our|all(?: of)?|any)\s+|我�
 def topic_keys(topic: str) -> set[str]:
     """The LTM keys a forget topic names: "地址" -> {"address"}, "preferences" -> all topics.
 
-    Synonyms come from `reference.lexicon`, so a topic maps to the key its facts were
+    Synonyms come from `reference.policy.lexicon`, so a topic maps to the key its facts were
     promoted under (a health or safety kind names the family of its keys: "allergies"
     -> "allergy", which covers "allergy:peanut"). Unless the topic is itself a synonym,
     the keys also hold the one promotion gives "my <topic> is ..." (spaces as
