@@ -70,8 +70,8 @@ from reference.crypto import generate_key
 from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
 from reference.factory import build_memory_system, describe_backends
 from reference.keys import Namespace
-from reference.policy.loading import StrategyError, load_strategy
-from reference.policy.strategy import Strategy
+from reference.policy.loading import load_strategy
+from reference.policy.strategy import Strategy, StrategyError
 from reference.settings import Settings
 from reference.stm.chroma_client import describe_chroma
 from reference.text import Embedder

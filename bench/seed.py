@@ -41,8 +41,8 @@ from reference.embedding import HashingEmbedder
 from reference.keys import Namespace
 from reference.ltm.migrations import drop_schema
 from reference.models import Category, MemoryRecord, MemoryType
+from reference.policy.expiry import expires_at_on_write
 from reference.policy.strategy import Strategy
-from reference.policy.sweep import expires_at_on_write
 from reference.session.base import SessionStore
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore

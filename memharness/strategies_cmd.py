@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from reference.policy.loading import StrategyError, StrategyRegistry
-from reference.policy.strategy import Strategy
+from reference.policy.loading import StrategyRegistry
+from reference.policy.strategy import Strategy, StrategyError
 
 _FILE_OPTION = click.option(
     "--file",

@@ -34,8 +34,9 @@ from reference.models import Category, MemoryType
 from reference.pii import RegexPiiMasker
 from reference.policy.intent import RuleIntentFilter
 from reference.policy.loading import load_strategy
-from reference.policy.strategy import Strategy, TtlRule
-from reference.policy.sweep import OracleAdvice
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import TtlRule
+from reference.policy.strategy import Strategy
 from reference.registry import load_backend
 from reference.session.base import SessionStore
 from reference.settings import Settings

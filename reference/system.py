@@ -34,7 +34,7 @@ from reference.ltm.base import LongTermStore, LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
 from reference.policy.forget_commands import parse_forget_command
 from reference.policy.intent import memoised
-from reference.policy.sweep import OracleAdvice
+from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.records import fast_init
 from reference.session.base import SessionStore

@@ -28,8 +28,9 @@ from reference.forgetting.consolidation import Consolidation, consolidate_ended
 from reference.keys import Namespace
 from reference.models import Status
 from reference.policy.loading import BUILTINS, load_strategy
-from reference.policy.strategy import DAY_S
-from reference.policy.sweep import DueRule, OracleAdvice, due_rule, next_due_at
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
+from reference.policy.sweep import DueRule, due_rule, next_due_at
 from reference.session.memory_store import InMemorySessionStore
 from reference.settings import Settings
 from reference.system import MemorySystem

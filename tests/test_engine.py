@@ -34,8 +34,9 @@ from reference.models import Event, Status
 from reference.pii import contains_raw_pii
 from reference.policy.importance import expiry_delay, score_after_access
 from reference.policy.loading import BUILTINS, load_strategy
-from reference.policy.strategy import DAY_S, Strategy
-from reference.policy.sweep import OracleAdvice
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
+from reference.policy.strategy import Strategy
 from reference.session.base import SessionStore
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import LongTermSettings, Settings, ShortTermSettings

@@ -19,7 +19,7 @@ from reference.footprint import Usage, session_bytes
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
 from reference.policy.loading import BUILTINS
-from reference.policy.sweep import OracleAdvice
+from reference.policy.oracle import OracleAdvice
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
 from reference.system import MemorySystem

@@ -35,10 +35,11 @@ from reference.factory import build_memory_system
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, LtmFilter
 from reference.models import Category, Event, SessionStatus
-from reference.policy.forget_commands import parse_forget_command, topic_keys
+from reference.policy.forget_commands import parse_forget_command
+from reference.policy.forget_topics import topic_keys
 from reference.policy.loading import BUILTINS
-from reference.policy.strategy import DAY_S
-from reference.policy.sweep import OracleAdvice
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
 from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.system import MemorySystem

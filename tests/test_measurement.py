@@ -26,7 +26,7 @@ from reference.clock import VirtualClock
 from reference.factory import build_memory_system
 from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
-from reference.policy.sweep import OracleAdvice
+from reference.policy.oracle import OracleAdvice
 from reference.settings import Settings
 from reference.stm.chroma_client import make_chroma_client
 from reference.system import MemorySystem

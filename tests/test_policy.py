@@ -15,18 +15,16 @@ from hypothesis import strategies as st
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, Status
+from reference.policy.decisions import Decision
+from reference.policy.expiry import expires_at_on_write, on_access
 from reference.policy.importance import expiry_delay, score_after_access, ttl_for_score
+from reference.policy.invalidation import invalidations_for
 from reference.policy.loading import BUILTINS, load_strategy
-from reference.policy.strategy import DAY_S, ImportanceRule, Strategy
-from reference.policy.sweep import (
-    Decision,
-    OracleAdvice,
-    expires_at_on_write,
-    invalidations_for,
-    on_access,
-    rerank,
-    select_for_forgetting,
-)
+from reference.policy.oracle import OracleAdvice
+from reference.policy.ranking import rerank
+from reference.policy.rules import DAY_S, ImportanceRule
+from reference.policy.strategy import Strategy
+from reference.policy.sweep import select_for_forgetting
 from tests.conftest import T0
 
 HOUR = 3600.0

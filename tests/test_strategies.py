@@ -17,14 +17,14 @@ from reference.errors import InvalidInput
 from reference.models import Category, MemoryType
 from reference.policy.loading import (
     BUILTINS,
-    StrategyError,
     StrategyRegistry,
     list_strategies,
     load_strategy,
     load_strategy_file,
     parse_strategy,
 )
-from reference.policy.strategy import DAY_S, Strategy
+from reference.policy.rules import DAY_S
+from reference.policy.strategy import Strategy, StrategyError
 
 HOUR = 3600.0
 BUILTIN_NAMES = list(BUILTINS)

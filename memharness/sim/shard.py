@@ -43,8 +43,9 @@ from reference.forgetting.consolidation import episode_source
 from reference.keys import Namespace
 from reference.ltm.base import LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord
+from reference.policy.decisions import Memory
+from reference.policy.oracle import OracleAdvice
 from reference.policy.strategy import Strategy
-from reference.policy.sweep import Memory, OracleAdvice
 from reference.system import MemorySystem
 
 StmRef = tuple[str, str]  # ("stm", record_id)

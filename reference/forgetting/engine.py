@@ -52,17 +52,14 @@ from reference.models import (
     MemoryType,
     RetentionUpdate,
 )
+from reference.policy.decisions import Action
+from reference.policy.expiry import expires_at_on_write, on_access
 from reference.policy.forget_commands import ForgetCommand
+from reference.policy.invalidation import invalidations_for
+from reference.policy.oracle import OracleAdvice
+from reference.policy.ranking import rerank
 from reference.policy.strategy import Strategy
-from reference.policy.sweep import (
-    Action,
-    OracleAdvice,
-    due_rule,
-    expires_at_on_write,
-    invalidations_for,
-    on_access,
-    rerank,
-)
+from reference.policy.sweep import due_rule
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore, StmFilter
 from reference.text import Embedder, PiiMasker

@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING
 from reference.errors import InvalidInput
 from reference.ltm.base import LtmFilter
 from reference.models import Category, Fact, MemoryRecord
-from reference.policy.forget_commands import ForgetCommand, topic_keys
-from reference.policy.lexicon import PROFILE_KEYS, SAFETY, TOPICS, key_family
+from reference.policy.forget_commands import ForgetCommand
+from reference.policy.forget_topics import topic_keys
+from reference.policy.lexicon import key_family
+from reference.policy.vocabulary import PROFILE_KEYS, SAFETY, TOPICS
 from reference.stm.base import StmFilter
 
 if TYPE_CHECKING:
@@ -206,7 +208,7 @@ def _topic_of(record: MemoryRecord) -> str | None:
 
 class TopicMatcher:
     """Whether a text speaks of a topic: the topic itself, or a synonym of one of its
-    keys from `reference.policy.lexicon`. Wider than the lexicon's own matching on purpose
+    keys from `reference.policy.vocabulary`. Wider than the lexicon's own matching on purpose
     (erasing a little more is safe, keeping what the user asked to forget is not): Latin
     words must start at a word boundary, and only short ones end at one too ("tea" is
     not in "steak"); CJK words match as substrings, whatever the segmentation."""

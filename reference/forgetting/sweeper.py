@@ -54,8 +54,9 @@ from reference.errors import ConfigurationError
 from reference.forgetting.consolidation import consolidate_ended
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Fact, Status
-from reference.policy.strategy import Layer
-from reference.policy.sweep import Action, Decision, select_for_forgetting
+from reference.policy.decisions import Action, Decision
+from reference.policy.rules import Layer
+from reference.policy.sweep import select_for_forgetting
 from reference.records import fast_init
 from reference.stm.base import StmFilter
 

@@ -32,7 +32,7 @@ gone by then. The first crossing is what counts.
 
 from __future__ import annotations
 
-from reference.policy.strategy import DAY_S, ImportanceRule
+from reference.policy.rules import DAY_S, ImportanceRule
 
 
 def ttl_for_score(rule: ImportanceRule, score: float) -> float:
