@@ -1,7 +1,9 @@
 """Time rules on write and on access: a record's `expires_at` and importance.
 
 Time rules combine by the earliest deadline: a TTL (from the write), a sliding window
-and the importance rule (from the last access) each give one, and the first one wins.
+(from the last access) and the importance rule (from the last access, or the write under
+`ttl_from: written`) each give one, and the first one wins. A sliding or importance
+rule gives one only for the memories its `types` and `layers` cover.
 Under an importance rule a record's `importance` is its score as of `last_accessed_at`
 (`importance.decayed_score` gives the score at any later time).
 """
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from reference.errors import InvalidInput
 from reference.models import Category, Fact, MemoryType
 from reference.policy.decisions import Memory, written_at
-from reference.policy.importance import expiry_delay, score_after_access
+from reference.policy.importance import deadline, score_after_access
 from reference.policy.strategy import Strategy
 from reference.validation import check_timestamp
 
@@ -46,20 +48,23 @@ def on_access(strategy: Strategy, record: Memory, *, now: float) -> AccessUpdate
     """The new expiry and importance of `record` (as stored before this access) at `now`.
 
     A sliding window restarts; the importance score decays to `now`, gains
-    `access_boost` and grants a new TTL from `now`; a fixed TTL still counts from the
-    write. A record that is no longer live stays as it is: access never resurrects.
+    `access_boost` and grants a new TTL (from `now`, or from the write under
+    `ttl_from: written`); a fixed TTL still counts from the write. Rules whose `types`
+    or `layers` leave the record out change nothing. A record that is no longer live
+    stays as it is: access never resurrects.
     """
     now = check_timestamp("now", now)
     if not record.is_live(now):
         return AccessUpdate(expires_at=record.expires_at, importance=record.importance)
-    score = record.importance
-    if strategy.importance is not None:
-        score = score_after_access(strategy.importance, score, now - record.last_accessed_at)
     kind = record.category if isinstance(record, Fact) else record.type
-    deadline = _deadline(
+    score = record.importance
+    rule = strategy.importance
+    if rule is not None and rule.covers(kind):
+        score = score_after_access(rule, score, now - record.last_accessed_at)
+    expires_at = _deadline(
         strategy, kind, written_at=written_at(record), last_access=now, score=score
     )
-    return AccessUpdate(expires_at=deadline, importance=score)
+    return AccessUpdate(expires_at=expires_at, importance=score)
 
 
 def _deadline(
@@ -75,10 +80,13 @@ def _deadline(
         ttl = strategy.ttl.ttl_for(kind)
         if ttl is not None:
             deadlines.append(written_at + ttl)
-    if strategy.sliding is not None:
-        deadlines.append(last_access + strategy.sliding.window_s)
-    if strategy.importance is not None:
-        deadlines.append(last_access + expiry_delay(strategy.importance, score))
+    sliding, importance = strategy.sliding, strategy.importance
+    if sliding is not None and sliding.covers(kind):
+        deadlines.append(last_access + sliding.window_s)
+    if importance is not None and importance.covers(kind):
+        deadlines.append(
+            deadline(importance, score, written_at=written_at, last_access=last_access)
+        )
     return min(deadlines, default=None)
 
 
@@ -90,16 +98,20 @@ def expiry_rule(strategy: Strategy, record: Memory) -> str:
     if record.expires_at is None:
         return "expires_at"
     kind = record.category if isinstance(record, Fact) else record.type
+    written = written_at(record)
     candidates: list[tuple[float, str]] = []
     if strategy.ttl is not None:
         ttl = strategy.ttl.ttl_for(kind)
         if ttl is not None:
-            candidates.append((written_at(record) + ttl, strategy.ttl.rule_for(kind)))
-    if strategy.sliding is not None:
-        candidates.append((record.last_accessed_at + strategy.sliding.window_s, "sliding.window_s"))
-    if strategy.importance is not None:
-        delay = expiry_delay(strategy.importance, record.importance)
-        candidates.append((record.last_accessed_at + delay, "importance"))
+            candidates.append((written + ttl, strategy.ttl.rule_for(kind)))
+    sliding, importance = strategy.sliding, strategy.importance
+    if sliding is not None and sliding.covers(kind):
+        candidates.append((record.last_accessed_at + sliding.window_s, "sliding.window_s"))
+    if importance is not None and importance.covers(kind):
+        at = deadline(
+            importance, record.importance, written_at=written, last_access=record.last_accessed_at
+        )
+        candidates.append((at, "importance"))
     expires_at = record.expires_at
     return min(candidates, key=lambda c: abs(c[0] - expires_at), default=(0.0, "expires_at"))[1]
 

@@ -68,6 +68,7 @@ BUILTINS: dict[str, str] = {
         "event_driven",
         "hybrid",
         "hybrid_rules",
+        "seed_mixed",
         "oracle",
     )
 }

@@ -20,21 +20,29 @@ def rerank(hits: Sequence[Hit[R]], *, strategy: Strategy, now: float, k: int) ->
     """The top `k` hits after recency decay; without a decay rule, `hits[:k]` unchanged.
 
     A hit's score becomes similarity * exp(-lambda * age_days) (a negative similarity is
-    divided instead, so age never helps). Ties keep the input order.
+    divided instead, so age never helps); a hit the rule's `types` and `layers` leave
+    out keeps its score. Ties keep the input order.
     """
     check_k("k", k)
     now = check_timestamp("now", now)
     rule = strategy.decay
     if rule is None:
         return list(hits[:k])
+    everywhere = rule.everywhere
     decayed = []
     for hit in hits:
-        factor = recency_factor(rule, hit.record, now)
+        record = hit.record
+        if not everywhere and not rule.covers(
+            record.category if isinstance(record, Fact) else record.type
+        ):
+            decayed.append(hit)
+            continue
+        factor = recency_factor(rule, record, now)
         if hit.score >= 0:
             score = hit.score * factor
         else:
             score = hit.score / factor if factor > 0 else -math.inf
-        decayed.append(Hit(record=hit.record, score=score))
+        decayed.append(Hit(record=record, score=score))
     decayed.sort(key=lambda hit: -hit.score)  # stable: ties keep the store's order
     return decayed[:k]
 

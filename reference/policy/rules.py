@@ -7,9 +7,18 @@ Durations are float seconds (a YAML file may write them with units: `7d`, `1h30m
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 from pydantic_core import PydanticCustomError
 
 from reference.durations import seconds_field
@@ -69,18 +78,91 @@ class TtlRule(Block):
         return f"ttl.by_type.{kind.value}" if kind in self.by_type else "ttl.default_s"
 
 
-class SlidingRule(Block):
+def _not_empty(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not value:
+        raise field_error("must not be empty (omit it to mean any)")
+    return value
+
+
+def _no_session(value: tuple[MemoryType, ...]) -> tuple[MemoryType, ...]:
+    if MemoryType.SESSION in value:
+        raise field_error(
+            "session is not a memory of STM or LTM (the session layer's lifetime is "
+            "ttl.by_type.session)"
+        )
+    return value
+
+
+Layers = Annotated[tuple[Layer, ...], AfterValidator(sorted_unique), AfterValidator(_not_empty)]
+MemoryTypes = Annotated[
+    tuple[MemoryType, ...],
+    AfterValidator(sorted_unique),
+    AfterValidator(_not_empty),
+    AfterValidator(_no_session),
+]
+
+
+class ScopedRule(Block):
+    """A rule that applies to some memories only: `layers` (default both), then `types`
+    (default all). As in `TtlRule`, an LTM fact counts as the memory type named like its
+    category: `types: [preference]` covers STM preference records and LTM preference
+    facts, and `layers: [ltm]` then only the facts.
+
+    `types` and `layers` are left out of the strategy's dump (YAML, results, fingerprint)
+    while they cover everything, so a rule that does not narrow them dumps and hashes
+    as one that cannot.
+    """
+
+    types: MemoryTypes | None = None
+    layers: Layers = ("ltm", "stm")
+
+    #: Options left out of the dump while at their default.
+    quiet_options: ClassVar[tuple[str, ...]] = ("types", "layers")
+
+    @property
+    def everywhere(self) -> bool:
+        """Whether the rule covers every memory of both layers."""
+        return self.types is None and len(self.layers) == 2
+
+    def covers(self, kind: MemoryType | Category) -> bool:
+        """Whether the rule applies to an STM record of this type (a `MemoryType`) or an
+        LTM fact of this category (a `Category`)."""
+        if isinstance(kind, Category):
+            if "ltm" not in self.layers:
+                return False
+            return self.types is None or MemoryType(kind.value) in self.types
+        return "stm" in self.layers and (self.types is None or kind in self.types)
+
+    @model_serializer(mode="wrap")
+    def _dump_without_quiet_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        fields = type(self).model_fields
+        for name in self.quiet_options:
+            if getattr(self, name) == fields[name].default:
+                data.pop(name, None)
+        return data
+
+
+class SlidingRule(ScopedRule):
     """A memory lives while it is accessed within `window_s` of its last access."""
 
     window_s: Seconds
 
 
-class ImportanceRule(Block):
-    """The seed's importance TTL, counted from the last access: `base * (1 + 2*score/max)`.
+class ImportanceRule(ScopedRule):
+    """The seed's importance TTL: `base * (1 + 2*score/max)`.
 
     A score below `low_score` gets `low_score_ttl_s` instead. Each access adds
     `access_boost` (capped at `max_score`); time since the last access takes away
-    `decay_per_day`. See `reference.policy.importance` for the expiry instant.
+    `decay_per_day`. `ttl_from` says where the TTL counts from:
+
+    - `last_access` (the default): from the last access, with the score decaying as
+      time passes, so a memory expires once it outlives the TTL its current score
+      grants (`reference.policy.importance.expiry_delay`; score 5: 12.3 days);
+    - `written`: seed 002's table, from when the value was written (an STM record's
+      creation, an LTM fact's last update), for the score as of the last access
+      (decayed and boosted at each access only): score 5 gives 14 days, 10 gives 21,
+      below 2 one day.
     """
 
     base_s: Seconds = 7 * DAY_S
@@ -89,6 +171,9 @@ class ImportanceRule(Block):
     access_boost: float = Field(1.0, ge=0)
     decay_per_day: float = Field(0.1, ge=0)
     max_score: float = Field(10.0, gt=0)
+    ttl_from: Literal["last_access", "written"] = "last_access"
+
+    quiet_options: ClassVar[tuple[str, ...]] = ("types", "layers", "ttl_from")
 
     @field_validator("max_score")
     @classmethod
@@ -99,7 +184,7 @@ class ImportanceRule(Block):
         return value
 
 
-class DecayRule(Block):
+class DecayRule(ScopedRule):
     """Ranking only: similarity times `exp(-lambda_per_day * age_days)`; deletes nothing.
 
     `age_from: written` ages a memory from when its value was written (STM created_at,

@@ -113,9 +113,18 @@ class Strategy(Block):
         return validate_strategy(data, source=None)
 
     def fingerprint(self) -> str:
-        """A short stable hash of the behaviour (every field but name and description)."""
+        """A short stable hash of the behaviour: the dump of every field but name and
+        description, less the options at a default that changes nothing.
+
+        Run results are keyed by fingerprint, so an option a strategy leaves at such a
+        default stays out of the hash, and adding one never re-keys the strategies that
+        don't use it: the default `promotion: rules` (which takes no `consolidation`
+        block, so both are left out) and a rule's quiet options (`ScopedRule`: `types`,
+        `layers`, `ttl_from`, left out of the dump itself). Any other value of these
+        counts like every other field.
+        """
         config = self.model_dump(mode="json", exclude={"name", "description"})
-        if self.promotion == "rules":  # the default: fingerprints made before it stay
+        if self.promotion == "rules":
             del config["promotion"], config["consolidation"]
         blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
