@@ -14,7 +14,6 @@ import math
 import numpy as np
 import pytest
 
-from reference import intent as intent_module
 from reference import promotion
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
@@ -23,6 +22,7 @@ from reference.ltm.common import accessed_fact, audit_draft, copy_fact, numbered
 from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.models import AuditEntry, Category, Fact, MemoryType, Status
 from reference.pii import RegexPiiMasker
+from reference.policy import intent as intent_module
 from reference.policy.intent import RuleIntentFilter, is_stable_preference
 from reference.stm.memory_store import InMemoryShortTermStore, cosine_scores, top_k
 from reference.text import Embedder, IntentFilter, PiiMasker
