@@ -65,8 +65,8 @@ from memharness.verdict.samples import GateOutcome
 from reference.crypto import generate_key
 from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
 from reference.factory import describe_backends
-from reference.forgetting.loading import StrategyError, load_strategy
-from reference.forgetting.strategy import Strategy
+from reference.policy.loading import load_strategy
+from reference.policy.strategy import Strategy, StrategyError
 from reference.settings import Settings
 from reference.stm.chroma_client import describe_chroma
 from reference.text_interfaces import Embedder

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from reference.clock import Clock, SystemClock
-from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore, LtmFilter
 from reference.models import (
@@ -34,6 +33,7 @@ from reference.models import (
     Status,
 )
 from reference.pii import RegexPiiMasker
+from reference.policy.intent import RuleIntentFilter
 from reference.session.base import SessionStore
 from reference.stm.access import AccessWrite
 from reference.stm.base import ShortTermStore, StmFilter

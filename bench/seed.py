@@ -38,11 +38,11 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from reference.embedding import HashingEmbedder
-from reference.forgetting.policy import expires_at_on_write
-from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.ltm.migrations import drop_schema
 from reference.models import Category, MemoryRecord, MemoryType
+from reference.policy.expiry import expires_at_on_write
+from reference.policy.strategy import Strategy
 from reference.session.base import SessionStore
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore

@@ -286,7 +286,8 @@ def resolve_strategy_option(value: str) -> str:
     absolute path (the suites run in another directory). A name that is none of the
     built-ins, or a file that does not load, is a usage error naming `--strategy`, with
     the choices and the nearest name."""
-    from reference.forgetting.loading import BUILTINS, StrategyError, load_strategy
+    from reference.policy.loading import BUILTINS, load_strategy
+    from reference.policy.strategy import StrategyError
 
     is_file = value.endswith((".yaml", ".yml")) or "/" in value
     if not is_file and value not in BUILTINS:

@@ -40,7 +40,7 @@ from memharness.sim.plan import (
 )
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
-from reference.forgetting.loading import list_strategies
+from reference.policy.loading import list_strategies
 from reference.settings import Settings
 
 _DEFAULT = click.core.ParameterSource.DEFAULT

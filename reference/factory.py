@@ -28,14 +28,15 @@ from reference.forgetting.engine import DEFAULT_FORGET_MIN_SIMILARITY, Forgettin
 from reference.forgetting.events import EventBus
 from reference.forgetting.events_memory import InMemoryEventBus
 from reference.forgetting.events_redis import RedisStreamEventBus
-from reference.forgetting.loading import load_strategy
-from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import Strategy, TtlRule
-from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
 from reference.models import Category, MemoryType
 from reference.pii import RegexPiiMasker
+from reference.policy.intent import RuleIntentFilter
+from reference.policy.loading import load_strategy
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import TtlRule
+from reference.policy.strategy import Strategy
 from reference.registry import load_backend
 from reference.session.base import SessionStore
 from reference.settings import Settings

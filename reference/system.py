@@ -27,14 +27,14 @@ import numpy as np
 
 from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput, LayerFailure, note_layer_failure
-from reference.forgetting.commands import parse_forget_command
 from reference.forgetting.engine import ForgettingEngine
 from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
-from reference.forgetting.policy import OracleAdvice
 from reference.ids import new_id
-from reference.intent import memoised
 from reference.ltm.base import LongTermStore, LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
+from reference.policy.forget_commands import parse_forget_command
+from reference.policy.intent import memoised
+from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.records import fast_init
 from reference.session.base import SessionStore

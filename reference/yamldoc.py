@@ -1,6 +1,6 @@
 """YAML documents with errors that name the file, the line and the field.
 
-Shared by the strategy loader (`reference.forgetting.loading`), the scenario loaders
+Shared by the strategy loader (`reference.policy.loading`), the scenario loaders
 (`memharness.scenarios`) and the capacity target (`memharness.capacity.target`): the text
 is composed to YAML nodes first, and each validation error location is walked back through
 those nodes to the line of its key, giving `file:line: field: message`.

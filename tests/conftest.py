@@ -54,7 +54,7 @@ def pii() -> PiiMasker:
 
 @pytest.fixture(scope="session")
 def intent() -> IntentFilter:
-    from reference.intent import RuleIntentFilter
+    from reference.policy.intent import RuleIntentFilter
 
     return RuleIntentFilter()
 

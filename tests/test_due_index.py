@@ -25,12 +25,13 @@ from reference.clock import VirtualClock
 from reference.dueindex import DueIndex
 from reference.factory import build_memory_system
 from reference.forgetting.consolidation import plan_ended
-from reference.forgetting.loading import BUILTINS, load_strategy
-from reference.forgetting.policy import DueRule, OracleAdvice, due_rule, next_due_at
-from reference.forgetting.strategy import DAY_S
 from reference.forgetting.sweeper import newly_inactive
 from reference.keys import Namespace
 from reference.models import Status
+from reference.policy.loading import BUILTINS, load_strategy
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
+from reference.policy.sweep import DueRule, due_rule, next_due_at
 from reference.session.memory_store import InMemorySessionStore
 from reference.settings import Settings
 from reference.system import MemorySystem

@@ -25,17 +25,18 @@ from reference.clock import VirtualClock
 from reference.crypto import generate_key
 from reference.errors import ConfigurationError, InvalidInput
 from reference.factory import build_event_bus, build_memory_system, default_strategy
-from reference.forgetting.importance import expiry_delay, score_after_access
-from reference.forgetting.loading import BUILTINS, load_strategy
 from reference.forgetting.plans import EventOutcome
-from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import DAY_S, Strategy
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
 from reference.ltm.migrations import drop_schema
 from reference.models import Event, Status
 from reference.pii import contains_raw_pii
+from reference.policy.importance import expiry_delay, score_after_access
+from reference.policy.loading import BUILTINS, load_strategy
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
+from reference.policy.strategy import Strategy
 from reference.session.base import SessionStore
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import LongTermSettings, Settings, ShortTermSettings

@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reference.errors import InvalidInput
-from reference.forgetting.commands import ForgetCommand, parse_forget_command, topic_keys
-from reference.intent import is_forget_command
 from reference.models import MemoryType
+from reference.policy.forget_commands import ForgetCommand, parse_forget_command
+from reference.policy.forget_topics import topic_keys
+from reference.policy.intent import is_forget_command
 from reference.promotion import PROFILE_KEYS, TOPICS, extract_fact
 
 EVERYTHING = ForgetCommand("everything")

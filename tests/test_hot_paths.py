@@ -17,16 +17,16 @@ import sys
 import numpy as np
 import pytest
 
-from reference import intent as intent_module
 from reference import promotion
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
-from reference.intent import is_stable_preference
 from reference.keys import Namespace
 from reference.ltm.common import accessed_fact, audit_draft, copy_fact, numbered
 from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.models import AuditEntry, Category, Fact, MemoryType, Status
 from reference.pii import RegexPiiMasker
+from reference.policy import intent as intent_module
+from reference.policy.intent import is_stable_preference
 from reference.stm.memory_store import InMemoryShortTermStore, cosine_scores, top_k
 from reference.text_interfaces import Embedder, IntentFilter, PiiMasker, PiiMatch
 from reference.validation import EMBEDDING_DIM, check_embedding, check_id

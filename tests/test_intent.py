@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from reference.intent import RuleIntentFilter, is_forget_command, is_stable_preference
 from reference.models import MemoryType
+from reference.policy.intent import RuleIntentFilter, is_forget_command, is_stable_preference
 from reference.text_interfaces import IntentFilter
 
 INSTRUCTION = MemoryType.INSTRUCTION

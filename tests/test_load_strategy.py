@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from memharness.load_cmd import load
 from memharness.scenarios import load_scenario
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep
-from reference.forgetting.loading import load_strategy
+from reference.policy.loading import load_strategy
 
 CONTRACT_KEYS = ("strategy", "strategy_fingerprint", "time_scale", "maintenance", "cpu_s_per_turn")
 ROLES = {"load", "maintenance", "redis", "postgres", "chroma"}

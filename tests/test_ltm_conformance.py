@@ -20,7 +20,6 @@ from psycopg.types.json import Jsonb
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, InvalidInput, MemoryStoreError
 from reference.forgetting.plans import anonymised
-from reference.forgetting.policy import DueRule
 from reference.keys import Namespace
 from reference.ltm import migrations
 from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LongTermStore, LtmFilter
@@ -30,6 +29,7 @@ from reference.ltm.migrations import sealed_at_sql
 from reference.ltm.postgres_forgetting import value_sealed_at
 from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate, Status
+from reference.policy.sweep import DueRule
 from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.fixtures.ltm_backends import LtmStoreFactory

@@ -26,9 +26,9 @@ from memharness.sim.replay import SimUser
 from memharness.sim.shard import ShardReplayer
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
-from reference.forgetting.policy import OracleAdvice
 from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.policy.oracle import OracleAdvice
 from reference.settings import Settings
 from reference.stm.chroma_client import make_chroma_client
 from reference.system import MemorySystem

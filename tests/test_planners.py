@@ -19,14 +19,14 @@ from reference.forgetting.consolidation import episode_key, plan_session
 from reference.forgetting.engine import ForgettingEngine
 from reference.forgetting.executor import Executor
 from reference.forgetting.forgetter import plan_event
-from reference.forgetting.loading import load_strategy
 from reference.forgetting.plans import CONSOLIDATION_ACTOR, ChangeBatch, SweepStats
-from reference.forgetting.policy import Action
-from reference.forgetting.strategy import Strategy
 from reference.forgetting.sweeper import plan_sweep
 from reference.keys import Namespace
 from reference.ltm.base import FactChanges, LtmFilter
 from reference.models import Event
+from reference.policy.decisions import Action
+from reference.policy.loading import load_strategy
+from reference.policy.strategy import Strategy
 from reference.settings import Settings
 from reference.stm.base import StmFilter
 from reference.system import MemorySystem

@@ -30,13 +30,13 @@ from memharness.faults_chroma import ChromaServer
 from reference.clock import VirtualClock
 from reference.embedding import HashingEmbedder
 from reference.errors import BackendUnavailable, NotFound
-from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
 from reference.ltm.base import LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
 from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import Category
 from reference.pii import RegexPiiMasker
+from reference.policy.intent import RuleIntentFilter
 from reference.resilience import (
     LONG_TERM,
     SESSION,

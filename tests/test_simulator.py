@@ -29,7 +29,7 @@ from memharness.sim.runner import RunOptions, StrategyOutcome
 from memharness.sim.simulator import Simulator
 from memharness.sim.truth import FactState, UserTruth
 from reference.crypto import generate_key
-from reference.forgetting.loading import list_strategies
+from reference.policy.loading import list_strategies
 from reference.settings import Settings
 
 SUITE = Path(__file__).resolve().parents[1] / "scenarios"

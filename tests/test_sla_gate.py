@@ -34,8 +34,8 @@ from memharness.verdict.limits import SLA_MS
 from memharness.verdict.samples import check_sla, gate
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
-from reference.forgetting.loading import load_strategy
 from reference.models import Category
+from reference.policy.loading import load_strategy
 from reference.settings import Settings
 from reference.system import MemorySystem
 

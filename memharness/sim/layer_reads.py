@@ -10,9 +10,9 @@ from dataclasses import astuple, dataclass
 
 from memharness.sim.tally import ShardResult
 from reference.crypto import SEALED, is_sealed
-from reference.forgetting.policy import Memory
 from reference.ltm.base import LtmFilter
 from reference.models import Category, Fact
+from reference.policy.decisions import Memory
 from reference.system import MemorySystem
 
 StmRef = tuple[str, str]  # ("stm", record_id)

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from memharness.scenarios.model import ProbeStep, User
-from reference.forgetting.loading import load_strategy
-from reference.forgetting.strategy import Strategy
+from reference.policy.loading import load_strategy
+from reference.policy.strategy import Strategy
 
 #: Sweeps in idle stretches, and footprint samples, on these grids (virtual seconds).
 #: Six hours: an embedded sweep costs ~5 ms, and a scenario can span months; PII

@@ -26,9 +26,10 @@ from memharness.sim.probes import (
 from memharness.sim.tally import Latencies, ShardResult
 from memharness.sim.truth import UserTruth
 from reference.forgetting.consolidation import episode_source
-from reference.forgetting.policy import Memory, OracleAdvice
-from reference.forgetting.strategy import Strategy
 from reference.models import Event, Fact, MemoryRecord
+from reference.policy.decisions import Memory
+from reference.policy.oracle import OracleAdvice
+from reference.policy.strategy import Strategy
 from reference.system import MemorySystem
 
 

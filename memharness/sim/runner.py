@@ -48,10 +48,10 @@ from memharness.sim.tally import ShardResult
 from reference.clock import VirtualClock
 from reference.embedding import CachedEmbedder, make_embedder
 from reference.factory import build_memory_system, start_embedded_servers
-from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.pii import RegexPiiMasker
+from reference.policy.oracle import OracleAdvice
+from reference.policy.strategy import Strategy
 from reference.session.embedded_redis import stop_orphaned_redis
 from reference.settings import Settings
 from reference.system import MemorySystem

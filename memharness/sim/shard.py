@@ -26,9 +26,9 @@ from memharness.sim.replay import Replay, SimUser
 from memharness.sim.tally import ShardResult
 from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
-from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
+from reference.policy.oracle import OracleAdvice
+from reference.policy.strategy import Strategy
 from reference.system import MemorySystem
 
 

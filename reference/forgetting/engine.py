@@ -29,24 +29,21 @@ from reference.clock import Clock
 from reference.crypto import FieldCipher, seal_value, unseal_value
 from reference.errors import ConfigurationError, InvalidInput
 from reference.forgetting.activity import ActivityLog
-from reference.forgetting.commands import ForgetCommand
 from reference.forgetting.consolidation import SessionTracker, plan_session
 from reference.forgetting.events import EventBus, IdempotentHandler
 from reference.forgetting.executor import Executor
 from reference.forgetting.forgetter import TopicSearch, plan_event, plan_forget
 from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
-from reference.forgetting.policy import (
-    OracleAdvice,
-    due_rule,
-    expires_at_on_write,
-    on_access,
-    rerank,
-)
-from reference.forgetting.strategy import Strategy
 from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
+from reference.policy.expiry import expires_at_on_write, on_access
+from reference.policy.forget_commands import ForgetCommand
+from reference.policy.oracle import OracleAdvice
+from reference.policy.ranking import rerank
+from reference.policy.strategy import Strategy
+from reference.policy.sweep import due_rule
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore
 from reference.text_interfaces import Embedder, PiiMasker

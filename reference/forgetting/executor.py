@@ -28,9 +28,9 @@ from typing import Any
 from reference.forgetting.activity import ActivityLog
 from reference.forgetting.consolidation import SessionTracker, episode_key, episode_value
 from reference.forgetting.plans import Applied, ChangeBatch, Consolidation, LayerStats, SweepStats
-from reference.forgetting.policy import OracleAdvice
 from reference.ltm.base import LongTermStore
 from reference.models import Category, Fact
+from reference.policy.oracle import OracleAdvice
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore
 from reference.text_interfaces import Embedder

@@ -36,7 +36,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reference.errors import InvalidInput
-from reference.forgetting.commands import ForgetCommand, topic_keys
 from reference.forgetting.plans import (
     EVENTS_ACTOR,
     FORGET_ACTOR,
@@ -44,11 +43,15 @@ from reference.forgetting.plans import (
     ChangeBatch,
     ForgetReport,
 )
-from reference.forgetting.policy import Action, invalidations_for
-from reference.forgetting.strategy import Strategy
-from reference.lexicon import PROFILE_KEYS, SAFETY, TOPICS, key_family
 from reference.ltm.base import FactChanges, LongTermStore, LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord
+from reference.policy.decisions import Action
+from reference.policy.forget_commands import ForgetCommand
+from reference.policy.forget_topics import topic_keys
+from reference.policy.invalidation import invalidations_for
+from reference.policy.lexicon import key_family
+from reference.policy.strategy import Strategy
+from reference.policy.vocabulary import PROFILE_KEYS, SAFETY, TOPICS
 from reference.stm.base import ShortTermStore, StmFilter
 from reference.text_interfaces import Embedder, PiiMasker
 
@@ -243,7 +246,7 @@ def _topic_of(record: MemoryRecord) -> str | None:
 
 class TopicMatcher:
     """Whether a text speaks of a topic: the topic itself, or a synonym of one of its
-    keys from `reference.lexicon`. Wider than the lexicon's own matching on purpose
+    keys from `reference.policy.vocabulary`. Wider than the lexicon's own matching on purpose
     (erasing a little more is safe, keeping what the user asked to forget is not): Latin
     words must start at a word boundary, and only short ones end at one too ("tea" is
     not in "steak"); CJK words match as substrings, whatever the segmentation."""

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reference.crypto import anonymise_value
-from reference.forgetting.policy import Action, Decision
-from reference.forgetting.strategy import Layer
 from reference.ltm.base import FactChangeCounts, FactChanges, LtmFilter
 from reference.models import Fact, MemoryRecord, Status
+from reference.policy.decisions import Action, Decision
+from reference.policy.rules import Layer
 from reference.records import fast_init
 from reference.stm.base import StmFilter
 

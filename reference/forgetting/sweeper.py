@@ -43,16 +43,13 @@ from typing import Any
 from reference.forgetting.activity import ActivityLog
 from reference.forgetting.consolidation import SessionTracker, plan_ended
 from reference.forgetting.plans import ChangeBatch, fact_changes
-from reference.forgetting.policy import (
-    Action,
-    Decision,
-    DueRule,
-    OracleAdvice,
-    select_for_forgetting,
-)
-from reference.forgetting.strategy import Layer, Strategy
 from reference.ltm.base import LongTermStore, LtmFilter, due_margin
 from reference.models import Fact
+from reference.policy.decisions import Action, Decision
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import Layer
+from reference.policy.strategy import Strategy
+from reference.policy.sweep import DueRule, select_for_forgetting
 from reference.records import fast_init
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore, StmFilter

@@ -31,9 +31,9 @@ import numpy as np
 from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.footprint import Usage, scanned_usage
-from reference.forgetting.policy import DueRule, next_due_at
 from reference.keys import Namespace
 from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate, Status
+from reference.policy.sweep import DueRule, next_due_at
 from reference.records import fast_init
 from reference.text_interfaces import Embedder
 from reference.validation import (

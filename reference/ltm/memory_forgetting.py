@@ -18,7 +18,6 @@ import numpy as np
 
 from reference.crypto import anonymise_value
 from reference.dueindex import DueIndex
-from reference.forgetting.policy import DueRule
 from reference.ltm.base import (
     REDACTED,
     FactChangeCounts,
@@ -29,6 +28,7 @@ from reference.ltm.base import (
 )
 from reference.ltm.common import as_real, audit_draft, copy_fact, copy_json, storable_json
 from reference.models import AuditEntry, Fact, RetentionUpdate, Status
+from reference.policy.sweep import DueRule
 
 
 @dataclass

@@ -24,7 +24,6 @@ from reference.clock import Clock
 from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
 from reference.footprint import Usage, record_bytes
-from reference.forgetting.policy import sealed_at
 from reference.ids import new_id
 from reference.keys import Namespace
 from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
@@ -42,6 +41,7 @@ from reference.ltm.common import (
 )
 from reference.ltm.memory_forgetting import InMemoryForgetting, Txn
 from reference.models import AuditEntry, Category, Fact, Hit, Status
+from reference.policy.sweep import sealed_at
 from reference.text_interfaces import Embedder
 
 

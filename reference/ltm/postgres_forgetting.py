@@ -22,12 +22,12 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from reference.crypto import ANONYMISED, SEALED, SEALED_AT, anonymise_value
-from reference.forgetting.policy import DueRule, sealed_at
 from reference.keys import Namespace
 from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter, due_margin
 from reference.ltm.common import audit_draft, storable_json
 from reference.ltm.pg_rows import RenderedStatements, columns, fact
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate
+from reference.policy.sweep import DueRule, sealed_at
 from reference.resilience import call_with_retry
 
 F = TypeVar("F", bound=Callable[..., Any])

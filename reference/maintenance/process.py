@@ -45,12 +45,12 @@ from reference.clock import Clock, SystemClock
 from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
 from reference.forgetting.consolidation import SessionTracker
 from reference.forgetting.events import EventBus, IdempotentHandler, parse_stream_id
-from reference.forgetting.strategy import Strategy
 from reference.forgetting.sweeper import plan_sweep
 from reference.maintenance.figures import MaintenanceFigures
 from reference.maintenance.lease import Lease, LeaseLost
 from reference.maintenance.shared import SharedSessions
 from reference.models import Event
+from reference.policy.strategy import Strategy
 from reference.system import MemorySystem
 from reference.validation import check_id
 

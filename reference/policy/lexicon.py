@@ -1,8 +1,7 @@
 """The words the text rules key on, and how a text is matched against them.
 
-One module for the vocabularies that intent, promotion and forget commands share (the
-preference topics, the profile attributes, health and safety), so none of those modules
-imports another for its words.
+The vocabularies themselves (preference topics, profile attributes, health and safety)
+are in `reference.policy.vocabulary`.
 
 How words match:
 
@@ -13,7 +12,7 @@ How words match:
   is no notification (the entry is "remind me").
 - **Chinese**: by segmentation, not substring. The text is cut by forward maximum
   matching over every lexicon word plus a list of compounds that contain one
-  (`_ZH_COMPOUNDS`: "茶几" is furniture, "编程语言" no language preference, "不过敏感"
+  (`vocabulary.ZH_COMPOUNDS`: "茶几" is furniture, "编程语言" no language preference, "不过敏感"
   reads 不过|敏感): a word counts only where it is a segment of its own.
 
 Forgetting matches more widely on purpose (`TopicMatcher` in `forgetting.forgetter`):
@@ -25,10 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from reference.policy.vocabulary import PROFILE_KEYS, SAFETY, TOPICS, ZH_COMPOUNDS
+
 __all__ = [
-    "PROFILE_KEYS",
-    "SAFETY",
-    "TOPICS",
     "Lexicon",
     "WordSet",
     "first_topic",
@@ -39,231 +37,6 @@ __all__ = [
     "segments",
     "slug",
 ]
-
-# Preference topics: the key a preference is promoted under, so "I prefer window seats"
-# and later "I prefer aisle seats" share `seat`. When a text names several topics, the
-# first in this order wins: "my flight seat" is a seat, "tea in the morning" a drink,
-# "being contacted by text message" contact.
-TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "shipping",
-        (
-            "ship",
-            "shipping",
-            "shipment",
-            "deliver*",
-            "courier",
-            "parcel",
-            "express delivery",
-            "express shipping",
-            "sf express",
-            "pickup locker",
-            "快递",
-            "发货",
-            "顺丰",
-            "配送",
-            "物流",
-            "快递柜",
-        ),
-    ),
-    ("seat", ("seat", "aisle", "window seat", "exit row", "座位", "靠窗", "过道", "靠过道")),
-    (
-        "payment",
-        (
-            "pay",
-            "paying",
-            "payment",
-            "credit card",
-            "debit card",
-            "alipay",
-            "wechat pay",
-            "paypal",
-            "apple pay",
-            "支付",
-            "付款",
-            "支付宝",
-            "微信支付",
-            "信用卡",
-        ),
-    ),
-    (
-        "language",
-        (
-            "language",
-            "in english",
-            "in chinese",
-            "in mandarin",
-            "in cantonese",
-            "中文",
-            "英文",
-            "语言",
-            "粤语",
-            "普通话",
-        ),
-    ),
-    (
-        "diet",
-        (
-            "vegetarian",
-            "vegan",
-            "spicy",
-            "gluten*",
-            "halal",
-            "kosher",
-            "素食",
-            "吃素",
-            "辣",
-            "忌口",
-            "清真",
-        ),
-    ),
-    ("contact", ("call me", "email me", "phone call", "contact*", "联系", "电话")),
-    (
-        "notification",
-        (
-            "notify",
-            "notification",
-            "remind me",
-            "reminder",
-            "text me",
-            "text message",
-            "sms",
-            "通知",
-            "提醒",
-            "短信",
-        ),
-    ),
-    ("hotel", ("hotel", "hostel", "motel", "hotel room", "酒店", "房间", "宾馆", "民宿")),
-    ("airline", ("airline", "flight", "fly with", "航空", "航班")),
-    (
-        "drink",
-        (
-            "coffee",
-            "tea",
-            "latte",
-            "americano",
-            "espresso",
-            "cappuccino",
-            "咖啡",
-            "茶",
-            "拿铁",
-            "美式",
-            "奶茶",
-            "绿茶",
-        ),
-    ),
-    (
-        "schedule",
-        ("morning", "afternoon", "evening", "weekend", "上午", "下午", "晚上", "周末", "早上"),
-    ),
-)
-
-# Profile attributes: "my X is Y" / "我的X是Y" keys on the attribute X names.
-PROFILE_KEYS: dict[str, tuple[str, ...]] = {
-    "address": ("address", "home address", "地址", "住址", "家庭住址"),
-    "company": ("company", "employer", "公司", "单位"),
-    "name": ("name", "名字", "姓名"),
-    "phone": ("phone", "phone number", "mobile", "number", "电话", "手机", "手机号"),
-    "email": ("email", "e-mail", "邮箱"),
-    "birthday": ("birthday", "date of birth", "生日"),
-    "city": ("city", "hometown", "城市"),
-    "job": ("job", "occupation", "role", "title", "职位", "工作"),
-}
-
-# Health and safety: facts an assistant must not lose (seed 002 §2.2: "我对花生过敏" is
-# a fact kept long-term). The key of such a fact starts with one of these names.
-SAFETY: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("allergy", ("allerg*", "anaphyla*", "epipen", "过敏")),
-    (
-        "emergency_contact",
-        (
-            "emergency contact",
-            "in case of emergency",
-            "in an emergency",
-            "紧急联系人",
-            "紧急联络人",
-            "紧急情况",
-        ),
-    ),
-    (
-        "medication",
-        (
-            "medication",
-            "my medicine",
-            "meds",
-            "prescription",
-            "prescribed",
-            "insulin",
-            "inhaler",
-            "blood thinner",
-            "warfarin",
-            "metformin",
-            "药物",
-            "服用",
-            "吃药",
-            "胰岛素",
-            "降压药",
-            "处方药",
-            "用药",
-        ),
-    ),
-    (
-        "condition",
-        (
-            "wheelchair",
-            "deaf",
-            "hard of hearing",
-            "hearing aid",
-            "legally blind",
-            "i'm blind",
-            "i am blind",
-            "visually impaired",
-            "disabilit*",
-            "disabled",
-            "diabet*",
-            "asthma*",
-            "epilep*",
-            "seizures",
-            "heart condition",
-            "pacemaker",
-            "pregnant",
-            "轮椅",
-            "耳聋",
-            "听力障碍",
-            "助听器",
-            "失明",
-            "视力障碍",
-            "残疾",
-            "残障",
-            "糖尿病",
-            "哮喘",
-            "癫痫",
-            "心脏病",
-            "起搏器",
-            "怀孕",
-            "孕期",
-        ),
-    ),
-)
-
-# Compounds that contain a lexicon word without meaning it, and words whose boundary
-# would otherwise be misread: segmentation takes the longest word at each position.
-_ZH_COMPOUNDS = (
-    "茶几",
-    "茶叶蛋",
-    "编程语言",
-    "肢体语言",
-    "不过",
-    "敏感",
-    "房间号",
-    "辣妈",
-    "火辣",
-    "毒辣",
-    "美式足球",
-    "发货单",
-    "联系人",
-    "电话会议",
-)
 
 
 def _latin_body(word: str) -> str:
@@ -312,7 +85,7 @@ _HAS_LATIN = re.compile("[a-z]")
 def _vocabulary() -> tuple[frozenset[str], int]:
     words = {w for _, ws in (*TOPICS, *SAFETY) for w in ws if not w.isascii()}
     words.update(w for ws in PROFILE_KEYS.values() for w in ws if not w.isascii())
-    words.update(_ZH_COMPOUNDS)
+    words.update(ZH_COMPOUNDS)
     return frozenset(words), max(len(w) for w in words)
 
 

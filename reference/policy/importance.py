@@ -1,5 +1,8 @@
 """The importance rule in closed form: when does a memory with score s0 expire?
 
+Under `ttl_from: written` (seed 002's table) the answer is direct: the write plus the TTL
+the score grants (`deadline`). The rest of this note is the default, `last_access`.
+
 Time τ is counted in seconds from the last access. The score falls linearly and stops
 at zero: `s(τ) = max(0, s0 - k·τ)` with `k = decay_per_day / 86400`. The TTL a score
 grants is the seed's, with the low-score rule:
@@ -32,7 +35,7 @@ gone by then. The first crossing is what counts.
 
 from __future__ import annotations
 
-from reference.forgetting.strategy import DAY_S, ImportanceRule
+from reference.policy.rules import DAY_S, ImportanceRule
 
 
 def ttl_for_score(rule: ImportanceRule, score: float) -> float:
@@ -70,3 +73,14 @@ def expiry_delay(rule: ImportanceRule, score: float) -> float:
     tau_zero = s0 / k
     # tau_1 beyond tau_zero means the condition failed at tau_zero, so tau_zero < base.
     return tau_1 if tau_1 <= tau_zero else base
+
+
+def deadline(rule: ImportanceRule, score: float, *, written_at: float, last_access: float) -> float:
+    """When a memory expires under the rule, for its score as of `last_access`.
+
+    `ttl_from: last_access`: `last_access + expiry_delay` (the score decays meanwhile).
+    `ttl_from: written`: `written_at + ttl_for_score`, the seed's table.
+    """
+    if rule.ttl_from == "written":
+        return written_at + ttl_for_score(rule, min(max(score, 0.0), rule.max_score))
+    return last_access + expiry_delay(rule, score)

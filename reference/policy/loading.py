@@ -3,48 +3,34 @@
 YAML errors name the file, the line and the field (`hybrid.yaml:12: ttl.default_s: ...`),
 by way of `reference.yamldoc`: the file is composed to YAML nodes first, and each pydantic
 error location is walked back through those nodes to the line of its key. The models
-themselves are in `reference.forgetting.strategy`.
+themselves, and the validation of plain data, are in `reference.policy.strategy`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
-from reference.forgetting.strategy import Strategy
+from reference.policy.strategy import Strategy, StrategyError, validate_strategy
 from reference.suggest import did_you_mean
 from reference.yamldoc import (
-    Problem,
-    YamlDocError,
     compose_mapping,
     line_of,
     read_yaml_file,
-    validation_problems,
 )
 
 __all__ = [
     "BUILTINS",
-    "Problem",
-    "StrategyError",
     "StrategyRegistry",
     "list_strategies",
     "load_strategy",
     "load_strategy_file",
     "parse_strategy",
-    "set_path",
-    "validate_strategy",
 ]
-
-
-# ---------------------------------------------------------------------- errors
-class StrategyError(YamlDocError):
-    """A strategy that does not load or validate; `problems` lists each failure."""
 
 
 def _error(
@@ -68,42 +54,6 @@ def load_strategy_file(path: str | Path) -> Strategy:
     return parse_strategy(text, source=str(Path(path)))
 
 
-def validate_strategy(
-    data: Mapping[str, Any], *, source: str | None, node: yaml.Node | None = None
-) -> Strategy:
-    """A strategy from plain data; errors carry YAML lines when `node` is given."""
-    try:
-        return Strategy.model_validate(dict(data))
-    except ValidationError as exc:
-        raise StrategyError(
-            validation_problems(exc, source=source, node=node, model=Strategy)
-        ) from None
-
-
-def set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    """Replace the dotted `path` in a strategy's plain data (`Strategy.with_params`)."""
-    parts = path.split(".")
-    target: Any = data
-    for depth, part in enumerate(parts):
-        last = depth == len(parts) - 1
-        if isinstance(target, list):
-            if not part.isdigit() or int(part) >= len(target):
-                raise _error(path, f"{part!r} is not an index of this list (length {len(target)})")
-            if last:
-                target[int(part)] = value
-            else:
-                target = target[int(part)]
-        elif isinstance(target, dict):
-            if last:
-                target[part] = value
-            else:
-                if target.get(part) is None:  # switch an absent rule block on
-                    target[part] = {}
-                target = target[part]
-        else:
-            raise _error(path, f"{'.'.join(parts[:depth])} is not a block with parameters")
-
-
 # ---------------------------------------------------------------------- registry
 #: The built-in strategies, in the order they are listed: name -> file in the package.
 BUILTINS: dict[str, str] = {
@@ -118,6 +68,7 @@ BUILTINS: dict[str, str] = {
         "event_driven",
         "hybrid",
         "hybrid_rules",
+        "seed_mixed",
         "oracle",
     )
 }
@@ -131,7 +82,7 @@ class StrategyRegistry:
     """
 
     def __init__(self, *, builtins: bool = True) -> None:
-        package = resources.files(__package__ or "reference.forgetting")
+        package = resources.files(__package__ or "reference.policy")
         self._sources: dict[str, Traversable | Path] = (
             {name: package.joinpath(rel) for name, rel in BUILTINS.items()} if builtins else {}
         )
