@@ -21,10 +21,16 @@ import numpy as np
 from reference.clock import Clock, SystemClock
 from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
-from reference.ltm.base import LongTermStore, LtmFilter
+from reference.ltm.base import FactChangeCounts, LongTermStore, LtmFilter
+from reference.ltm.primitives import (
+    ApplyChanges,
+    AuditLog,
+    DueScan,
+    LtmLookup,
+    LtmWrite,
+    UpsertFact,
+)
 from reference.models import (
-    AuditEntry,
-    Category,
     Fact,
     Hit,
     MemoryRecord,
@@ -159,68 +165,46 @@ class NullLongTermStore(LongTermStore):
         super().__init__(**kwargs)
         self.delay_s = delay_ms / 1000.0
 
-    def setup(self) -> None:
-        return None
-
-    def _upsert(
-        self,
-        *,
-        user_id: str,
-        category: Category,
-        key: str,
-        value: dict[str, Any],
-        text: str,
-        importance: float,
-        expires_at: float | None,
-        actor: str,
-        embedding: list[float],
-        now: float,
-    ) -> Fact:
+    def _apply(self, op: LtmWrite) -> Any:
+        if not isinstance(op, UpsertFact):
+            return FactChangeCounts() if isinstance(op, ApplyChanges) else 0
         busy_wait(self.delay_s)
         return Fact(
             fact_id="null",
-            user_id=user_id,
-            category=category,
-            key=key,
-            value=value,
-            text=text,
+            user_id=op.user_id,
+            category=op.category,
+            key=op.key,
+            value=op.value,
+            text=op.text,
             version=1,
-            created_at=now,
-            updated_at=now,
-            last_accessed_at=now,
+            created_at=op.now,
+            updated_at=op.now,
+            last_accessed_at=op.now,
             access_count=0,
-            importance=importance,
-            expires_at=expires_at,
+            importance=op.importance,
+            expires_at=op.expires_at,
             status=Status.ACTIVE,
         )
 
-    def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
-        busy_wait(self.delay_s)
-        return None
-
-    def _query(
-        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
-    ) -> list[Hit[Fact]]:
-        busy_wait(self.delay_s)
+    def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
+        if touch:  # `get`, a timed operation
+            busy_wait(self.delay_s)
         return []
 
-    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        return 0
-
-    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        return 0
-
-    def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
+    def _search(
+        self, embedding: Any, flt: LtmFilter, k: int, now: float, *, touch: bool
+    ) -> list[Hit[Fact]]:
+        busy_wait(self.delay_s)
         return []
 
     def _count(self, flt: LtmFilter | None, now: float) -> int:
         return 0
 
-    def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+    def _scan(self, after: str | None, limit: int, due: DueScan | None) -> list[Fact]:
         return []
 
-    def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
-        return 0
+    def _lookup(self, op: LtmLookup) -> Any:
+        return [] if isinstance(op, AuditLog) else {}
 
 
 class NullEmbedder(Embedder):

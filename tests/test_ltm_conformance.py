@@ -247,18 +247,23 @@ def test_expired_facts_are_never_returned_even_before_a_sweep(
     assert ltm_store.count() == 1
 
 
-def test_sweep_deletes_expired_in_batches_with_audit(ltm_store: LongTermStore, clock: VirtualClock):
+def test_expired_facts_are_due_and_removed_in_pages_with_audit(
+    ltm_store: LongTermStore, clock: VirtualClock
+):
     for i in range(5):
         put(ltm_store, f"e{i}", user=f"u{i % 2}", expires_at=clock.now() + 10 + i)
     put(ltm_store, "later", expires_at=clock.now() + 1000)
     put(ltm_store, "forever")
     clock.advance(50)
-    assert [ltm_store.sweep_expired(batch_size=2, actor="janitor") for _ in range(4)] == [
-        2,
-        2,
-        1,
-        0,
-    ]
+    removed, after = [], None
+    while True:  # the engine's sweep: a page of what is due, then one batch of changes
+        page = ltm_store.scan_due(now=clock.now(), rule=DueRule(), after=after, limit=2)
+        ids = frozenset(f.fact_id for f in page.records)
+        removed.append(ltm_store.apply_changes(FactChanges(delete=ids), actor="janitor").deleted)
+        if page.after is None:
+            break
+        after = page.after
+    assert sum(removed) == 5 and all(n <= 2 for n in removed)
     assert sorted(f.key for f in everything(ltm_store, "u0") + everything(ltm_store, "u1")) == [
         "forever",
         "later",
@@ -269,9 +274,6 @@ def test_sweep_deletes_expired_in_batches_with_audit(ltm_store: LongTermStore, c
     assert sorted(e.key for e in deletes) == [f"e{i}" for i in range(5)]
     assert {(e.actor, e.at) for e in deletes} == {("janitor", clock.now())}
     assert all(e.old_value == {"v": e.key} and e.new_value is None for e in deletes)
-    with pytest.raises(InvalidInput) as err:
-        ltm_store.sweep_expired(batch_size=0)
-    assert err.value.field == "batch_size"
 
 
 # ---------------------------------------------------------------------------- archive / delete
@@ -848,7 +850,6 @@ def test_failed_audit_write_leaves_neither_fact_nor_entry(
             lambda: put(ltm_store, "kept", value={"v": 2}),
             lambda: ltm_store.archive(filter=LtmFilter(user_id="u1")),
             lambda: ltm_store.delete(filter=LtmFilter(user_id="u1")),
-            lambda: ltm_store.sweep_expired(),
             lambda: ltm_store.erase(filter=LtmFilter(user_id="u1")),
             lambda: ltm_store.apply_changes(
                 FactChanges(archive=frozenset({kept.fact_id}), delete=frozenset({kept.fact_id}))
