@@ -40,8 +40,8 @@ from reference.models import (
 )
 from reference.pii import RegexPiiMasker
 from reference.session.base import SessionStore
-from reference.stm.access import AccessWrite
 from reference.stm.base import ShortTermStore, StmFilter
+from reference.stm.primitives import PutRecord, StmWrite, WriteAccess
 from reference.system import MemorySystem
 from reference.text import Embedder
 
@@ -133,29 +133,26 @@ class NullShortTermStore(ShortTermStore):
         super().__init__(**kwargs)
         self.delay_s = delay_ms / 1000.0
 
-    def _put(self, record: MemoryRecord, embedding: list[float]) -> None:
-        busy_wait(self.delay_s)
+    def _apply(self, op: StmWrite) -> Any:
+        if isinstance(op, PutRecord | WriteAccess):
+            busy_wait(self.delay_s)
+            return None
+        return 0
 
-    def _query(
-        self, embedding: list[float], flt: StmFilter, k: int, now: float
+    def _search(
+        self, embedding: Any, flt: StmFilter, k: int, now: float
     ) -> list[Hit[MemoryRecord]]:
         busy_wait(self.delay_s)
         return []
 
-    def _write_access(self, writes: list[AccessWrite]) -> None:
-        busy_wait(self.delay_s)
-
-    def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+    def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         return []
-
-    def _delete(self, flt: StmFilter, now: float) -> int:
-        return 0
 
     def _count(self, flt: StmFilter | None, now: float) -> int:
         return 0
 
-    def _sweep(self, now: float, batch_size: int) -> int:
-        return 0
+    def _scan(self, after: str | None, limit: int, due_at: float | None) -> list[MemoryRecord]:
+        return []
 
 
 class NullLongTermStore(LongTermStore):

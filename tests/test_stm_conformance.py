@@ -26,6 +26,7 @@ from reference.models import MemoryType, RetentionUpdate, Status
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.chroma_client import make_chroma_client, parse_chroma_url
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.primitives import PutRecord
 from reference.text import Embedder, IntentDecision, PiiMasker
 from tests.conftest import T0
 from tests.fixtures.stm_backends import (
@@ -33,6 +34,7 @@ from tests.fixtures.stm_backends import (
     chroma_backend_params,
     chroma_client,
     raw_documents,
+    sweep_due,
 )
 
 TTL = DEFAULT_STM_TTL_S
@@ -270,19 +272,18 @@ def test_expired_records_vanish_without_a_sweep(
     assert sorted(r.record_id for r in dead) == sorted([record_id, short])
 
 
-def test_sweep_deletes_expired_in_batches(stm_store: ShortTermStore, clock: VirtualClock) -> None:
+def test_the_engines_sweep_removes_expired_in_pages(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
     for i in range(5):
         _add(stm_store, f"{FLIGHT} number {i}", ttl_s=10)
     keep = [_add(stm_store, SEATS), _add(stm_store, HOTEL, user_id=BOB)]
-    assert stm_store.sweep_expired() == 0
+    assert sweep_due(stm_store) == 0
     clock.advance(11)
-    assert [stm_store.sweep_expired(batch_size=2) for _ in range(4)] == [2, 2, 1, 0]
+    assert [sweep_due(stm_store, limit=2) for _ in range(4)] == [2, 2, 1, 0]
     alive = stm_store.records(filter=StmFilter(user_id=ALICE, include_dead=True))
     assert [r.record_id for r in alive] == keep[:1]
     assert stm_store.count() == 2
-    with pytest.raises(InvalidInput) as info:
-        stm_store.sweep_expired(batch_size=0)
-    assert info.value.field == "batch_size"
 
 
 # ---------------------------------------------------------------- get / records / delete / count
@@ -335,7 +336,7 @@ def test_never_expires_and_a_given_intent(stm_store: ShortTermStore, clock: Virt
     assert (result.reason, result.record.type) == ("the caller's", MemoryType.FACT)
     clock.advance(10 * 365 * 86400)
     assert stm_store.get(user_id=ALICE, record_id=result.record.record_id) == result.record
-    assert stm_store.sweep_expired() == 0
+    assert sweep_due(stm_store) == 0
     with pytest.raises(InvalidInput, match=r"^ttl_s: "):
         stm_store.add(user_id=ALICE, session_id="s1", text=FLIGHT, ttl_s=5, never_expires=True)
 
@@ -368,7 +369,7 @@ def test_touch_stores_retention_in_one_write(
     assert stm_store.get(user_id=ALICE, record_id=short) is None
     clock.advance(500)
     assert stm_store.get(user_id=ALICE, record_id=flight) is None
-    assert stm_store.sweep_expired() == 2  # flight at its new deadline, and short
+    assert sweep_due(stm_store) == 2  # flight at its new deadline, and short
     with pytest.raises(InvalidInput, match=r"^importance: "):
         stm_store.touch(user_id=ALICE, updates=[RetentionUpdate(seats, None, -1.0)])
 
@@ -463,7 +464,7 @@ def test_scan_due_lists_records_that_are_not_active(
     assert record is not None
     # No public operation leaves a short-term record inactive (archiving one removes it),
     # but a store written by another version may hold one: a sweep must see it at once.
-    stm_store._put(replace(record, status=Status.ARCHIVED), list(np.ones(384)))
+    stm_store._apply(PutRecord(replace(record, status=Status.ARCHIVED), np.ones(384)))
     assert [r.record_id for r in stm_store.scan_due(now=T0).records] == [kept]
     assert other not in [r.record_id for r in stm_store.scan_due(now=T0 + 1).records]
 
@@ -587,13 +588,11 @@ def _replay(
         elif op == "advance":
             clock.advance(kwargs["seconds"])
         elif op == "sweep":
-            out.append(("swept", store.sweep_expired(**kwargs)))
+            out.append(("swept", sweep_due(store, limit=kwargs["batch_size"])))
         else:
             out.append(("deleted", store.delete(**kwargs)))
     out.append(("count", store.count()))
-    # Which expired records a partial sweep takes is backend-specific (Chroma cannot
-    # order a get by metadata); after a full sweep the stored sets must agree again.
-    out.append(("swept", store.sweep_expired(batch_size=10_000) >= 0))
+    out.append(("swept", sweep_due(store, limit=10_000)))
     for user in (ALICE, BOB):
         out.append(store.records(filter=StmFilter(user_id=user, include_dead=True)))
     return out

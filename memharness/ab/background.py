@@ -38,6 +38,7 @@ import numpy as np
 
 from reference.embedding import HashingEmbedder
 from reference.models import Category, Event, MemoryRecord, MemoryType
+from reference.stm.primitives import PutRecord
 
 #: STM records of the session a consolidation sample ends.
 SESSION_RECORDS = 10
@@ -174,16 +175,16 @@ def put_records(store: Any, records: list[MemoryRecord], vectors: np.ndarray) ->
     store's own metadata layout), else record by record through the store's primitive."""
     collection = getattr(store, "_collection", None)
     if collection is not None:
-        chroma_store = importlib.import_module("reference.stm.chroma_store")
+        chroma_rows = importlib.import_module("reference.stm.chroma_rows")
         collection.add(
             ids=[r.record_id for r in records],
             embeddings=vectors,
-            metadatas=[chroma_store._to_metadata(r) for r in records],
+            metadatas=[chroma_rows.to_metadata(r) for r in records],
             documents=[r.text for r in records],
         )
         return
     for record, vector in zip(records, vectors, strict=True):
-        store._put(record, vector)
+        store._apply(PutRecord(record, vector))
 
 
 class ShardReplay:
