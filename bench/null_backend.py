@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from reference.clock import Clock, SystemClock
+from reference.footprint import Usage
 from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
 from reference.ltm.base import FactChangeCounts, LongTermStore, LtmFilter
@@ -40,6 +41,15 @@ from reference.models import (
 )
 from reference.pii import RegexPiiMasker
 from reference.session.base import SessionStore
+from reference.session.primitives import (
+    AppendMessage,
+    DeleteUserSessions,
+    ListSessions,
+    ReadContext,
+    ReadSession,
+    SessionOp,
+    SetTaskState,
+)
 from reference.stm.base import ShortTermStore, StmFilter
 from reference.stm.primitives import PutRecord, StmWrite, WriteAccess
 from reference.system import MemorySystem
@@ -73,57 +83,28 @@ class NullSessionStore(SessionStore):
             status=SessionStatus.ACTIVE,
         )
 
-    def _create(self, state: SessionState) -> bool:
+    def _apply(self, op: SessionOp) -> Any:
+        if isinstance(op, ListSessions):
+            return []
+        if isinstance(op, DeleteUserSessions):
+            return 0
         busy_wait(self.delay_s)
-        return True
+        if isinstance(op, ReadSession | SetTaskState):
+            return self._state(op.user_id, op.session_id, op.now)
+        if isinstance(op, AppendMessage):
+            return [op.message_id]
+        if isinstance(op, ReadContext):
+            return []
+        return True  # create, close, reset, delete
 
-    def _get(
-        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
-    ) -> SessionState | None:
-        busy_wait(self.delay_s)
-        return self._state(user_id, session_id, now)
-
-    def _append(
-        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
-    ) -> list[str] | None:
-        busy_wait(self.delay_s)
-        return [message_id]
-
-    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
-        busy_wait(self.delay_s)
-        return []
-
-    def _set_task_state(
-        self,
-        *,
-        user_id: str,
-        session_id: str,
-        task_state: dict[str, Any],
-        now: float,
-        refresh_until: float,
-    ) -> SessionState | None:
-        busy_wait(self.delay_s)
-        return self._state(user_id, session_id, now)
-
-    def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
-        busy_wait(self.delay_s)
-        return True
-
-    def _delete(self, *, user_id: str, session_id: str) -> bool:
-        busy_wait(self.delay_s)
-        return True
-
-    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
-        return []
-
-    def _delete_user(self, *, user_id: str) -> int:
+    def _sweep(self, now: float, batch_size: int) -> int:
         return 0
 
-    def _sweep(self, *, now: float, batch_size: int) -> int:
+    def _count(self, now: float) -> int:
         return 0
 
-    def _count(self, *, now: float) -> int:
-        return 0
+    def _usage(self, now: float) -> Usage:
+        return Usage(0, 0)
 
 
 class NullShortTermStore(ShortTermStore):
