@@ -22,14 +22,17 @@ import pytest
 
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
-from reference.models import MemoryType, RetentionUpdate, Status
+from reference.models import Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
 from reference.stm.chroma_client import make_chroma_client, parse_chroma_url
 from reference.stm.chroma_store import ChromaShortTermStore
-from reference.stm.primitives import PutRecord
+from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
+from reference.stm.primitives import DeleteRecords, PutRecord, StmWrite, WriteAccess
 from reference.text import Embedder, IntentDecision, PiiMasker
 from tests.conftest import T0
 from tests.fixtures.stm_backends import (
+    MINIMAL,
+    STM_BACKENDS,
     StmStoreFactory,
     chroma_backend_params,
     chroma_client,
@@ -731,3 +734,75 @@ def test_embedded_client_is_one_per_directory(data_dir: Path) -> None:
     client = make_chroma_client(None, data_dir)
     assert make_chroma_client(None, data_dir / ".") is client
     assert (data_dir / "chroma").is_dir()
+
+
+# ---------------------------------------------------------------- a backend from the primitives
+class MinimalShortTermStore(ShortTermStore):
+    """A short-term backend written from the five primitives alone: dicts, brute force,
+    the shared storage rules (`storable_*`) and exact cosine. It runs the whole suite
+    above (the "minimal" backend): the public API comes from `ShortTermStore`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stored: dict[str, MemoryRecord] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def _apply(self, op: StmWrite) -> Any:
+        if isinstance(op, PutRecord):
+            storable_record(op.record)
+            self.vectors[op.record.record_id] = storable_vector("embedding", op.embedding).copy()
+            self.stored[op.record.record_id] = op.record
+            return None
+        if isinstance(op, WriteAccess):
+            for write in op.writes:
+                if write.record_id in self.stored:
+                    self.stored[write.record_id] = write.apply(self.stored[write.record_id])
+            return None
+        ids = (
+            [r.record_id for r in self._fetch(op.filter, op.now)]
+            if isinstance(op, DeleteRecords)
+            else [i for i in op.record_ids if i in self.stored]
+        )
+        for record_id in ids:
+            del self.stored[record_id], self.vectors[record_id]
+        return len(ids)
+
+    def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+        found = [r for r in self.stored.values() if flt.matches(r, now)]
+        return sorted(found, key=lambda r: (r.created_at, r.record_id))
+
+    def _search(
+        self, embedding: Any, flt: StmFilter, k: int, now: float
+    ) -> list[Hit[MemoryRecord]]:
+        query = storable_vector("embedding", embedding)
+        found = self._fetch(flt, now)
+        if not found:
+            return []
+        scores = cosine_scores(np.stack([self.vectors[r.record_id] for r in found]), query)
+        best = top_k(((float(s), r.record_id, r) for s, r in zip(scores, found, strict=True)), k)
+        return [Hit(record=record, score=score) for score, _, record in best]
+
+    def _count(self, flt: StmFilter | None, now: float) -> int:
+        if flt is None:
+            return sum(r.is_live(now) for r in self.stored.values())
+        return len(self._fetch(flt, now))
+
+    def _scan(self, after: str | None, limit: int, due_at: float | None) -> list[MemoryRecord]:
+        page = sorted(
+            (r for r in self.stored.values() if after is None or r.record_id > after),
+            key=lambda r: r.record_id,
+        )
+        if due_at is not None:
+            page = [r for r in page if not r.is_live(due_at)]
+        return page[:limit]
+
+
+@pytest.fixture(params=[*STM_BACKENDS, MINIMAL])
+def stm_backend(request: pytest.FixtureRequest) -> str:
+    """Every short-term backend, and the minimal one above."""
+    return str(request.param)
+
+
+@pytest.fixture
+def minimal_stm_store_class() -> type[ShortTermStore]:
+    return MinimalShortTermStore
