@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import threading
-from typing import Any
 
 import numpy as np
 
@@ -40,26 +39,16 @@ from reference.ltm.common import (
     storable_json,
     storable_text,
 )
+from reference.ltm.dispatch import MethodPerOperation
 from reference.ltm.memory_forgetting import InMemoryForgetting, Txn
 from reference.ltm.primitives import (
-    ApplyChanges,
-    ArchiveFacts,
-    AuditLog,
-    DeleteFacts,
-    DueScan,
-    EraseFacts,
-    ForgetActivity,
-    LtmLookup,
-    LtmWrite,
-    MarkActive,
-    RecordAccess,
     UpsertFact,
 )
 from reference.models import AuditEntry, Category, Fact, Hit, Status
 from reference.text import Embedder
 
 
-class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
+class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStore):
     """Long-term facts in dicts, with exact cosine search over each user's vectors."""
 
     def __init__(self, *, clock: Clock, namespace: Namespace, embedder: Embedder) -> None:
@@ -165,37 +154,6 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         self._due_sealed.set(fact.fact_id, sealed_at(fact) if live else None)
 
     # ------------------------------------------------------------------ primitives
-    def _apply(self, op: LtmWrite) -> Any:
-        if isinstance(op, UpsertFact):
-            return self._upsert(op)
-        if isinstance(op, RecordAccess):
-            return self._update_retention(op.user_id, op.updates, op.now)
-        if isinstance(op, ApplyChanges):
-            return self._apply_changes(op.changes, actor=op.actor, now=op.now)
-        if isinstance(op, MarkActive):
-            return self._mark_active(op.activity)
-        if isinstance(op, ArchiveFacts):
-            return self._archive(op.filter, actor=op.actor, now=op.now)
-        if isinstance(op, DeleteFacts):
-            return self._delete(op.filter, actor=op.actor, now=op.now)
-        if isinstance(op, EraseFacts):
-            return self._erase(op.filter, actor=op.actor, now=op.now)
-        if isinstance(op, ForgetActivity):
-            return self._forget_activity(op.user_id)
-        raise TypeError(f"not a long-term write: {op!r}")
-
-    def _lookup(self, op: LtmLookup) -> Any:
-        if isinstance(op, AuditLog):
-            return self._audit_log(op.user_id, op.fact_id)
-        if op.user_ids is not None:
-            return self._last_active(op.user_ids)
-        return self._activity_between(op.after, op.until)
-
-    def _scan(self, after: str | None, limit: int, due: DueScan | None) -> list[Fact]:
-        if due is None:
-            return self._scan_all(after, limit)
-        return self._scan_due(due.now, due.rule, after, limit)
-
     def _upsert(self, op: UpsertFact) -> Fact:
         user_id, category, key, value, text, importance, expires_at, actor, embedding, now = op
         encoded = storable_json("value", value)

@@ -27,6 +27,7 @@ from reference.ltm.base import (
     LtmFilter,
 )
 from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
+from reference.ltm.dispatch import MethodPerOperation
 from reference.ltm.migrations import HnswParams
 from reference.ltm.pg_pool import PostgresConnections, pg_guarded
 from reference.ltm.pg_rows import RenderedStatements
@@ -38,17 +39,6 @@ from reference.ltm.postgres_forgetting import (
     value_sealed_at,
 )
 from reference.ltm.primitives import (
-    ApplyChanges,
-    ArchiveFacts,
-    AuditLog,
-    DeleteFacts,
-    DueScan,
-    EraseFacts,
-    ForgetActivity,
-    LtmLookup,
-    LtmWrite,
-    MarkActive,
-    RecordAccess,
     UpsertFact,
 )
 from reference.models import AuditEntry, Category, Fact, Hit
@@ -68,7 +58,9 @@ _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s)"
 _UPSERT_ATTEMPTS = 5
 
 
-class PostgresLongTermStore(PostgresConnections, PostgresForgetting, LongTermStore):
+class PostgresLongTermStore(
+    MethodPerOperation, PostgresConnections, PostgresForgetting, LongTermStore
+):
     """Facts in one table per namespace, audited in another, searched with pgvector."""
 
     def __init__(
@@ -111,37 +103,6 @@ class PostgresLongTermStore(PostgresConnections, PostgresForgetting, LongTermSto
             cur.executemany(self._sql.insert_audit, rows)
 
     # ------------------------------------------------------------------ primitives
-    def _apply(self, op: LtmWrite) -> Any:
-        if isinstance(op, UpsertFact):
-            return self._upsert(op)
-        if isinstance(op, RecordAccess):
-            return self._update_retention(op.user_id, op.updates, op.now)
-        if isinstance(op, ApplyChanges):
-            return self._apply_changes(op.changes, actor=op.actor, now=op.now)
-        if isinstance(op, MarkActive):
-            return self._mark_active(op.activity)
-        if isinstance(op, ArchiveFacts):
-            return self._archive(op.filter, actor=op.actor, now=op.now)
-        if isinstance(op, DeleteFacts):
-            return self._delete(op.filter, actor=op.actor, now=op.now)
-        if isinstance(op, EraseFacts):
-            return self._erase(op.filter, actor=op.actor, now=op.now)
-        if isinstance(op, ForgetActivity):
-            return self._forget_activity(op.user_id)
-        raise TypeError(f"not a long-term write: {op!r}")
-
-    def _lookup(self, op: LtmLookup) -> Any:
-        if isinstance(op, AuditLog):
-            return self._audit_log(op.user_id, op.fact_id)
-        if op.user_ids is not None:
-            return self._last_active(op.user_ids)
-        return self._activity_between(op.after, op.until)
-
-    def _scan(self, after: str | None, limit: int, due: DueScan | None) -> list[Fact]:
-        if due is None:
-            return self._scan_all(after, limit)
-        return self._scan_due(due.now, due.rule, after, limit)
-
     @pg_guarded(idempotent=False)
     def _upsert(self, op: UpsertFact) -> Fact:
         user_id, category, key, value, text, importance, expires_at, actor, embedding, now = op

@@ -21,19 +21,7 @@ from reference.footprint import Usage, session_bytes
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
 from reference.session.base import SessionStore
-from reference.session.primitives import (
-    AppendMessage,
-    CloseSession,
-    CreateSession,
-    DeleteSession,
-    DeleteUserSessions,
-    ListSessions,
-    ReadContext,
-    ReadSession,
-    ResetSession,
-    SessionOp,
-    SetTaskState,
-)
+from reference.session.dispatch import MethodPerOperation
 from reference.validation import dump_json
 
 #: A session's identity: (user_id, session_id).
@@ -52,7 +40,7 @@ class _Entry:
     window: deque[str] = field(default_factory=deque)
 
 
-class InMemorySessionStore(SessionStore):
+class InMemorySessionStore(MethodPerOperation, SessionStore):
     """Sessions in process memory; thread-safe; nothing survives the process."""
 
     supports_native_ttl: ClassVar[bool] = False
@@ -117,30 +105,6 @@ class InMemorySessionStore(SessionStore):
         self._set_expiry(key, entry, until)
 
     # ------------------------------------------------------------------ primitives
-    def _apply(self, op: SessionOp) -> Any:
-        # The operations of every turn first.
-        if isinstance(op, ReadSession):
-            return self._get(*op)
-        if isinstance(op, AppendMessage):
-            return self._append(*op)
-        if isinstance(op, SetTaskState):
-            return self._set_task_state(*op)
-        if isinstance(op, ReadContext):
-            return self._context(*op)
-        if isinstance(op, CreateSession):
-            return self._create(op.state)
-        if isinstance(op, CloseSession):
-            return self._close(*op)
-        if isinstance(op, ResetSession):
-            return self._reset(*op)
-        if isinstance(op, DeleteSession):
-            return self._delete(*op)
-        if isinstance(op, ListSessions):
-            return self._list_user(*op)
-        if isinstance(op, DeleteUserSessions):
-            return self._delete_user(*op)
-        raise TypeError(f"not a session operation: {op!r}")
-
     def _create(self, state: SessionState) -> bool:
         encoded = dump_json(state.task_state)
         with self._lock:

