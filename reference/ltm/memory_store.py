@@ -58,7 +58,7 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
         # Each fact's vector as float64 (its float32 values exactly, as pgvector keeps
         # them): a query stacks them without converting.
         self._vectors: dict[str, np.ndarray] = {}
-        # Each vector's squared norm, summed as a query sums it (`_query`).
+        # Each vector's squared norm, summed as a query sums it (`_search`).
         self._squares: dict[str, float] = {}
         self._by_key: dict[tuple[str, Category, str], str] = {}
         self._by_user: dict[str, set[str]] = {}

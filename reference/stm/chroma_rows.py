@@ -92,7 +92,7 @@ def where_of(flt: StmFilter, now: float, *, live: bool) -> dict[str, Any] | None
 
 
 def live_clauses(now: float) -> list[dict[str, Any]]:
-    # Status is checked in Python by the readers that use this (`_records`): an equality
+    # Status is checked in Python by the readers that use this (`_fetch`): an equality
     # that every record matches costs Chroma a scan (+0.8 ms at 3,000 records), and no
     # public operation leaves a short-term record inactive.
     return [{"expires_at": {"$gt": now}}]
