@@ -173,11 +173,9 @@ class LongTermStore(LtmPrimitives):
         actor: str = "system",
         embedding: Sequence[float] | np.ndarray | None = None,
     ) -> Fact:
-        """Insert the fact, or supersede the current value of `(user_id, category, key)`.
-
-        A new value increments `version` and reactivates an archived fact. The embedding
-        is of `text` unless given.
-        """
+        """Insert the fact, or supersede the current value of `(user_id, category, key)`:
+        a new value increments `version` and reactivates an archived fact. The embedding
+        is of `text` unless given."""
         check_id("user_id", user_id)
         cat = check_category("category", category)
         key = check_key("key", key)
@@ -191,12 +189,8 @@ class LongTermStore(LtmPrimitives):
             )
         vector = self._vector(text, embedding)
         expiry = None if expires_at is None else float(expires_at)
-        now = self.clock.now()
-        return self._apply(
-            UpsertFact(
-                user_id, cat, key, value, text, float(importance), expiry, actor, vector, now
-            )
-        )
+        fact = (user_id, cat, key, value, text, float(importance), expiry, actor, vector)
+        return self._apply(UpsertFact(*fact, self.clock.now()))
 
     def get(self, *, user_id: str, category: Category | str, key: str) -> Fact | None:
         """The live fact at `(user_id, category, key)`, touched (access stats), or None."""
