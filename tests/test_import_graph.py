@@ -31,7 +31,6 @@ POLICY_MAY_IMPORT = {
 }
 
 
-
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -79,15 +79,6 @@ class ForgettingEngine:
         """`cipher` seals PII in LTM values; a strategy that encrypts needs one."""
         if not isinstance(strategy, Strategy):
             raise InvalidInput("strategy", f"must be a Strategy, got {type(strategy).__name__}")
-        missing = [
-            type(store).__name__
-            for store in (session, stm, ltm)
-            if not getattr(store, "supports_forgetting", False)
-        ]
-        if missing:
-            raise ConfigurationError(
-                f"the forgetting engine needs stores that support it; {missing} do not"
-            )
         if strategy.pii is not None and strategy.pii.encrypt_ltm and cipher is None:
             raise ConfigurationError(
                 f"strategy {strategy.name!r} encrypts PII in long-term memory and no "
