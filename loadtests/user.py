@@ -19,7 +19,8 @@ from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep
 from memharness.verdict.histograms import QUEUE, QUEUE_INTENDED, TURN_INTENDED, TURN_QUEUED
 from reference.errors import layer_failure
 from reference.models import Event
-from reference.system import TIMING_KEYS, MemorySystem
+from reference.system import MemorySystem
+from reference.turns import TIMING_KEYS
 
 
 class ConversationUser(User):

@@ -77,7 +77,7 @@ class ConfigurationError(MemoryStoreError):
 @dataclass(frozen=True, slots=True)
 class LayerFailure:
     """Where a turn failed: the layer running when it raised (a key of
-    `reference.system.TIMING_KEYS`), how long that layer had run, and the timings of the
+    `reference.turns.TIMING_KEYS`), how long that layer had run, and the timings of the
     layers that finished before it, in milliseconds."""
 
     layer: str

@@ -74,6 +74,11 @@ class FactCandidate:
         """Promoted when first said: an explicit request or a health and safety fact."""
         return self.importance > DEFAULT_IMPORTANCE
 
+    @property
+    def kind(self) -> MemoryType:
+        """The memory type that makes `extract_fact` take this candidate's path again."""
+        return MemoryType(self.category.value)
+
 
 def extract_fact(
     text: str,

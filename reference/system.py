@@ -19,7 +19,6 @@ recognised.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,54 +27,19 @@ import numpy as np
 from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput, LayerFailure, note_layer_failure
 from reference.forgetting.engine import ForgettingEngine
-from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
+from reference.forgetting.plans import Consolidation, EventOutcome, SweepStats
 from reference.ids import new_id
 from reference.ltm.base import LongTermStore, LtmFilter
-from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
+from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType
 from reference.policy.forget_commands import parse_forget_command
 from reference.policy.intent import memoised
 from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
-from reference.records import fast_init
 from reference.session.base import SessionStore
 from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
 from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
+from reference.turns import TIMING_KEYS, Recall, TurnResult
 from reference.validation import check_id, check_k, check_metadata, check_text
-
-#: Timing keys of a turn, in milliseconds. "stm" and "ltm" exclude the query embedding,
-#: which is computed once per turn and reported as "embed".
-TIMING_KEYS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn")
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Recall:
-    """What retrieval returned for one query."""
-
-    stm_hits: list[Hit[MemoryRecord]]
-    ltm_hits: list[Hit[Fact]]
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """The context assembled for one user utterance, and what each layer did."""
-
-    user_id: str
-    session_id: str
-    message_id: str
-    at: float
-    masked_text: str
-    session: SessionState
-    context_ids: list[str]
-    stm: AddResult
-    stm_hits: list[Hit[MemoryRecord]]
-    ltm_hits: list[Hit[Fact]]
-    promoted: Fact | None
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    #: The forget command this utterance was, and what it removed (then nothing was
-    #: stored or promoted); its time is inside timings_ms["turn"].
-    forgotten: ForgetReport | None = None
 
 
 class MemorySystem:
@@ -232,7 +196,6 @@ class MemorySystem:
             ltm_hits=self._ltm_hits(user_id, vector, touch=False, k=k),
         )
 
-    # ------------------------------------------------------------------ forgetting
     def sweep(self, *, dry_run: bool = False, at: float | datetime | None = None) -> SweepStats:
         """One sweep of every layer by the forgetting engine (see `ForgettingEngine.sweep`)."""
         self._move_clock(at)
@@ -296,7 +259,6 @@ class MemorySystem:
         for store in (self.session, self.stm, self.ltm):
             store.drop()
 
-    # ------------------------------------------------------------------ internals
     def _engine(self) -> ForgettingEngine:
         if self.engine is None:
             raise InvalidInput("engine", "this system has no forgetting engine")
@@ -393,7 +355,7 @@ class MemorySystem:
             # The raw value is what gets sealed: the masked text stays the searchable part.
             # The key comes from the masked text (a fingerprint key would differ). Text
             # with raw PII in it is not remembered; text the masker left alone may be.
-            original = extract_fact(raw, candidate_kind(candidate), remember=raw == masked)
+            original = extract_fact(raw, candidate.kind, remember=raw == masked)
             if original is not None and original.category is candidate.category:
                 value["value"] = original.value
         current = self.ltm.facts(
@@ -431,11 +393,6 @@ class MemorySystem:
 # Every turn asks whether its text is a forget command: a pure function of the text,
 # memoised as the intent rules are (commands are frozen, so sharing them is safe).
 _forget_command = memoised(parse_forget_command)
-
-
-def candidate_kind(candidate: FactCandidate) -> MemoryType:
-    """The memory type that makes `extract_fact` take a candidate's path again."""
-    return MemoryType(candidate.category.value)
 
 
 def _ms_since(mark: float) -> float:

@@ -30,8 +30,9 @@ from reference.pii import contains_raw_pii
 from reference.policy.loading import load_strategy, parse_strategy
 from reference.policy.strategy import StrategyError
 from reference.stm.base import StmFilter
-from reference.system import MemorySystem, TurnResult
+from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
+from reference.turns import TurnResult
 from tests.conftest import T0
 from tests.test_engine import ALICE, BOB, MakeSystem, drop_embedded_namespace, settings
 

@@ -38,8 +38,9 @@ from reference.ltm.embedded_pg import start_embedded_postgres
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import Settings
 from reference.stm.base import StmFilter
-from reference.system import TIMING_KEYS, MemorySystem
+from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
+from reference.turns import TIMING_KEYS
 from tests.conftest import T0
 
 REPO = Path(__file__).resolve().parent.parent

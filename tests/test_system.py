@@ -16,8 +16,9 @@ from reference.models import Category, Fact
 from reference.pii import contains_raw_pii
 from reference.settings import Settings
 from reference.stm.base import StmFilter
-from reference.system import TIMING_KEYS, MemorySystem
+from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
+from reference.turns import TIMING_KEYS
 
 HOUR = 3600.0
 

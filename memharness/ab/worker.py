@@ -25,10 +25,9 @@ inputs (inputs.py) and the background operations (background.py: `sweep.batch`,
 in-memory stores) are loaded by path from beside this file: harness from the candidate,
 `reference` and the simulator from the arm.
 
-Injected slowdown (`inject` in the config, candidate only): after the first warm-up
-block, `fraction` x that op's warm-up median is busy-waited inside every timed call of
-the op: every worker (after every restart) measures its own, so the delay follows the
-machine's load from one worker lifetime to the next.
+Injected slowdown (`inject`, candidate only): after the first warm-up block, `fraction`
+x that op's warm-up median is busy-waited in every timed call of the op, measured anew by
+every worker lifetime, so the delay follows the machine's load.
 """
 
 from __future__ import annotations
@@ -136,19 +135,12 @@ class Arm:
         if settings.redis_url is None or settings.pg_url is None:
             raise RuntimeError("MEMH_REDIS_URL and MEMH_PG_URL must name the shared servers")
         self.settings = settings
-        threads = config.get("threads")
-        inner = (
-            need("reference.embedding", "MiniLMEmbedder")(threads=threads)
-            if config["embedder"] == "minilm"
-            else need("reference.embedding", "HashingEmbedder")()
-        )
+        minilm = config["embedder"] == "minilm"
+        inner = need("reference.embedding", "MiniLMEmbedder" if minilm else "HashingEmbedder")
+        inner = inner(threads=config.get("threads")) if minilm else inner()
         embedder = embedding.CachedEmbedder(inner, maxsize=10_000)
-        return build(
-            settings,
-            embedder=embedder,
-            namespace=namespace_cls(config["prefix"]),
-            strategy=STRATEGY,
-        )
+        namespace = namespace_cls(config["prefix"])
+        return build(settings, embedder=embedder, namespace=namespace, strategy=STRATEGY)
 
     def _seed(self) -> None:
         """The arm's own seed functions, at the configured sizes (once per arm)."""
@@ -355,7 +347,14 @@ class Worker:
             dispose()
 
 
+def only_the_arms_tree() -> None:
+    """Let the arm's tree alone serve the project's packages: an editable install's finder
+    would hand an older tree the modules it lacks, taken from another checkout."""
+    sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(f.__module__)]
+
+
 def main() -> None:
+    only_the_arms_tree()
     replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # stray prints go to the log, never into the replies
     sys.stdout = sys.stderr
