@@ -22,7 +22,8 @@ import numpy as np
 from reference.clock import Clock, SystemClock
 from reference.footprint import Usage
 from reference.keys import Namespace
-from reference.ltm.base import FactChangeCounts, LongTermStore, LtmFilter
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import FactChangeCounts, LtmFilter
 from reference.ltm.primitives import (
     ApplyChanges,
     AuditLog,
@@ -51,7 +52,8 @@ from reference.session.primitives import (
     SessionOp,
     SetTaskState,
 )
-from reference.stm.base import ShortTermStore, StmFilter
+from reference.stm.base import ShortTermStore
+from reference.stm.filters import StmFilter
 from reference.stm.primitives import PutRecord, StmWrite, WriteAccess
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder

@@ -16,10 +16,10 @@ from pydantic import SecretStr
 from reference.clock import VirtualClock, format_ts
 from reference.crypto import generate_key
 from reference.factory import build_memory_system, describe_backends, resolve_strategy
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Event, Fact
 from reference.settings import Settings
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 from reference.turns import TIMING_KEYS, TurnResult
 

@@ -29,14 +29,16 @@ from reference.errors import InvalidInput, LayerFailure, note_layer_failure
 from reference.forgetting.engine import ForgettingEngine
 from reference.forgetting.plans import Consolidation, EventOutcome, SweepStats
 from reference.ids import new_id
-from reference.ltm.base import LongTermStore, LtmFilter
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType
 from reference.policy.forget_commands import parse_forget_command
 from reference.policy.intent import memoised
 from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
-from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
+from reference.stm.base import AddResult, MetadataValue, ShortTermStore
+from reference.stm.filters import StmFilter
 from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
 from reference.turns import TIMING_KEYS, Recall, TurnResult
 from reference.validation import check_id, check_k, check_metadata, check_text

@@ -24,12 +24,12 @@ from reference.forgetting.consolidation import (
     initial_importance,
 )
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, LtmFilter
+from reference.ltm.filters import REDACTED, LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord, MemoryType
 from reference.pii import contains_raw_pii
 from reference.policy.loading import load_strategy, parse_strategy
 from reference.policy.strategy import StrategyError
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
 from reference.turns import TurnResult

@@ -27,8 +27,8 @@ from reference.errors import ConfigurationError, InvalidInput
 from reference.factory import build_event_bus, build_memory_system, default_strategy
 from reference.forgetting.plans import EventOutcome
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.ltm.filters import REDACTED, LtmFilter
 from reference.ltm.migrations import drop_schema
 from reference.models import Event, Status
 from reference.pii import contains_raw_pii
@@ -40,9 +40,9 @@ from reference.policy.strategy import Strategy
 from reference.session.base import SessionStore
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import LongTermSettings, Settings, ShortTermSettings
-from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
 from tests.conftest import T0

@@ -37,7 +37,7 @@ from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import Settings
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
 from reference.turns import TIMING_KEYS
@@ -276,7 +276,7 @@ def test_consistency_finds_what_was_broken_on_the_real_servers(
 
 
 def _ltm_filter(user: str) -> object:
-    from reference.ltm.base import LtmFilter
+    from reference.ltm.filters import LtmFilter
 
     return LtmFilter(user_id=user)
 

@@ -25,14 +25,7 @@ from reference.forgetting.plans import anonymised
 from reference.ids import new_id
 from reference.keys import Namespace
 from reference.ltm import migrations
-from reference.ltm.base import (
-    AUDIT_ACTIONS,
-    REDACTED,
-    FactChangeCounts,
-    FactChanges,
-    LongTermStore,
-    LtmFilter,
-)
+from reference.ltm.base import LongTermStore
 from reference.ltm.common import (
     accessed_fact,
     as_real,
@@ -44,6 +37,7 @@ from reference.ltm.common import (
     storable_json,
     storable_text,
 )
+from reference.ltm.filters import AUDIT_ACTIONS, REDACTED, FactChangeCounts, FactChanges, LtmFilter
 from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.ltm.migrations import sealed_at_sql
 from reference.ltm.postgres_forgetting import value_sealed_at

@@ -22,13 +22,13 @@ from reference.forgetting.forgetter import plan_event
 from reference.forgetting.plans import CONSOLIDATION_ACTOR, ChangeBatch, SweepStats
 from reference.forgetting.sweeper import plan_sweep
 from reference.keys import Namespace
-from reference.ltm.base import FactChanges, LtmFilter
+from reference.ltm.filters import FactChanges, LtmFilter
 from reference.models import Event
 from reference.policy.decisions import Action
 from reference.policy.loading import load_strategy
 from reference.policy.strategy import Strategy
 from reference.settings import Settings
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
 from tests.test_engine import KEY

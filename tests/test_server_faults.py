@@ -31,8 +31,8 @@ from reference.clock import VirtualClock
 from reference.embedding import HashingEmbedder
 from reference.errors import BackendUnavailable, NotFound
 from reference.keys import Namespace
-from reference.ltm.base import LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.ltm.filters import LtmFilter
 from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import Category
 from reference.pii import RegexPiiMasker
@@ -47,9 +47,9 @@ from reference.resilience import (
 )
 from reference.session.embedded_redis import start_embedded_redis
 from reference.session.redis_store import RedisSessionStore
-from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.filters import StmFilter
 
 pytestmark = pytest.mark.faults
 

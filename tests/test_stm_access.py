@@ -19,8 +19,9 @@ from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable
 from reference.models import MemoryRecord, RetentionUpdate
 from reference.stm.access import AccessBuffer, AccessWrite
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.filters import StmFilter
 from tests.conftest import T0
 from tests.fixtures.stm_backends import chroma_backend_params, sweep_due
 

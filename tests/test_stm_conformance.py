@@ -23,9 +23,10 @@ import pytest
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
 from reference.models import Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
 from reference.stm.chroma_client import make_chroma_client, parse_chroma_url
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.filters import StmFilter
 from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
 from reference.stm.primitives import DeleteRecords, PutRecord, StmWrite, WriteAccess
 from reference.text_interfaces import Embedder, IntentDecision, PiiMasker

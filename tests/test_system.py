@@ -11,11 +11,11 @@ from reference.clock import SystemClock, VirtualClock
 from reference.errors import InvalidInput
 from reference.factory import build_memory_system
 from reference.keys import Namespace
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Category, Fact
 from reference.pii import contains_raw_pii
 from reference.settings import Settings
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
 from reference.turns import TIMING_KEYS

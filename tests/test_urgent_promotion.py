@@ -13,7 +13,7 @@ from reference.clock import VirtualClock
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
 from reference.keys import Namespace
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Category
 from reference.policy.lexicon import key_family
 from reference.promotion import DEFAULT_IMPORTANCE, IMPORTANCE_EXPLICIT, IMPORTANCE_SAFETY

@@ -10,7 +10,7 @@ from dataclasses import astuple, dataclass
 
 from memharness.sim.tally import ShardResult
 from reference.crypto import SEALED, is_sealed
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Category, Fact
 from reference.policy.decisions import Memory
 from reference.system import MemorySystem

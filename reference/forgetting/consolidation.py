@@ -66,13 +66,15 @@ from typing import Any
 
 from reference.dueindex import DueIndex
 from reference.forgetting.plans import CONSOLIDATION_ACTOR, ChangeBatch, EpisodeWrite
-from reference.ltm.base import FactChanges, LongTermStore, LtmFilter
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import FactChanges, LtmFilter
 from reference.models import Category, Fact, MemoryRecord, MemoryType, SessionStatus
 from reference.policy.intent import is_question
 from reference.policy.strategy import Strategy
 from reference.promotion import DEFAULT_IMPORTANCE, extract_fact
 from reference.session.base import SessionStore
-from reference.stm.base import ShortTermStore, StmFilter
+from reference.stm.base import ShortTermStore
+from reference.stm.filters import StmFilter
 
 EPISODE_KEY_PREFIX = "episode:"
 

@@ -43,7 +43,8 @@ from reference.forgetting.plans import (
     ChangeBatch,
     ForgetReport,
 )
-from reference.ltm.base import FactChanges, LongTermStore, LtmFilter
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import FactChanges, LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord
 from reference.policy.decisions import Action
 from reference.policy.forget_commands import ForgetCommand
@@ -52,7 +53,8 @@ from reference.policy.invalidation import invalidations_for
 from reference.policy.lexicon import key_family
 from reference.policy.strategy import Strategy
 from reference.policy.vocabulary import PROFILE_KEYS, SAFETY, TOPICS
-from reference.stm.base import ShortTermStore, StmFilter
+from reference.stm.base import ShortTermStore
+from reference.stm.filters import StmFilter
 from reference.text_interfaces import Embedder, PiiMasker
 
 #: Synonyms too generic to match on their own inside a text ("order number" is no phone).

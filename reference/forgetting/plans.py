@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reference.crypto import anonymise_value
-from reference.ltm.base import FactChangeCounts, FactChanges, LtmFilter
+from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter
 from reference.models import Fact, MemoryRecord, Status
 from reference.policy.decisions import Action, Decision
 from reference.policy.rules import Layer
 from reference.records import fast_init
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 
 #: The actor each kind of batch writes in the LTM audit.
 SWEEP_ACTOR = "sweeper"

@@ -43,7 +43,8 @@ from typing import Any
 from reference.forgetting.activity import ActivityLog
 from reference.forgetting.consolidation import SessionTracker, plan_ended
 from reference.forgetting.plans import ChangeBatch, fact_changes
-from reference.ltm.base import LongTermStore, LtmFilter, due_margin
+from reference.ltm.base import LongTermStore, due_margin
+from reference.ltm.filters import LtmFilter
 from reference.models import Fact
 from reference.policy.decisions import Action, Decision
 from reference.policy.oracle import OracleAdvice
@@ -52,7 +53,8 @@ from reference.policy.strategy import Strategy
 from reference.policy.sweep import DueRule, select_for_forgetting
 from reference.records import fast_init
 from reference.session.base import SessionStore
-from reference.stm.base import ShortTermStore, StmFilter
+from reference.stm.base import ShortTermStore
+from reference.stm.filters import StmFilter
 
 
 @fast_init

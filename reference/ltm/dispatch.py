@@ -24,7 +24,7 @@ from reference.ltm.primitives import (
 from reference.models import Fact
 
 if TYPE_CHECKING:
-    from reference.ltm.base import FactChangeCounts, FactChanges, LtmFilter
+    from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter
     from reference.models import AuditEntry, RetentionUpdate
     from reference.policy.sweep import DueRule
 

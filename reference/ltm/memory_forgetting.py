@@ -18,8 +18,9 @@ import numpy as np
 
 from reference.crypto import anonymise_value
 from reference.dueindex import DueIndex
-from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter, due_margin
+from reference.ltm.base import due_margin
 from reference.ltm.common import as_real, audit_draft, copy_fact, copy_json, storable_json
+from reference.ltm.filters import REDACTED, FactChangeCounts, FactChanges, LtmFilter
 from reference.ltm.primitives import audit_matches
 from reference.models import AuditEntry, Fact, RetentionUpdate, Status
 from reference.policy.sweep import DueRule

@@ -25,7 +25,7 @@ from reference.errors import InvalidInput
 from reference.footprint import Usage, record_bytes
 from reference.ids import new_id
 from reference.keys import Namespace
-from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
+from reference.ltm.base import LongTermStore
 from reference.ltm.common import (
     accessed_fact,
     as_real,
@@ -39,6 +39,7 @@ from reference.ltm.common import (
     storable_text,
 )
 from reference.ltm.dispatch import MethodPerOperation
+from reference.ltm.filters import AUDIT_ACTIONS, LtmFilter
 from reference.ltm.memory_forgetting import InMemoryForgetting, Txn
 from reference.ltm.primitives import (
     UpsertFact,

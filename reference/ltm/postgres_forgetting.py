@@ -21,8 +21,9 @@ from psycopg.types.json import Jsonb
 
 from reference.crypto import ANONYMISED, SEALED, SEALED_AT, anonymise_value
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter, due_margin
+from reference.ltm.base import due_margin
 from reference.ltm.common import audit_draft, storable_json
+from reference.ltm.filters import REDACTED, FactChangeCounts, FactChanges, LtmFilter
 from reference.ltm.pg_pool import pg_guarded
 from reference.ltm.pg_rows import RenderedStatements, columns, fact
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate

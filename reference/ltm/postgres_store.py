@@ -22,12 +22,10 @@ from reference.clock import Clock
 from reference.errors import MemoryStoreError
 from reference.ids import new_id
 from reference.keys import Namespace
-from reference.ltm.base import (
-    LongTermStore,
-    LtmFilter,
-)
+from reference.ltm.base import LongTermStore
 from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
 from reference.ltm.dispatch import MethodPerOperation
+from reference.ltm.filters import LtmFilter
 from reference.ltm.migrations import HnswParams
 from reference.ltm.pg_pool import PostgresConnections, pg_guarded
 from reference.ltm.pg_rows import RenderedStatements

@@ -16,7 +16,7 @@ from reference.models import AuditEntry, Category, Fact, Hit, RetentionUpdate
 from reference.policy.sweep import DueRule
 
 if TYPE_CHECKING:  # base.py builds these operations and imports this module
-    from reference.ltm.base import FactChanges, LtmFilter
+    from reference.ltm.filters import FactChanges, LtmFilter
     from reference.text_interfaces import Embedder
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from reference.models import Hit, MemoryRecord, MemoryType, Status
 from reference.stm.access import AccessWrite
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 from reference.stm.memory_store import cosine_scores, top_k
 
 #: Stored as expires_at for a record that never expires: a range filter cannot match a

@@ -60,7 +60,7 @@ from reference.keys import Namespace
 from reference.models import Hit, MemoryRecord
 from reference.resilience import DEFAULT_RETRY, RetryPolicy, call_with_retry
 from reference.stm.access import AccessBuffer, AccessWrite, lay_records
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
 from reference.stm.chroma_access import ChromaAccessWriter
 from reference.stm.chroma_collection import RetryingCollection, translated, unavailable
 from reference.stm.chroma_rows import (
@@ -74,6 +74,7 @@ from reference.stm.chroma_rows import (
     to_metadata,
     where_of,
 )
+from reference.stm.filters import StmFilter
 from reference.stm.memory_store import cosine_scores, storable_record, storable_vector
 from reference.stm.primitives import (
     DeleteRecords,

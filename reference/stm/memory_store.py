@@ -29,7 +29,8 @@ from reference.footprint import Usage, record_bytes
 from reference.keys import Namespace
 from reference.models import Hit, MemoryRecord, Status
 from reference.stm.access import AccessWrite
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
+from reference.stm.filters import StmFilter
 from reference.stm.primitives import (
     DeleteRecords,
     PurgeRecords,

@@ -15,7 +15,7 @@ from reference.models import Hit, MemoryRecord
 from reference.stm.access import AccessWrite
 
 if TYPE_CHECKING:  # base.py builds these operations and imports this module
-    from reference.stm.base import StmFilter
+    from reference.stm.filters import StmFilter
     from reference.text_interfaces import Embedder
 
 
