@@ -3,8 +3,9 @@ scenario's users, its own embedder, its own backend connections and embedded ser
 the options of a run (`RunOptions`) and what one strategy produced (`StrategyOutcome`).
 
 Lifecycle of a worker: built once per run (embedded servers start in its own data
-directory, `scratch_dir()/w<i>` (RAM when it can), shared across runs and emptied by
-each replay's drop);
+directory, `scratch_dir()/w<i>`: in RAM when it can, one directory per run, removed at
+its end; else under the data directory, shared across runs and emptied by each replay's
+drop);
 `load` takes a scenario's shard and embeds its texts ahead in batches (the cache by text
 the reference uses anyway); `replay` runs one strategy; `progress` answers while a
 replay runs (a threaded actor); `__ray_terminate__` ends it so embedded servers stop.
@@ -17,6 +18,7 @@ import gc
 import hashlib
 import math
 import os
+import secrets
 import shutil
 import signal
 import threading
@@ -243,8 +245,9 @@ def _die_at(shard: ShardReplayer, share: float) -> None:
 
 
 def scratch_dir(settings: Settings) -> Path:
-    """Where the workers' embedded servers keep their data: RAM (`/dev/shm`, when it is
-    there with room to spare) unless `MEMH_SIM_ON_DISK=1`, else `<data_dir>/sim`.
+    """Where a run's workers keep their embedded servers' data (called once per run): RAM
+    (`/dev/shm`, when it is there with room to spare) unless `MEMH_SIM_ON_DISK=1`, else
+    `<data_dir>/sim`.
 
     A replay's data is throwaway (its namespace is dropped at the end), and on disk the
     embedded servers' syncs would weigh on every write of a replay that keeps nothing.
@@ -256,8 +259,11 @@ def scratch_dir(settings: Settings) -> Path:
     on_disk = os.environ.get("MEMH_SIM_ON_DISK", "") not in ("", "0")
     roomy = shm.is_dir() and os.access(shm, os.W_OK)
     if not on_disk and roomy and shutil.disk_usage(shm).free > SCRATCH_MIN_FREE_BYTES:
+        # One directory per run: a worker of the previous run can still be in its exit
+        # hooks (pgserver rewrites a file in its data directory) after Ray reports it
+        # dead, and must not write into the next run's fresh PostgreSQL directory.
         digest = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:10]
-        return shm / f"memharness-{os.getuid()}-{digest}"
+        return shm / f"memharness-{os.getuid()}-{digest}-{secrets.token_hex(4)}"
     return settings.data_dir / "sim"
 
 

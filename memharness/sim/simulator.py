@@ -85,6 +85,7 @@ class Simulator:
         self.actor: Any = None
         self.loaded: tuple[str, list[list[SimUser]]] | None = None  # key, a cohort each
         self.replaced = 0  # workers that died and were replaced
+        self.scratch = scratch_dir(settings)
         self.data_dirs: dict[int, Path] = {}  # each worker's embedded servers' directory
         self.fault_pending = options.kill_worker_at is not None or options.server_fault is not None
 
@@ -147,7 +148,7 @@ class Simulator:
     def __exit__(self, *exc: object) -> None:
         for worker in self.workers:  # a graceful exit runs atexit: embedded servers stop
             worker.__ray_terminate__.remote()
-        scratch = scratch_dir(self.settings)
+        scratch = self.scratch
         if self.settings.backend != "memory":
             with self.progress.start("stopping the workers and their servers"):
                 for worker in self.workers:
@@ -164,7 +165,7 @@ class Simulator:
         if self.settings.backend == "memory":
             return self.settings
         name = f"w{index}" + (f"r{self.replaced}" if self.replaced else "")
-        return self.settings.model_copy(update={"data_dir": scratch_dir(self.settings) / name})
+        return self.settings.model_copy(update={"data_dir": self.scratch / name})
 
     def run_scenario(
         self,
