@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reference.forgetting.strategy import Strategy
+from reference.policy.strategy import Strategy
 from reference.system import MemorySystem
 
 

@@ -1,4 +1,5 @@
-"""Fixtures, options and the SLA gate of the bench suites (`pytest bench`).
+"""Fixtures, options and the SLA gate of the bench suites (`pytest bench`); the measured
+systems' fixtures are in bench/cases.py.
 
 Options: `--bench-strategy NAME|FILE` (the forgetting strategy of the measured system,
 default hybrid: the deployed configuration), `--bench-size small|full`,
@@ -14,8 +15,8 @@ bench session uses a fresh prefix, seeds once (session-scoped fixtures), and dro
 it created at the end.
 
 The gate runs in `pytest_sessionfinish`, after every benchmark: it checks each
-operation's raw timings (bench/sla.py), writes `<report-dir>/<run-id>/bench.json`, and
-turns the exit status into a failure on a breach.
+operation's raw timings (memharness/verdict/samples.py), writes
+`<report-dir>/<run-id>/bench.json`, and turns the exit status into a failure on a breach.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from bench import cases
+from bench.cases import RUN, record_seeding
 from bench.config import (
     DEFAULT_STRATEGY,
     LTM_1M,
     SIZES,
-    STM_SESSION,
-    STM_USER,
     BenchCase,
     BenchConfig,
     size_label,
@@ -53,31 +54,24 @@ from bench.measure import (
     table,
     write_report,
 )
-from bench.null_backend import build_null_system, busy_wait
+from bench.null_backend import slowed
 from bench.seed import (
     Texts,
-    drop_ltm,
-    drop_redis_keys,
-    drop_stm,
-    pg_url,
     scratch_dir,
-    seed_ltm,
-    seed_sessions,
-    seed_stm,
 )
-from bench.sla import CONFIDENCE, RESAMPLES, SEED, SLA_MS, GateOutcome
+from memharness.verdict.intervals import CONFIDENCE, RESAMPLES, SEED
+from memharness.verdict.limits import SLA_MS
+from memharness.verdict.samples import GateOutcome
 from reference.crypto import generate_key
 from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
-from reference.factory import build_memory_system, describe_backends
-from reference.forgetting.loading import StrategyError, load_strategy
-from reference.forgetting.strategy import Strategy
-from reference.keys import Namespace
+from reference.factory import describe_backends
+from reference.policy.loading import load_strategy
+from reference.policy.strategy import Strategy, StrategyError
 from reference.settings import Settings
 from reference.stm.chroma_client import describe_chroma
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 RECORDER = pytest.StashKey[Recorder]()
-RUN = pytest.StashKey[dict[str, Any]]()
 OUTCOME = pytest.StashKey[tuple[GateOutcome, Path]]()
 
 
@@ -118,11 +112,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(cases)  # the measured systems' fixtures
     # The project's addopts skip benchmarks (they must not run with tests/); here they
     # are the point. This runs before pytest-benchmark reads its options (trylast).
     config.option.benchmark_skip = False
     config.option.benchmark_disable = False
-    config.option.benchmark_save_data = True  # saved runs keep raw timings, not only stats
     run_id = config.getoption("--bench-run-id") or (
         f"bench-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     )
@@ -245,142 +239,13 @@ def query_embedder(
     inner: Embedder = (
         MiniLMEmbedder(threads=threads) if bench_config.embedder == "minilm" else HashingEmbedder()
     )
-    _seeded(pytestconfig, "load_embedder", time.perf_counter() - started)
+    record_seeding(pytestconfig, "load_embedder", time.perf_counter() - started)
     return CachedEmbedder(inner, maxsize=max(bench_settings.embedding_cache_size, 1_000))
 
 
 @pytest.fixture(scope="session")
 def texts() -> Texts:
     return Texts(seed=7)
-
-
-def _seeded(pytestconfig: pytest.Config, what: str, seconds: float) -> None:
-    pytestconfig.stash[RUN]["seeding_s"][what] = round(seconds, 3)
-
-
-@pytest.fixture(scope="session")
-def real_case(
-    pytestconfig: pytest.Config,
-    bench_config: BenchConfig,
-    bench_settings: Settings,
-    query_embedder: CachedEmbedder,
-) -> Iterator[BenchCase]:
-    """All three layers on real servers, seeded at the configured sizes."""
-    sizes, rows = bench_config.sizes, bench_config.ltm_rows[0]
-    started = time.perf_counter()
-    strategy = bench_config.strategy
-    system = build_memory_system(bench_settings, embedder=query_embedder, strategy=strategy)
-    namespace = system.session.namespace
-    url, handle = pg_url(bench_settings)
-    _seeded(pytestconfig, "start_servers", time.perf_counter() - started)
-    try:
-        mark = time.perf_counter()
-        sessions = seed_sessions(system.session, count=sizes.sessions)
-        _seeded(pytestconfig, "sessions", time.perf_counter() - mark)
-        stm_s = seed_stm(
-            system.stm,
-            user_id=STM_USER,
-            session_id=STM_SESSION,
-            in_session=sizes.stm_session,
-            total=sizes.stm_collection,
-            now=system.clock.now(),
-            strategy=strategy,
-        )
-        _seeded(pytestconfig, "stm", stm_s)
-        ltm = seed_ltm(
-            url,
-            namespace,
-            rows=rows,
-            per_user=sizes.ltm_facts_per_user,
-            now=system.clock.now(),
-            strategy=strategy,
-        )
-        for key, value in ltm.items():
-            _seeded(pytestconfig, f"{key}@{size_label(rows)}", value)
-        yield BenchCase(
-            backend="real",
-            system=system,
-            sessions=sessions,
-            ltm_rows=rows,
-            ltm_users=rows // sizes.ltm_facts_per_user,
-            per_user=sizes.ltm_facts_per_user,
-            label=size_label(rows),
-        )
-    finally:
-        system.dispose()  # first: it writes what it holds (STM access statistics)
-        drop_redis_keys(bench_settings, namespace)
-        drop_stm(bench_settings, namespace)
-        drop_ltm(url, namespace)
-        if handle is not None:
-            handle.close()
-
-
-@pytest.fixture(scope="session")
-def null_case(pytestconfig: pytest.Config, bench_config: BenchConfig) -> BenchCase:
-    """The null backend, with the same ids as the real case (nothing is seeded)."""
-    sizes = bench_config.sizes
-    delay = float(pytestconfig.getoption("--bench-null-delay-ms"))
-    return BenchCase(
-        backend="null",
-        system=build_null_system(session_delay_ms=delay, stm_delay_ms=delay, ltm_delay_ms=delay),
-        sessions=[(f"su{i % 100}", f"ss{i}") for i in range(sizes.sessions)],
-        ltm_rows=0,
-        ltm_users=bench_config.ltm_rows[0] // sizes.ltm_facts_per_user,
-        per_user=sizes.ltm_facts_per_user,
-        label="null",
-    )
-
-
-@pytest.fixture(scope="session")
-def case(request: pytest.FixtureRequest, backend: str) -> BenchCase:
-    """The system under measurement for the `backend` parameter."""
-    found: BenchCase = request.getfixturevalue(f"{backend}_case")
-    return found
-
-
-@pytest.fixture(scope="session")
-def ltm_case(
-    request: pytest.FixtureRequest,
-    pytestconfig: pytest.Config,
-    ltm_size: str | int,
-    bench_config: BenchConfig,
-) -> Iterator[BenchCase]:
-    """The LTM table of `ltm_size` rows: the real case's, or one more namespace seeded
-    for it (dropped when the tests of that size are done)."""
-    if ltm_size == "null" or ltm_size == bench_config.ltm_rows[0]:
-        name = "null_case" if ltm_size == "null" else "real_case"
-        found: BenchCase = request.getfixturevalue(name)
-        yield found
-        return
-    bench_settings: Settings = request.getfixturevalue("bench_settings")
-    query_embedder: CachedEmbedder = request.getfixturevalue("query_embedder")
-    rows, per_user = int(ltm_size), bench_config.sizes.ltm_facts_per_user
-    namespace = Namespace(f"{bench_settings.prefix}_{size_label(rows)}")
-    strategy = bench_config.strategy
-    system = build_memory_system(
-        bench_settings, embedder=query_embedder, namespace=namespace, strategy=strategy
-    )
-    url, handle = pg_url(bench_settings)
-    try:
-        now = system.clock.now()
-        seeded = seed_ltm(url, namespace, rows=rows, per_user=per_user, now=now, strategy=strategy)
-        for key, value in seeded.items():
-            _seeded(pytestconfig, f"{key}@{size_label(rows)}", value)
-        yield BenchCase(
-            backend="real",
-            system=system,
-            sessions=[],
-            ltm_rows=rows,
-            ltm_users=rows // per_user,
-            per_user=per_user,
-            label=size_label(rows),
-        )
-    finally:
-        system.dispose()  # first: it writes what it holds (STM access statistics)
-        drop_stm(bench_settings, namespace)
-        drop_ltm(url, namespace)
-        if handle is not None:
-            handle.close()
 
 
 @pytest.fixture(scope="session")
@@ -446,7 +311,7 @@ def measure(
         info = {"size": bench_config.size, "embedder": bench_config.embedder, **(params or {})}
         slow_ms = bench_config.slow_ms.get(op) if case.backend == "real" else None
         if slow_ms is not None:
-            target = _slowed(target, slow_ms)
+            target = slowed(target, slow_ms)
             info["injected_delay_ms"] = slow_ms
         benchmark.group = op
         benchmark.extra_info.update(info, backend=case.backend, sla_ms=SLA_MS.get(layer))
@@ -474,14 +339,6 @@ def measure(
         return recorded
 
     return run
-
-
-def _slowed(target: Callable[..., object], delay_ms: float) -> Callable[..., object]:
-    def slowed(*args: Any, **kwargs: Any) -> object:
-        busy_wait(delay_ms / 1000.0)
-        return target(*args, **kwargs)
-
-    return slowed
 
 
 # --------------------------------------------------------------------------- the gate

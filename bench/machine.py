@@ -14,7 +14,8 @@ bench's model, no cache; upsert it under a fixed id into a scratch Chroma collec
 200 records; read it back). Its median beside an operation, over the **reference**
 (`baseline/machine.json`: the probe's median on this machine when idle, with the
 versions of the libraries it runs), is the slowdown the operation was measured under;
-the gate judges the p95 at the reference's speed (`bench.sla.check_sla`, `slowdown`).
+the gate judges the p95 at the reference's speed (`memharness.verdict.samples.check_sla`,
+`slowdown`).
 
 - Only a slower machine is scaled: a faster one is judged as measured (the SLA holds on
   hardware at least as fast as the reference).
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from reference.stm.chroma_store import HNSW_WRITES
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 REFERENCE_PATH = Path(__file__).parent / "baseline" / "machine.json"
 #: Probes taken right before and right after each measured operation.

@@ -18,17 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import Reference, slowdown
-from bench.sla import (
-    CONFIDENCE,
-    MIN_SAMPLES,
-    RESAMPLES,
-    SEED,
-    SLA_MS,
-    GateOutcome,
-    SlaCheck,
-    check_sla,
-    gate,
-)
+from memharness.verdict.intervals import CONFIDENCE, RESAMPLES, SEED
+from memharness.verdict.limits import SLA_MS
+from memharness.verdict.samples import MIN_SAMPLES, GateOutcome, SlaCheck, check_sla, gate
 
 Setup = Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]
 #: The `measure` fixture: `measure(op, layer, target, case=..., setup=..., params=...)`.
@@ -101,14 +93,16 @@ def time_calls(
     rounds: int,
     warmup: int = 0,
     setup: Setup | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[float]:
-    """Per-call timings (ms) without pytest-benchmark, with `pedantic`'s semantics."""
+    """Per-call timings (ms) without pytest-benchmark, with `pedantic`'s semantics; `clock`
+    (seconds) is what times each call."""
     samples: list[float] = []
     for index in range(warmup + rounds):
         args, kwargs = setup() if setup is not None else ((), {})
-        start = time.perf_counter()
+        start = clock()
         target(*args, **kwargs)
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         if index >= warmup:
             samples.append(elapsed * 1000.0)
     return samples

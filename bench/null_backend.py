@@ -14,17 +14,25 @@ slack). A test uses it to show that the SLA gate fails on a backend that breache
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from reference.clock import Clock, SystemClock
-from reference.intent import RuleIntentFilter
+from reference.footprint import Usage
 from reference.keys import Namespace
-from reference.ltm.base import LongTermStore, LtmFilter
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import FactChangeCounts, LtmFilter
+from reference.ltm.primitives import (
+    ApplyChanges,
+    AuditLog,
+    DueScan,
+    LtmLookup,
+    LtmWrite,
+    UpsertFact,
+)
 from reference.models import (
-    AuditEntry,
-    Category,
     Fact,
     Hit,
     MemoryRecord,
@@ -33,11 +41,22 @@ from reference.models import (
     Status,
 )
 from reference.pii import RegexPiiMasker
+from reference.policy.intent import RuleIntentFilter
 from reference.session.base import SessionStore
-from reference.stm.access import AccessWrite
-from reference.stm.base import ShortTermStore, StmFilter
+from reference.session.primitives import (
+    AppendMessage,
+    DeleteUserSessions,
+    ListSessions,
+    ReadContext,
+    ReadSession,
+    SessionOp,
+    SetTaskState,
+)
+from reference.stm.base import ShortTermStore
+from reference.stm.filters import StmFilter
+from reference.stm.primitives import PutRecord, StmWrite, WriteAccess
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 
 def busy_wait(delay_s: float) -> None:
@@ -47,6 +66,16 @@ def busy_wait(delay_s: float) -> None:
     end = time.perf_counter() + delay_s
     while time.perf_counter() < end:
         pass
+
+
+def slowed(target: Callable[..., object], delay_ms: float) -> Callable[..., object]:
+    """`target`, each call of it busy-waiting `delay_ms` first (`--bench-slow`)."""
+
+    def call(*args: Any, **kwargs: Any) -> object:
+        busy_wait(delay_ms / 1000.0)
+        return target(*args, **kwargs)
+
+    return call
 
 
 class NullSessionStore(SessionStore):
@@ -67,57 +96,28 @@ class NullSessionStore(SessionStore):
             status=SessionStatus.ACTIVE,
         )
 
-    def _create(self, state: SessionState) -> bool:
+    def _apply(self, op: SessionOp) -> Any:
+        if isinstance(op, ListSessions):
+            return []
+        if isinstance(op, DeleteUserSessions):
+            return 0
         busy_wait(self.delay_s)
-        return True
+        if isinstance(op, ReadSession | SetTaskState):
+            return self._state(op.user_id, op.session_id, op.now)
+        if isinstance(op, AppendMessage):
+            return [op.message_id]
+        if isinstance(op, ReadContext):
+            return []
+        return True  # create, close, reset, delete
 
-    def _get(
-        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
-    ) -> SessionState | None:
-        busy_wait(self.delay_s)
-        return self._state(user_id, session_id, now)
-
-    def _append(
-        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
-    ) -> list[str] | None:
-        busy_wait(self.delay_s)
-        return [message_id]
-
-    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
-        busy_wait(self.delay_s)
-        return []
-
-    def _set_task_state(
-        self,
-        *,
-        user_id: str,
-        session_id: str,
-        task_state: dict[str, Any],
-        now: float,
-        refresh_until: float,
-    ) -> SessionState | None:
-        busy_wait(self.delay_s)
-        return self._state(user_id, session_id, now)
-
-    def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
-        busy_wait(self.delay_s)
-        return True
-
-    def _delete(self, *, user_id: str, session_id: str) -> bool:
-        busy_wait(self.delay_s)
-        return True
-
-    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
-        return []
-
-    def _delete_user(self, *, user_id: str) -> int:
+    def _sweep(self, now: float, batch_size: int) -> int:
         return 0
 
-    def _sweep(self, *, now: float, batch_size: int) -> int:
+    def _count(self, now: float) -> int:
         return 0
 
-    def _count(self, *, now: float) -> int:
-        return 0
+    def _usage(self, now: float) -> Usage:
+        return Usage(0, 0)
 
 
 class NullShortTermStore(ShortTermStore):
@@ -127,29 +127,26 @@ class NullShortTermStore(ShortTermStore):
         super().__init__(**kwargs)
         self.delay_s = delay_ms / 1000.0
 
-    def _put(self, record: MemoryRecord, embedding: list[float]) -> None:
-        busy_wait(self.delay_s)
+    def _apply(self, op: StmWrite) -> Any:
+        if isinstance(op, PutRecord | WriteAccess):
+            busy_wait(self.delay_s)
+            return None
+        return 0
 
-    def _query(
-        self, embedding: list[float], flt: StmFilter, k: int, now: float
+    def _search(
+        self, embedding: Any, flt: StmFilter, k: int, now: float
     ) -> list[Hit[MemoryRecord]]:
         busy_wait(self.delay_s)
         return []
 
-    def _write_access(self, writes: list[AccessWrite]) -> None:
-        busy_wait(self.delay_s)
-
-    def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+    def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         return []
-
-    def _delete(self, flt: StmFilter, now: float) -> int:
-        return 0
 
     def _count(self, flt: StmFilter | None, now: float) -> int:
         return 0
 
-    def _sweep(self, now: float, batch_size: int) -> int:
-        return 0
+    def _scan(self, after: str | None, limit: int, due_at: float | None) -> list[MemoryRecord]:
+        return []
 
 
 class NullLongTermStore(LongTermStore):
@@ -159,68 +156,46 @@ class NullLongTermStore(LongTermStore):
         super().__init__(**kwargs)
         self.delay_s = delay_ms / 1000.0
 
-    def setup(self) -> None:
-        return None
-
-    def _upsert(
-        self,
-        *,
-        user_id: str,
-        category: Category,
-        key: str,
-        value: dict[str, Any],
-        text: str,
-        importance: float,
-        expires_at: float | None,
-        actor: str,
-        embedding: list[float],
-        now: float,
-    ) -> Fact:
+    def _apply(self, op: LtmWrite) -> Any:
+        if not isinstance(op, UpsertFact):
+            return FactChangeCounts() if isinstance(op, ApplyChanges) else 0
         busy_wait(self.delay_s)
         return Fact(
             fact_id="null",
-            user_id=user_id,
-            category=category,
-            key=key,
-            value=value,
-            text=text,
+            user_id=op.user_id,
+            category=op.category,
+            key=op.key,
+            value=op.value,
+            text=op.text,
             version=1,
-            created_at=now,
-            updated_at=now,
-            last_accessed_at=now,
+            created_at=op.now,
+            updated_at=op.now,
+            last_accessed_at=op.now,
             access_count=0,
-            importance=importance,
-            expires_at=expires_at,
+            importance=op.importance,
+            expires_at=op.expires_at,
             status=Status.ACTIVE,
         )
 
-    def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
-        busy_wait(self.delay_s)
-        return None
-
-    def _query(
-        self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
-    ) -> list[Hit[Fact]]:
-        busy_wait(self.delay_s)
+    def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
+        if touch:  # `get`, a timed operation
+            busy_wait(self.delay_s)
         return []
 
-    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        return 0
-
-    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        return 0
-
-    def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
+    def _search(
+        self, embedding: Any, flt: LtmFilter, k: int, now: float, *, touch: bool
+    ) -> list[Hit[Fact]]:
+        busy_wait(self.delay_s)
         return []
 
     def _count(self, flt: LtmFilter | None, now: float) -> int:
         return 0
 
-    def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+    def _scan(self, after: str | None, limit: int, due: DueScan | None) -> list[Fact]:
         return []
 
-    def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
-        return 0
+    def _lookup(self, op: LtmLookup) -> Any:
+        return [] if isinstance(op, AuditLog) else {}
 
 
 class NullEmbedder(Embedder):

@@ -38,11 +38,11 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from reference.embedding import HashingEmbedder
-from reference.forgetting.policy import expires_at_on_write
-from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.ltm.migrations import drop_schema
 from reference.models import Category, MemoryRecord, MemoryType
+from reference.policy.expiry import expires_at_on_write
+from reference.policy.strategy import Strategy
 from reference.session.base import SessionStore
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
@@ -272,13 +272,13 @@ def _put_records(store: ShortTermStore, records: list[MemoryRecord], vectors: np
 
     if isinstance(store, ChromaShortTermStore):
         # The store's metadata layout (a private helper: there is no public bulk put).
-        from reference.stm.chroma_store import _to_metadata
+        from reference.stm.chroma_rows import to_metadata
 
         collection = store.client.get_collection(store.namespace.stm_collection)
         collection.add(
             ids=[record.record_id for record in records],
             embeddings=vectors,
-            metadatas=[_to_metadata(record) for record in records],
+            metadatas=[to_metadata(record) for record in records],
             documents=[record.text for record in records],
         )
         return

@@ -32,8 +32,8 @@ from pydantic import SecretStr
 
 from bench.sim_throughput import population
 from memharness.sim.plan import StrategySpec, sample_times, shard_of
+from memharness.sim.replay import SimUser
 from memharness.sim.runner import RunOptions, ShardWorker
-from memharness.sim.shard import SimUser
 from reference.crypto import generate_key
 from reference.settings import Settings
 

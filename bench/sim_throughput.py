@@ -44,7 +44,8 @@ from pydantic import SecretStr
 from memharness.scenarios import iter_users
 from memharness.scenarios.model import User
 from memharness.sim.plan import COHORT_USERS, ScenarioInput, StrategySpec, scenario_hash
-from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
+from memharness.sim.runner import RunOptions, StrategyOutcome
+from memharness.sim.simulator import Simulator
 from reference.crypto import generate_key
 from reference.settings import Settings
 

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reference.ltm.base import LtmFilter
-from reference.stm.base import StmFilter
+from reference.ltm.filters import LtmFilter
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 
 __all__ = ["MAX_PROBLEMS", "ConsistencyReport", "check_consistency", "check_erased"]

@@ -50,8 +50,8 @@ SLOTS: Mapping[str, Sequence[str]] = {
     "zh_item": ("打印机", "耳机", "台灯", "跑鞋", "电水壶", "路由器"),
     "zh_name": ("小王", "李姐", "张老师", "陈总", "刘阿姨", "赵医生"),
 }
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August")
-_MONTHS += ("September", "October", "November", "December")
+_MONTHS: tuple[str, ...] = ("January", "February", "March", "April", "May", "June", "July")
+_MONTHS += ("August", "September", "October", "November", "December")
 
 BUILTIN: tuple[Conversation, ...] = (
     Conversation(

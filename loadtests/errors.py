@@ -9,17 +9,14 @@ counted as `OTHER`), and an HDR histogram of the time to error (how long a calle
 to hear that it failed). Workers ship the delta since their last report, like
 `OpHistograms`; the master merges. Memory stays bounded however many errors there are.
 
-`layer_of_failure` tells which layer of a turn raised, from the traceback: the turn's
-own frame holds the timings of the layers that finished, so the first layer missing
-from them is the one that failed.
+Which layer of a turn failed, and the timings of the layers that finished before it, come
+from the error itself (`reference.errors.layer_failure`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from loadtests.hdr import OpHistograms
@@ -28,9 +25,7 @@ __all__ = [
     "MAX_MESSAGES",
     "OTHER",
     "ErrorLog",
-    "Failure",
     "describe",
-    "layer_of_failure",
 ]
 
 MAX_MESSAGES = 5
@@ -140,46 +135,3 @@ class ErrorLog:
                 else None,
             }
         return out
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """Where a turn failed: the layer that raised, how long it had run, the layers done."""
-
-    layer: str | None
-    layer_ms: float | None
-    finished: Mapping[str, float]
-
-
-def layer_of_failure(
-    exc: BaseException,
-    turn_code: Any,
-    layers: Sequence[str],
-    *,
-    clock: Any = time.perf_counter,
-) -> Failure:
-    """Which of `layers` raised `exc` inside the function whose code is `turn_code`.
-
-    That function keeps `timings` (layer -> ms of the layers that finished) and `mark`
-    (when the running layer started) as locals (`reference.system.MemorySystem.turn`).
-    The failed layer is the first of `layers` not in `timings`. When the frame is not in
-    the traceback (the call failed before the turn began, e.g. invalid input) or holds no
-    timings, the layer is None: the failure is charged to the turn alone.
-    """
-    frame_locals = _frame_locals(exc.__traceback__, turn_code)
-    timings = frame_locals.get("timings") if frame_locals else None
-    if not isinstance(timings, dict):
-        return Failure(None, None, {})
-    finished = {k: float(v) for k, v in timings.items() if k in layers}
-    layer = next((name for name in layers if name not in finished), None)
-    mark = frame_locals.get("mark") if frame_locals else None
-    layer_ms = (clock() - mark) * 1000.0 if isinstance(mark, float) and layer else None
-    return Failure(layer, layer_ms, finished)
-
-
-def _frame_locals(tb: TracebackType | None, code: Any) -> dict[str, Any] | None:
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            return dict(tb.tb_frame.f_locals)
-        tb = tb.tb_next
-    return None

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 
 from hdrh.histogram import HdrHistogram
 
+from memharness.verdict.histograms import quantile_ci
+
 __all__ = [
     "HIGHEST_US",
     "LOWEST_US",
@@ -23,7 +25,6 @@ __all__ = [
     "OpHistograms",
     "OpSummary",
     "new_histogram",
-    "quantile_ci",
 ]
 
 LOWEST_US = 1
@@ -146,21 +147,3 @@ class OpHistograms:
 
 def _ms_pair(pair: tuple[float, float] | None) -> tuple[float, float] | None:
     return (pair[0] / 1000.0, pair[1] / 1000.0) if pair else None
-
-
-def quantile_ci(hist: HdrHistogram, q: float, z: float = 1.96) -> tuple[float, float] | None:
-    """Distribution-free confidence interval of the q-quantile, in the histogram's unit.
-
-    The order statistics at ranks n*q -/+ z*sqrt(n*q*(1-q)) bracket the true quantile with
-    ~95 % confidence (z = 1.96) whatever the distribution. None when a rank falls outside
-    the sample, i.e. there are too few samples to bound the quantile.
-    """
-    n = hist.get_total_count()
-    spread = z * math.sqrt(n * q * (1.0 - q))
-    low_rank, high_rank = math.floor(n * q - spread), math.ceil(n * q + spread)
-    if low_rank < 1 or high_rank > n:
-        return None
-    return (
-        float(hist.get_value_at_percentile(100.0 * low_rank / n)),
-        float(hist.get_value_at_percentile(100.0 * high_rank / n)),
-    )

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadtests.pacing import Arrivals
-from loadtests.sla import DEFAULT_SLAS, TURN_INTENDED, TURN_QUEUED, Gate, Sla, parse_slas
+from memharness.verdict.histograms import TURN_INTENDED, TURN_QUEUED, Gate
+from memharness.verdict.limits import DEFAULT_SLAS, Sla, parse_slas
 
 __all__ = ["STRATEGY_ENV", "LoadOptions", "add_arguments", "default_run_id"]
 

@@ -2,8 +2,8 @@
 
 `memharness load --overload` first finds the *sustainable rate*: the highest offered rate
 of a rate-step run (`steps.json`) whose step held every SLA (errors counted,
-`loadtests/sla.py`). It then offers `factor` times that rate, open loop, for the run's
-duration, and judges what a service under overload must still do:
+`memharness/verdict/histograms.py`). It then offers `factor` times that rate, open loop,
+for the run's duration, and judges what a service under overload must still do:
 
 - **stays up**: Locust ended by itself and wrote its report (exit code 0, 1 or 3, not a
   crash or a kill);

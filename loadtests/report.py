@@ -15,7 +15,13 @@ from typing import Any
 
 from loadtests.errors import ErrorLog
 from loadtests.hdr import SIG_FIGS, OpHistograms, OpSummary
-from loadtests.sla import QUEUE, QUEUE_INTENDED, TURN_INTENDED, TURN_QUEUED, SlaVerdict
+from memharness.verdict.histograms import (
+    QUEUE,
+    QUEUE_INTENDED,
+    TURN_INTENDED,
+    TURN_QUEUED,
+    SlaVerdict,
+)
 
 __all__ = [
     "OP_ORDER",
@@ -50,6 +56,10 @@ _CSV_FIELDS: tuple[str, ...] = (
 )
 
 
+#: min, mean, p50, p90, p95, p99, p99.9 and max of an operation with no success.
+_NO_FIGURES: tuple[float, float, float, float, float, float, float, float] = (math.nan,) * 8
+
+
 def ordered_ops(ops: Sequence[str]) -> list[str]:
     known = [op for op in OP_ORDER if op in ops]
     return known + sorted(op for op in ops if op not in OP_ORDER)
@@ -71,7 +81,7 @@ def format_table(
     lines = [head, "-" * (len(head) + 24)]
     known = {row.op for row in summaries}
     rows = list(summaries) + [
-        OpSummary(op, 0, *([math.nan] * 8), None) for op in fails if op not in known
+        OpSummary(op, 0, *_NO_FIGURES, None) for op in fails if op not in known
     ]
     for row in rows:
         verdict = by_op.get(row.op)

@@ -26,7 +26,8 @@ from typing import Any
 
 from loadtests.hdr import OpHistograms
 from loadtests.procstats import ProcessSample
-from loadtests.sla import TURN_INTENDED, Sla, check_slas, failed
+from memharness.verdict.histograms import TURN_INTENDED, check_slas, failed
+from memharness.verdict.limits import Sla
 
 __all__ = [
     "AUTO_FRACTIONS",
@@ -90,10 +91,6 @@ class SteppedSchedule:
         self._next: float | None = None
         self._step = 0
         self.claimed = [0] * len(self.rates)
-
-    @property
-    def total_s(self) -> float:
-        return self.step_s * len(self.rates)
 
     def boundary(self, k: int) -> float:
         """Clock time at which step k starts (k = len(rates): the end)."""

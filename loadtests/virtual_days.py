@@ -120,13 +120,13 @@ class VirtualDays:
                         "p95_ms": _ms(summary.p95_ms),
                         "p99_ms": _ms(summary.p99_ms),
                     }
-            usage = last.get(day)
+            day_usage = last.get(day)
             out.append(
                 {
                     "day": day,
                     "ops": ops,
-                    "records": _layers(usage, 0),
-                    "bytes": _layers(usage, 1),
+                    "records": _layers(day_usage, 0),
+                    "bytes": _layers(day_usage, 1),
                 }
             )
         return out

@@ -4,10 +4,10 @@ Runs `pytest bench` in a subprocess (its own embedded servers, its own output ca
 `reports/<run-id>/pytest.log`), then reads `reports/<run-id>/bench.json`, which the
 suites' gate wrote, and prints per operation p50, p95, p99, the SLA, the headroom
 (SLA / p95), the p95's confidence interval and PASS/FAIL, then the null backend's
-figures (the harness's own overhead). Exits non-zero when an SLA is broken, the suites
-failed, or a `--compare` regression was found.
+figures (the harness's own overhead). Exits non-zero when an SLA is broken or the suites
+failed.
 
-bench/ lives in the source tree, not in the installed package: run from a checkout.
+pytest runs the suites from the checkout's bench/ directory: run from a checkout.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import difflib
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -27,9 +26,10 @@ from typing import Any
 
 import click
 
+from memharness.bench_report import format_report
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / "bench"
-BASELINE_DIR = BENCH_DIR / "baseline"
 #: What `memharness bench` measures without `--strategy`: the recommended production one.
 DEFAULT_STRATEGY = "hybrid"
 _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
@@ -76,19 +76,6 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("reports"),
     show_default=True,
-)
-@click.option(
-    "--compare",
-    metavar="ID|FILE",
-    default=None,
-    help="Fail on a median regression over 25% against a run saved in bench/baseline "
-    "(its number, e.g. 0001, or a JSON file).",
-)
-@click.option(
-    "--save-baseline",
-    metavar="NAME",
-    default=None,
-    help="Save this run's pytest-benchmark JSON into bench/baseline.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show pytest's output as it runs.")
 @click.option(
@@ -179,8 +166,6 @@ def bench(
     ltm_1m: bool,
     run_id: str | None,
     report_dir: Path,
-    compare: str | None,
-    save_baseline: str | None,
     verbose: bool,
     ab_ref: str | None,
     backend: str,
@@ -206,10 +191,8 @@ def bench(
         raise click.UsageError(f"no bench suites at {BENCH_DIR}: run from a source checkout")
     if ab_ref is None and (inject is not None or backend != "embedded"):
         raise click.UsageError("--inject and --backend belong to the A/B gate: add --ab")
-    if ab_ref is not None and (compare or save_baseline or pytest_args or ltm_1m):
-        raise click.UsageError(
-            "--ab runs its own workers: no --compare, --save-baseline, --ltm-1m or pytest arguments"
-        )
+    if ab_ref is not None and (pytest_args or ltm_1m):
+        raise click.UsageError("--ab runs its own workers: no --ltm-1m or pytest arguments")
     if ab_ref is not None and strategy not in (None, DEFAULT_STRATEGY):
         raise click.BadParameter(
             f"the A/B gate runs {DEFAULT_STRATEGY}; {strategy!r} is for the SLA suites (drop --ab)",
@@ -217,7 +200,7 @@ def bench(
         )
     if ab_ref is not None:
         from memharness.ab.command import parse_inject, run_ab_command
-        from memharness.ab.runner import AbSettings
+        from memharness.ab.model import AbSettings
 
         threads = torch_threads or _env_threads()
         settings = AbSettings(
@@ -255,12 +238,6 @@ def bench(
         command += ["--bench-torch-threads", str(torch_threads)]
     if ltm_1m:
         command.append("--ltm-1m")
-    if compare is not None or save_baseline is not None:
-        command.append(f"--benchmark-storage=file://{BASELINE_DIR}")
-    if compare is not None:
-        command += [f"--benchmark-compare={compare}", "--benchmark-compare-fail=median:25%"]
-    if save_baseline is not None:
-        command.append(f"--benchmark-save={save_baseline}")
     command += pytest_args
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -309,7 +286,8 @@ def resolve_strategy_option(value: str) -> str:
     absolute path (the suites run in another directory). A name that is none of the
     built-ins, or a file that does not load, is a usage error naming `--strategy`, with
     the choices and the nearest name."""
-    from reference.forgetting.loading import BUILTINS, StrategyError, load_strategy
+    from reference.policy.loading import BUILTINS, load_strategy
+    from reference.policy.strategy import StrategyError
 
     is_file = value.endswith((".yaml", ".yml")) or "/" in value
     if not is_file and value not in BUILTINS:
@@ -365,16 +343,12 @@ def _run(command: list[str], env: dict[str, str], log_path: Path, *, verbose: bo
 
 
 def _pytest_outcome(path: Path) -> tuple[str, list[str]]:
-    """pytest's closing summary line, and its FAILED/ERROR lines and regressions."""
+    """pytest's closing summary line, and its FAILED/ERROR lines."""
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     summary = next(
         (line.strip("= ") for line in reversed(lines) if _SUMMARY.search(line)), "no summary"
     )
-    problems = [
-        line.strip()
-        for line in lines
-        if line.startswith(("FAILED ", "ERROR ")) or "failed PercentageRegressionCheck" in line
-    ]
+    problems = [line.strip() for line in lines if line.startswith(("FAILED ", "ERROR "))]
     return summary, problems
 
 
@@ -390,89 +364,3 @@ def _server_failure(path: Path) -> str | None:
 def _tail(path: Path, lines: int = 40) -> str:
     text = path.read_text(encoding="utf-8", errors="replace").splitlines()
     return "\n".join(text[-lines:])
-
-
-def format_report(document: dict[str, Any]) -> list[str]:
-    """The per-operation table, the null backend's overhead, and the gate's verdict."""
-    ops = document["ops"]
-    real = [op for op in ops if op["backend"] != "null"]
-    null = [op for op in ops if op["backend"] == "null"]
-    seeding = ", ".join(f"{k} {v:.1f} s" for k, v in document.get("seeding_s", {}).items())
-    lines = [
-        f"backends: {document.get('backends', {})}",
-        f"sizes: {document.get('sizes', {})}",
-        f"strategy: {document.get('strategy')} (fingerprint "
-        f"{document.get('strategy_fingerprint')})",
-        f"embedder: {document.get('embedder')} (torch threads: "
-        f"{document.get('torch_threads') or 'default'})",
-        f"setup and seeding: {seeding}",
-        f"load average (1/5/15 min) at start {document.get('loadavg_start')}, "
-        f"at end {document.get('loadavg_end')}, on {document.get('cpu_count')} cpus",
-        _machine(document),
-        "",
-    ]
-    lines += _table(real, "operation (real backends)")
-    lines += ["", *_table(null, "operation (null backend: harness overhead)")]
-    gate = document["gate"]
-    failed = [op for op in ops if op["verdict"] in ("FAIL", "INSUFFICIENT")]
-    lines.append("")
-    if gate["passed"]:
-        lines.append(f"SLA gate PASSED ({len(ops)} operations; {_rule(gate)})")
-    else:
-        lines.append(f"SLA gate FAILED ({len(failed)} of {len(ops)} operations; {_rule(gate)})")
-        lines += [f"  {op['message']}" for op in failed]
-    return lines
-
-
-def _machine(document: dict[str, Any]) -> str:
-    """The machine probe's median over the run against the reference (bench/machine.py)."""
-    probes = [p for op in document["ops"] for p in op.get("probe_ms") or []]
-    if not probes:
-        return "machine probe: none taken"
-    reference = document.get("machine_reference")
-    if reference is None:
-        against = "no machine reference (bench/baseline/machine.json): judged as measured"
-    elif not reference.get("same_key", True):
-        against = (
-            "the machine reference was recorded under another key (libraries, embedder, "
-            "threads or Chroma): judged as measured"
-        )
-    else:
-        against = (
-            f"reference {reference['probe_p50_ms']:.2f} ms (recorded {reference['recorded_at']})"
-        )
-    return f"machine probe: p50 {statistics.median(probes):.2f} ms over {len(probes)}; {against}"
-
-
-def _rule(gate: dict[str, Any]) -> str:
-    return (
-        f"fail when the p95's {gate.get('confidence', 0.95):.0%} bootstrap CI lower bound "
-        f"> SLA, n >= {gate.get('min_samples', '?')}"
-    )
-
-
-def _table(rows: list[dict[str, Any]], title: str) -> list[str]:
-    head = (
-        f"{title:46}{'n':>6}{'p50':>9}{'p95':>9}{'p99':>9}{'SLA':>6}"
-        f"{'headroom':>10}{'p95 95% CI':>18}{'slowdown':>9}  verdict"
-    )
-    lines = [head, "-" * len(head)]
-    for row in rows:
-        sla = "-" if row["sla_ms"] is None else f"{row['sla_ms']:g}"
-        room = "-" if row["headroom"] is None else f"{row['headroom']:.1f}x"
-        low, high = row["p95_ci_ms"]
-        ci = "-" if low is None else f"{low:.2f}-{high:.2f}"
-        slow = f"{row.get('slowdown', 1.0):.2f}x"
-        lines.append(
-            f"{row['op']:46}{row['n']:>6}{_ms(row['p50_ms'])}{_ms(row['p95_ms'])}"
-            f"{_ms(row['p99_ms'])}{sla:>6}{room:>10}{ci:>18}{slow:>9}  {row['verdict']}"
-        )
-    lines.append(
-        "(milliseconds as measured; headroom and verdict at the reference machine's speed: "
-        "the measured figures over the slowdown, bench/machine.py)"
-    )
-    return lines
-
-
-def _ms(value: float | None) -> str:
-    return f"{'-':>9}" if value is None else f"{value:>9.3f}"

@@ -16,11 +16,12 @@ from pydantic import SecretStr
 from reference.clock import VirtualClock, format_ts
 from reference.crypto import generate_key
 from reference.factory import build_memory_system, describe_backends, resolve_strategy
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Event, Fact
 from reference.settings import Settings
-from reference.stm.base import StmFilter
-from reference.system import TIMING_KEYS, MemorySystem, TurnResult
+from reference.stm.filters import StmFilter
+from reference.system import MemorySystem
+from reference.turns import TIMING_KEYS, TurnResult
 
 DEMO_USER = "demo-alice"
 T0 = 1_767_258_000.0  # 2026-01-01T09:00:00Z

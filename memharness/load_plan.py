@@ -28,7 +28,7 @@ from memharness.scenarios.generate import iter_users
 from memharness.scenarios.model import Scenario, User
 from memharness.sim.plan import SpecError, StrategySpec, plan_specs
 from reference.crypto import generate_key
-from reference.forgetting.loading import list_strategies
+from reference.policy.loading import list_strategies
 from reference.settings import Settings
 
 __all__ = [

@@ -19,9 +19,9 @@ from memharness.cli_settings import settings_from_options
 from memharness.verbosity import verbose as memharness_verbose
 from reference.clock import Clock, ScaledClock, SystemClock
 from reference.errors import MemoryStoreError
-from reference.forgetting.loading import BUILTINS, StrategyError, load_strategy
-from reference.forgetting.strategy import Strategy
 from reference.maintenance.lease import MIN_LEASE_S
+from reference.policy.loading import BUILTINS, load_strategy
+from reference.policy.strategy import Strategy, StrategyError
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smh]?)")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}

@@ -25,8 +25,8 @@ from pydantic import SecretStr
 
 from memharness.cli_settings import settings_from_options
 from memharness.progress import Progress
-from memharness.scenarios import DOMAINS, ScenarioError, iter_users, load_scenario
-from memharness.scenarios.model import User
+from memharness.run_inputs import file_scenario, generated_users, suite_files
+from memharness.scenarios import ScenarioError
 from memharness.sim.plan import (
     COHORT_USERS,
     IDLE_SWEEP_S,
@@ -37,14 +37,12 @@ from memharness.sim.plan import (
     StrategySpec,
     parse_fault,
     plan_specs,
-    scenario_hash,
 )
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
-from reference.forgetting.loading import list_strategies
+from reference.policy.loading import list_strategies
 from reference.settings import Settings
 
-SUITE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 _DEFAULT = click.core.ParameterSource.DEFAULT
 DEFAULT_GENERATED_USERS = 200
 
@@ -55,36 +53,6 @@ def run_tag(run_id: str) -> str:
     random when the id has none."""
     kept = re.sub(r"[^a-z0-9]", "", run_id.lower())[-4:]
     return kept or secrets.token_hex(2)
-
-
-def suite_files(directory: Path = SUITE_DIR) -> list[Path]:
-    """The hand-written scenarios, in name order."""
-    files = sorted(directory.glob("*.yaml"))
-    if not files:
-        raise click.UsageError(f"no scenarios in {directory}; pass --scenario FILE")
-    return files
-
-
-def generated_users(users: int, seed: int) -> ScenarioInput:
-    """`users` generated users, split evenly over the domains (ids `<domain>-<n>`)."""
-    built: list[User] = []
-    share, extra = divmod(users, len(DOMAINS))
-    for d, domain in enumerate(DOMAINS):
-        count = share + (d < extra)
-        if count == 0:
-            continue
-        for user_id, steps, _ in iter_users(domain=domain, users=count, seed=seed):
-            built.append(User.model_validate({"id": f"{domain}-{user_id}", "timeline": steps}))
-    name = f"generated-{users}"
-    return ScenarioInput(name, scenario_hash(name, built), f"generated --seed {seed}", seed, built)
-
-
-def file_scenario(path: Path, users: int | None) -> ScenarioInput:
-    scenario = load_scenario(path)
-    chosen = scenario.users[:users] if users else scenario.users
-    return ScenarioInput(
-        scenario.name, scenario_hash(scenario.name, chosen), str(path), scenario.seed, chosen
-    )
 
 
 @click.command()
@@ -227,7 +195,8 @@ def run(
     from memharness.run_tables import layer_terminal, summary_terminal
     from memharness.run_verdict import verdict_terminal
     from memharness.sim.results import ResultWriter, ResumeError
-    from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
+    from memharness.sim.runner import RunOptions, StrategyOutcome
+    from memharness.sim.simulator import Simulator
 
     settings = settings_from_options(backend=backend, embedder=embedder)
     if resume_dir is not None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memharness.report import _error_line, _peak_total, pii_raw_text, pii_sealed_text
+from memharness.report import pii_raw_text, pii_sealed_text
+from memharness.result_figures import error_line, peak_total
 from memharness.tables import Column, render, wrapped
 
 __all__ = [
@@ -89,8 +90,8 @@ def strategy_row(strategy: dict[str, Any]) -> dict[str, Any]:
         "status": str(strategy.get("status") or "?"),
         "pii_raw": pii_raw_text(metrics) if ok else None,
         "pii_sealed": pii_sealed_text(metrics) if ok else None,
-        "peak_records": _peak_total(strategy, "records") if ok else None,
-        "peak_bytes": _peak_total(strategy, "bytes") if ok else None,
+        "peak_records": peak_total(strategy, "records") if ok else None,
+        "peak_bytes": peak_total(strategy, "bytes") if ok else None,
         "turn_p95_ms": turn.get("p95") if ok else None,
     }
 
@@ -103,7 +104,7 @@ def summary_terminal(scenario: dict[str, Any]) -> str:
     for strategy in scenario.get("strategies") or []:
         row = strategy_row(strategy)
         if row["status"] == "failed":
-            error = _error_line(strategy.get("error"))
+            error = error_line(strategy.get("error"))
             notes.append(f"  [{len(notes) + 1}] {row['strategy']}: {error}")
             row["status"] = f"failed [{len(notes)}]"
         rows.append(row)

@@ -3,7 +3,7 @@
 Per strategy: its mean recall@k and stale@k over the scenarios (each scenario counts
 once: a hand-written scenario tests one behaviour, and would vanish beside a generated
 population if needed facts were pooled), its leakage summed, its peak bytes summed over
-the scenarios (each scenario's peak, `report._peak_total`), its worst scenario (lowest
+the scenarios (each scenario's peak, `result_figures.peak_total`), its worst scenario (lowest
 recall@k; `(all alike)` when every scenario gave the same), and whether it is on the
 recall/footprint Pareto frontier: no other strategy has at least its mean recall with no
 more bytes. A strategy that did not complete every scenario (failed, interrupted, not
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memharness.report import _peak_total, pareto_frontier
+from memharness.result_figures import pareto_frontier, peak_total
 from memharness.tables import Column, format_value, render, render_markdown, wrapped
 
 __all__ = [
@@ -136,7 +136,7 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
             if metrics.get("stale_at_k") is not None:
                 stales.append(float(metrics["stale_at_k"]))
             leakage += int(metrics.get("leakage") or 0)
-            nbytes += _peak_total(entry, "bytes") or 0
+            nbytes += peak_total(entry, "bytes") or 0
         worst = min(recalls, key=lambda pair: pair[0], default=None)
         if len(recalls) > 1 and len({r for r, _ in recalls}) == 1:
             worst = (recalls[0][0], "(all alike)")  # no scenario is worse than another

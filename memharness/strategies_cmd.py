@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from reference.forgetting.loading import StrategyError, StrategyRegistry
-from reference.forgetting.strategy import Strategy
+from reference.policy.loading import StrategyRegistry
+from reference.policy.rules import ScopedRule
+from reference.policy.strategy import Strategy, StrategyError
 
 _FILE_OPTION = click.option(
     "--file",
@@ -68,15 +69,19 @@ def summary(strategy: Strategy) -> str:
         typed = [f"{k}={duration(v)}" for k, v in ttl.by_type.items() if v is not None]
         parts.append(" ".join([f"ttl default={duration(ttl.default_s)}", *typed]))
     if strategy.sliding is not None:
-        parts.append(f"sliding window={duration(strategy.sliding.window_s)}")
+        parts.append(
+            f"sliding window={duration(strategy.sliding.window_s)}{_scope(strategy.sliding)}"
+        )
     if (imp := strategy.importance) is not None:
         parts.append(
             f"importance base={duration(imp.base_s)} low<{imp.low_score:g}"
             f"->{duration(imp.low_score_ttl_s)} boost={imp.access_boost:g}"
             f" decay={imp.decay_per_day:g}/d"
+            + (" from=written" if imp.ttl_from == "written" else "")
+            + _scope(imp)
         )
     if strategy.decay is not None:
-        parts.append(f"decay lambda={strategy.decay.lambda_per_day:g}/d")
+        parts.append(f"decay lambda={strategy.decay.lambda_per_day:g}/d{_scope(strategy.decay)}")
     if strategy.events:
         parts.append("events=" + ",".join(rule.event for rule in strategy.events))
     if strategy.pii is not None:
@@ -93,6 +98,13 @@ def summary(strategy: Strategy) -> str:
     if not strategy.forget_commands:  # on by default: only its absence is news
         parts.append("no forget commands")
     return "; ".join(parts) or "no rules"
+
+
+def _scope(rule: ScopedRule) -> str:
+    # Only a narrowed scope is news: a rule covers every type of both layers by default.
+    types = "" if rule.types is None else " types=" + ",".join(rule.types)
+    layers = "" if len(rule.layers) == 2 else " layers=" + ",".join(rule.layers)
+    return types + layers
 
 
 def duration(seconds: float | None) -> str:

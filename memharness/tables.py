@@ -18,7 +18,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from memharness.report import human_bytes, human_duration
+from memharness.units import human_bytes, human_duration
 
 __all__ = [
     "BEST_MARK",

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import SecretStr
 
 from reference.errors import ConfigurationError, InvalidInput
-from reference.text import PiiMasker
+from reference.text_interfaces import PiiMasker
 from reference.validation import check_json_object, check_text, check_timestamp
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from reference.errors import InvalidInput
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 __all__ = ["CachedEmbedder", "HashingEmbedder", "MiniLMEmbedder", "make_embedder"]
 

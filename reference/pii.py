@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from reference.text import PiiMasker, PiiMatch
+from reference.text_interfaces import PiiMasker, PiiMatch
 
 __all__ = [
     "RegexPiiMasker",

@@ -13,7 +13,7 @@ The key decides what a newer statement supersedes:
 - "my X is Y" / "我的X是Y" key on X, and so do restated values: "my new address is",
   "my address is now", "my address has changed to", "I moved to", "I live in", "我的新
   地址是", "我现在的地址是", "我搬到了", "我住在" all key on `address`;
-- preferences key on the topic the lexicon (`reference.lexicon`) finds first, so "I
+- preferences key on the topic the lexicon (`reference.policy.lexicon`) finds first, so "I
   prefer window seats" and later "I prefer aisle seats" share `seat`;
 - health and safety facts key on their kind and object: `allergy:peanut`,
   `medication:insulin`, `condition:diabet`, `emergency_contact`;
@@ -35,15 +35,11 @@ import re
 from dataclasses import dataclass, replace
 
 from reference.errors import InvalidInput
-from reference.intent import (
-    MEMO_MAX_CHARS,
-    MEMO_SIZE,
-    explicit_request,
-    is_question,
-    is_stable_preference,
-)
-from reference.lexicon import PROFILE_KEYS, TOPICS, first_topic, safety_word, scoped_key, slug
 from reference.models import Category, MemoryType
+from reference.policy.intent import MEMO_MAX_CHARS, MEMO_SIZE, is_question, is_stable_preference
+from reference.policy.lexicon import first_topic, safety_word, scoped_key, slug
+from reference.policy.remember import explicit_request
+from reference.policy.vocabulary import PROFILE_KEYS, TOPICS
 
 __all__ = [
     "DEFAULT_IMPORTANCE",
@@ -78,6 +74,11 @@ class FactCandidate:
         """Promoted when first said: an explicit request or a health and safety fact."""
         return self.importance > DEFAULT_IMPORTANCE
 
+    @property
+    def kind(self) -> MemoryType:
+        """The memory type that makes `extract_fact` take this candidate's path again."""
+        return MemoryType(self.category.value)
+
 
 def extract_fact(
     text: str,
@@ -89,7 +90,7 @@ def extract_fact(
     """The fact an utterance states, with the key a newer statement would supersede.
 
     `speaker`, when the conversation names who said it, scopes the key (see the module
-    docstring). Memoised as the intent rules are (`reference.intent.memoised`): a turn
+    docstring). Memoised as the intent rules are (`reference.policy.intent.memoised`): a turn
     extracts from the same text more than once, and candidates are frozen.
     `remember=False` for text that may hold raw PII (the unmasked utterance), which no
     process-wide cache may keep.

@@ -19,63 +19,29 @@ recognised.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from reference.clock import Clock, VirtualClock
-from reference.errors import InvalidInput
-from reference.forgetting.commands import parse_forget_command
-from reference.forgetting.consolidation import Consolidation
-from reference.forgetting.engine import EventOutcome, ForgetReport, ForgettingEngine, SweepStats
-from reference.forgetting.policy import OracleAdvice
+from reference.errors import InvalidInput, LayerFailure, note_layer_failure
+from reference.forgetting.engine import ForgettingEngine
+from reference.forgetting.plans import Consolidation, EventOutcome, SweepStats
 from reference.ids import new_id
-from reference.intent import memoised
-from reference.ltm.base import LongTermStore, LtmFilter
-from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType, SessionState
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import LtmFilter
+from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType
+from reference.policy.forget_commands import parse_forget_command
+from reference.policy.intent import memoised
+from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
-from reference.records import fast_init
 from reference.session.base import SessionStore
-from reference.stm.base import AddResult, MetadataValue, ShortTermStore, StmFilter
-from reference.text import Embedder, IntentDecision, PiiMasker
+from reference.stm.base import AddResult, MetadataValue, ShortTermStore
+from reference.stm.filters import StmFilter
+from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
+from reference.turns import TIMING_KEYS, Recall, TurnResult
 from reference.validation import check_id, check_k, check_metadata, check_text
-
-#: Timing keys of a turn, in milliseconds. "stm" and "ltm" exclude the query embedding,
-#: which is computed once per turn and reported as "embed".
-TIMING_KEYS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn")
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Recall:
-    """What retrieval returned for one query."""
-
-    stm_hits: list[Hit[MemoryRecord]]
-    ltm_hits: list[Hit[Fact]]
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """The context assembled for one user utterance, and what each layer did."""
-
-    user_id: str
-    session_id: str
-    message_id: str
-    at: float
-    masked_text: str
-    session: SessionState
-    context_ids: list[str]
-    stm: AddResult
-    stm_hits: list[Hit[MemoryRecord]]
-    ltm_hits: list[Hit[Fact]]
-    promoted: Fact | None
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    #: The forget command this utterance was, and what it removed (then nothing was
-    #: stored or promoted); its time is inside timings_ms["turn"].
-    forgotten: ForgetReport | None = None
 
 
 class MemorySystem:
@@ -134,55 +100,64 @@ class MemorySystem:
         started = time.perf_counter()
 
         mark = time.perf_counter()
-        state = self.session.get(user_id=user_id, session_id=session_id)
-        if state is None:
-            state = self.session.create(user_id=user_id, session_id=session_id, channel=channel)
-        message_id = new_id()
-        window = self.session.append_message(
-            user_id=user_id, session_id=session_id, message_id=message_id
-        )
-        timings["session"] = _ms_since(mark)
+        try:
+            state = self.session.get(user_id=user_id, session_id=session_id)
+            if state is None:
+                state = self.session.create(user_id=user_id, session_id=session_id, channel=channel)
+            message_id = new_id()
+            window = self.session.append_message(
+                user_id=user_id, session_id=session_id, message_id=message_id
+            )
+            timings["session"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        masked = self.pii.mask(text)
-        timings["pii"] = _ms_since(mark)
+            mark = time.perf_counter()
+            masked = self.pii.mask(text)
+            timings["pii"] = _ms_since(mark)
 
-        forgotten = None
-        if self.engine is not None:
-            self.engine.note_activity(user_id)
-            self.engine.note_session(user_id, session_id)
-            command = _forget_command(masked)
-            if command is not None:
-                forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
-                if command.scope != "topic":
-                    window = []
+            forgotten = None
+            if self.engine is not None:
+                self.engine.note_activity(user_id)
+                self.engine.note_session(user_id, session_id)
+                command = _forget_command(masked)
+                if command is not None:
+                    forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
+                    if command.scope != "topic":
+                        window = []
 
-        mark = time.perf_counter()
-        vector = self.embedder.embed_one(masked)
-        timings["embed"] = _ms_since(mark)
+            mark = time.perf_counter()
+            vector = self.embedder.embed_one(masked)
+            timings["embed"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        stm_hits = self._stm_hits(user_id, session_id, vector, touch=True)
-        said_before = any(hit.record.text == masked for hit in stm_hits)
-        if forgotten is not None:
-            decision = IntentDecision(keep=False, kind=None, reason="forget command")
-            added = AddResult(accepted=False, reason=decision.reason, record=None, intent=decision)
-            candidate = None
-        else:
-            added, candidate = self._add(user_id, session_id, masked, vector, message_id, metadata)
-        timings["stm"] = _ms_since(mark)
+            mark = time.perf_counter()
+            stm_hits = self._stm_hits(user_id, session_id, vector, touch=True)
+            said_before = any(hit.record.text == masked for hit in stm_hits)
+            if forgotten is not None:
+                decision = IntentDecision(keep=False, kind=None, reason="forget command")
+                added = AddResult(
+                    accepted=False, reason=decision.reason, record=None, intent=decision
+                )
+                candidate = None
+            else:
+                added, candidate = self._add(
+                    user_id, session_id, masked, vector, message_id, metadata
+                )
+            timings["stm"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        ltm_hits = self._ltm_hits(user_id, vector, touch=True)
-        timings["ltm"] = _ms_since(mark)
+            mark = time.perf_counter()
+            ltm_hits = self._ltm_hits(user_id, vector, touch=True)
+            timings["ltm"] = _ms_since(mark)
 
-        mark = time.perf_counter()
-        promoted = None
-        if candidate is not None and should_promote(
-            masked, added.intent.kind, said_before=said_before, candidate=candidate
-        ):
-            promoted = self._promote(user_id, text, masked, candidate, vector, metadata)
-        timings["promotion"] = _ms_since(mark)
+            mark = time.perf_counter()
+            promoted = None
+            if candidate is not None and should_promote(
+                masked, added.intent.kind, said_before=said_before, candidate=candidate
+            ):
+                promoted = self._promote(user_id, text, masked, candidate, vector, metadata)
+            timings["promotion"] = _ms_since(mark)
+        except Exception as exc:
+            layer = next(key for key in TIMING_KEYS if key not in timings)
+            note_layer_failure(exc, LayerFailure(layer, _ms_since(mark), dict(timings)))
+            raise
         timings["turn"] = _ms_since(started)
 
         return TurnResult(
@@ -223,7 +198,6 @@ class MemorySystem:
             ltm_hits=self._ltm_hits(user_id, vector, touch=False, k=k),
         )
 
-    # ------------------------------------------------------------------ forgetting
     def sweep(self, *, dry_run: bool = False, at: float | datetime | None = None) -> SweepStats:
         """One sweep of every layer by the forgetting engine (see `ForgettingEngine.sweep`)."""
         self._move_clock(at)
@@ -287,7 +261,6 @@ class MemorySystem:
         for store in (self.session, self.stm, self.ltm):
             store.drop()
 
-    # ------------------------------------------------------------------ internals
     def _engine(self) -> ForgettingEngine:
         if self.engine is None:
             raise InvalidInput("engine", "this system has no forgetting engine")
@@ -384,7 +357,7 @@ class MemorySystem:
             # The raw value is what gets sealed: the masked text stays the searchable part.
             # The key comes from the masked text (a fingerprint key would differ). Text
             # with raw PII in it is not remembered; text the masker left alone may be.
-            original = extract_fact(raw, candidate_kind(candidate), remember=raw == masked)
+            original = extract_fact(raw, candidate.kind, remember=raw == masked)
             if original is not None and original.category is candidate.category:
                 value["value"] = original.value
         current = self.ltm.facts(
@@ -422,11 +395,6 @@ class MemorySystem:
 # Every turn asks whether its text is a forget command: a pure function of the text,
 # memoised as the intent rules are (commands are frozen, so sharing them is safe).
 _forget_command = memoised(parse_forget_command)
-
-
-def candidate_kind(candidate: FactCandidate) -> MemoryType:
-    """The memory type that makes `extract_fact` take a candidate's path again."""
-    return MemoryType(candidate.category.value)
 
 
 def _ms_since(mark: float) -> float:

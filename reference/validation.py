@@ -191,7 +191,7 @@ def check_embedding(field: str, value: Sequence[float] | Any) -> np.ndarray:
         raise InvalidInput(field, "must be a sequence of numbers")
     if len(array) != EMBEDDING_DIM:
         raise InvalidInput(field, f"has {len(array)} dimensions; expected {EMBEDDING_DIM}")
-    # One vectorised pass each (a loop over 384 floats in Python was a tenth of a turn).
+    # One vectorised pass each (a loop over 384 floats in Python costs a tenth of a turn).
     if not np.isfinite(array).all():
         raise InvalidInput(field, "contains NaN or infinite values")
     if not array.any():

@@ -1,6 +1,6 @@
 """YAML documents with errors that name the file, the line and the field.
 
-Shared by the strategy loader (`reference.forgetting.loading`), the scenario loaders
+Shared by the strategy loader (`reference.policy.loading`), the scenario loaders
 (`memharness.scenarios`) and the capacity target (`memharness.capacity.target`): the text
 is composed to YAML nodes first, and each validation error location is walked back through
 those nodes to the line of its key, giving `file:line: field: message`.
@@ -41,7 +41,6 @@ __all__ = [
     "Loc",
     "Problem",
     "YamlDocError",
-    "check_duplicate_keys",
     "check_nodes",
     "compose_mapping",
     "dotted",
@@ -225,10 +224,6 @@ def check_nodes(
     integer, a NUL or an unpaired surrogate in a string. Each node is visited once, so an
     alias costs nothing to check, whatever it expands to."""
     _NodeCheck(source, error).size(node, path, 0, node.start_mark.line + 1)
-
-
-#: The old name of `check_nodes` (it checks more than duplicate keys now).
-check_duplicate_keys = check_nodes
 
 
 class _NodeCheck:

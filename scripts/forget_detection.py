@@ -4,7 +4,7 @@
         [--locomo PATH/TO/locomo10.json]
 
 Reads the labelled utterances (a row is a command when its `forget` is not null), runs
-`reference.forgetting.commands.parse_forget_command` on each, and prints a table per
+`reference.policy.forget_commands.parse_forget_command` on each, and prints a table per
 language; then counts the LoCoMo turns (as the importer says them, "Speaker: text", and
 the bare text) that parse as a command. LoCoMo is data/locomo10.json of
 https://github.com/snap-research/locomo, given by --locomo or MEMH_LOCOMO (it is not
@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from reference.forgetting.commands import parse_forget_command
+from reference.policy.forget_commands import parse_forget_command
 
 REPO = Path(__file__).resolve().parents[1]
 _CJK = re.compile("[\u3400-\u9fff]")

@@ -15,7 +15,7 @@ import pytest
 
 from reference.clock import VirtualClock
 from reference.keys import Namespace
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 
 pytest_plugins = [
     "tests.fixtures.session_backends",
@@ -54,7 +54,7 @@ def pii() -> PiiMasker:
 
 @pytest.fixture(scope="session")
 def intent() -> IntentFilter:
-    from reference.intent import RuleIntentFilter
+    from reference.policy.intent import RuleIntentFilter
 
     return RuleIntentFilter()
 

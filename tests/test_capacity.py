@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner
 
 from loadtests.hdr import OpHistograms
-from loadtests.sla import Sla
 from loadtests.steps import (
     SteppedSchedule,
     StepRecorder,
@@ -36,6 +35,7 @@ from memharness.capacity.inputs import find_runs
 from memharness.capacity.queueing import SQRT_STAFFING_Q
 from memharness.capacity.target import TargetError
 from memharness.cli import main
+from memharness.verdict.limits import Sla
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "capacity" / "example-target.yaml"
 
@@ -230,7 +230,7 @@ def _write_load(
 ) -> None:
     """A step-load run of an M/M/1-like service: latency grows as load nears x_max.
 
-    `strategy` None writes a run from before strategies were recorded (no strategy keys);
+    `strategy` None writes a run whose file names no strategy (no strategy keys);
     `maintenance_cpu` (CPU s per turn) adds the maintenance figures of contract 4."""
     rng = np.random.default_rng(0)
     rates = [0.1 * x_max, 0.25 * x_max, 0.45 * x_max, 0.65 * x_max, 0.85 * x_max, 1.2 * x_max]

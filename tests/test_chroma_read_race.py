@@ -13,7 +13,7 @@ import pytest
 from chromadb.errors import InternalError
 
 from reference.resilience import DEFAULT_RETRY
-from reference.stm.chroma_store import _RetryingCollection
+from reference.stm.chroma_collection import RetryingCollection
 
 RACE = "Error executing plan: Internal error: Error finding id"
 
@@ -42,7 +42,7 @@ class _Collection:
 
 
 def _wrapped(inner: _Collection) -> Any:
-    return _RetryingCollection(inner, "Chroma at test", DEFAULT_RETRY)
+    return RetryingCollection(inner, "Chroma at test", DEFAULT_RETRY)
 
 
 @pytest.mark.parametrize("call", ["query", "get"])

@@ -23,14 +23,16 @@ from reference.forgetting.consolidation import (
     episode_source,
     initial_importance,
 )
-from reference.forgetting.loading import StrategyError, load_strategy, parse_strategy
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, LtmFilter
+from reference.ltm.filters import REDACTED, LtmFilter
 from reference.models import Category, Event, Fact, MemoryRecord, MemoryType
 from reference.pii import contains_raw_pii
-from reference.stm.base import StmFilter
-from reference.system import MemorySystem, TurnResult
-from reference.text import Embedder
+from reference.policy.loading import load_strategy, parse_strategy
+from reference.policy.strategy import StrategyError
+from reference.stm.filters import StmFilter
+from reference.system import MemorySystem
+from reference.text_interfaces import Embedder
+from reference.turns import TurnResult
 from tests.conftest import T0
 from tests.test_engine import ALICE, BOB, MakeSystem, drop_embedded_namespace, settings
 

@@ -24,16 +24,18 @@ from hypothesis import strategies as st
 from reference.clock import VirtualClock
 from reference.dueindex import DueIndex
 from reference.factory import build_memory_system
-from reference.forgetting.consolidation import Consolidation, consolidate_ended
-from reference.forgetting.loading import BUILTINS, load_strategy
-from reference.forgetting.policy import DueRule, OracleAdvice, due_rule, next_due_at
-from reference.forgetting.strategy import DAY_S
+from reference.forgetting.consolidation import plan_ended
+from reference.forgetting.sweeper import newly_inactive
 from reference.keys import Namespace
 from reference.models import Status
+from reference.policy.loading import BUILTINS, load_strategy
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
+from reference.policy.sweep import DueRule, due_rule, next_due_at
 from reference.session.memory_store import InMemorySessionStore
 from reference.settings import Settings
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.test_engine import drop_embedded_namespace
 from tests.test_forgetting_properties import KEY, Model, run, step
@@ -59,8 +61,9 @@ def assert_same_decisions(system: MemorySystem, where: str) -> None:
     now = engine.clock.now()
     if now < engine.quiet_until():  # a sweep returns at once: there must be nothing to do
         assert scan == set(), f"{where}: quiet until {engine.quiet_until()}, yet {scan}"
-        assert consolidate_ended(engine, dry_run=True) == Consolidation(), where
-        assert engine.newly_inactive(now, advance=False) == [], where
+        stores = (engine.session, engine.stm, engine.ltm)
+        assert list(plan_ended(*stores, engine.sessions, engine.strategy, now)) == [], where
+        assert newly_inactive(engine.sweep_inputs(), engine.strategy, now)[0] == [], where
         if isinstance(system.session, InMemorySessionStore):
             assert all(now < e.expires_at for e in system.session._sessions.values()), where
 

@@ -13,7 +13,7 @@ import pytest
 
 from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder, make_embedder
 from reference.errors import InvalidInput
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 SIMILAR_EN = ("I want to ship with SF Express", "use SF express for delivery")
 UNRELATED_EN = "the weather is nice"

@@ -25,25 +25,26 @@ from reference.clock import VirtualClock
 from reference.crypto import generate_key
 from reference.errors import ConfigurationError, InvalidInput
 from reference.factory import build_event_bus, build_memory_system, default_strategy
-from reference.forgetting.engine import EventOutcome
-from reference.forgetting.importance import expiry_delay, score_after_access
-from reference.forgetting.loading import BUILTINS, load_strategy
-from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import DAY_S, Strategy
+from reference.forgetting.plans import EventOutcome
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.ltm.filters import REDACTED, LtmFilter
 from reference.ltm.migrations import drop_schema
 from reference.models import Event, Status
 from reference.pii import contains_raw_pii
+from reference.policy.importance import expiry_delay, score_after_access
+from reference.policy.loading import BUILTINS, load_strategy
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
+from reference.policy.strategy import Strategy
 from reference.session.base import SessionStore
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import LongTermSettings, Settings, ShortTermSettings
-from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 
 HOUR = 3600.0

@@ -28,8 +28,8 @@ from memharness.sim.probes import Verdict, needed_verdict
 from memharness.sim.results import ResultWriter
 from memharness.sim.runner import StrategyOutcome
 from memharness.sim.tally import ShardResult
-from reference.forgetting.loading import parse_strategy
-from reference.forgetting.strategy import Strategy
+from reference.policy.loading import parse_strategy
+from reference.policy.strategy import Strategy
 from tests.fixtures.replay import replay_scenario
 
 # One user, everything said in s1. STM records live an hour under `one_hour`.

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
 from reference.footprint import Usage, session_bytes
-from reference.forgetting.loading import BUILTINS
-from reference.forgetting.policy import OracleAdvice
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
+from reference.policy.loading import BUILTINS
+from reference.policy.oracle import OracleAdvice
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.test_forgetting_properties import KEY, USERS, Model, run, step
 

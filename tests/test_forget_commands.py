@@ -9,14 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reference.errors import InvalidInput
-from reference.forgetting.commands import ForgetCommand, parse_forget_command, topic_keys
-from reference.intent import is_forget_command
 from reference.models import MemoryType
+from reference.policy.forget_commands import ForgetCommand, parse_forget_command
+from reference.policy.forget_topics import topic_keys
+from reference.policy.intent import is_forget_command
 from reference.promotion import PROFILE_KEYS, TOPICS, extract_fact
 
 EVERYTHING = ForgetCommand("everything")
 SESSION = ForgetCommand("session")
 BACK = ForgetCommand("topic")  # "forget that": the user's previous utterance
+
+#: Seconds within which the worst-case texts must be parsed (see the backtracking test).
+BACKTRACKING_BOUND_S = 30.0
 
 
 def topic(name: str) -> ForgetCommand:
@@ -245,10 +249,13 @@ def test_no_catastrophic_backtracking() -> None:
         "把" + "我的" * 1000 + "忘",
         "delete " + "all " * 1000 + "x",
     ]
+    # Catastrophic backtracking on these inputs is exponential in their hundreds of
+    # repetitions (it would not end); polynomial matching takes well under a second. The
+    # bound only separates the two, so a busy machine cannot fail it.
     start = time.perf_counter()
     for text in nasty:
         parse_forget_command(text)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < BACKTRACKING_BOUND_S
 
 
 @settings(max_examples=300, deadline=None)

@@ -32,17 +32,18 @@ from hypothesis import strategies as st
 from reference.clock import VirtualClock
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
-from reference.forgetting.commands import parse_forget_command, topic_keys
-from reference.forgetting.loading import BUILTINS
-from reference.forgetting.policy import OracleAdvice
-from reference.forgetting.strategy import DAY_S
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, LtmFilter
+from reference.ltm.filters import REDACTED, LtmFilter
 from reference.models import Category, Event, SessionStatus
+from reference.policy.forget_commands import parse_forget_command
+from reference.policy.forget_topics import topic_keys
+from reference.policy.loading import BUILTINS
+from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import DAY_S
 from reference.settings import Settings
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
 
 USERS = ("alice", "bob")

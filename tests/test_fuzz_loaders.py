@@ -1,7 +1,7 @@
 """Bad input where it enters: hypothesis mutations of the real YAML files, through every
 loader (scenarios, whole and streamed; strategies; the capacity target).
 
-A mutation takes a shipped file (scenarios/*.yaml, reference/forgetting/builtin/*.yaml,
+A mutation takes a shipped file (scenarios/*.yaml, reference/policy/builtin/*.yaml,
 capacity/example-target.yaml), changes its data (a value replaced by a wrong type, a huge
 number, a hostile or over-long string, a deep nesting; a key deleted or added) and then
 its text (a line repeated, which repeats a key; bytes that are not UTF-8; an alias bomb;
@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from memharness.capacity.target import load_target
 from memharness.scenarios.loader import load_scenario
 from memharness.scenarios.stream import stream_scenario
-from reference.forgetting.loading import load_strategy_file
+from reference.policy.loading import load_strategy_file
 from reference.validation import MAX_TEXT_CHARS
 from reference.yamldoc import MAX_ALIAS_EXPANSION, MAX_DEPTH, YamlDocError
 
@@ -46,7 +46,7 @@ EXAMPLES = int(os.environ.get("MEMH_FUZZ_EXAMPLES", "150"))
 REAL_FILES: dict[str, list[Path]] = {
     "scenario": sorted((ROOT / "scenarios").glob("*.yaml")),
     "scenario-stream": sorted((ROOT / "scenarios").glob("*.yaml")),
-    "strategy": sorted((ROOT / "reference/forgetting/builtin").glob("*.yaml")),
+    "strategy": sorted((ROOT / "reference/policy/builtin").glob("*.yaml")),
     "target": [ROOT / "capacity/example-target.yaml"],
 }
 

@@ -18,7 +18,8 @@ import ray
 from click.testing import CliRunner, Result
 
 from memharness.cli import main
-from memharness.run_cmd import file_scenario, run_tag
+from memharness.run_cmd import run_tag
+from memharness.run_inputs import file_scenario
 from memharness.sim.plan import SpecError, StrategySpec, parse_grid, plan_specs
 from memharness.sim.results import RESUME_FIELDS, ResultWriter, ResumeError, spec_file_name
 from memharness.sim.runner import StrategyOutcome

@@ -3,29 +3,32 @@
 The in-memory stores score with per-row norms kept at write time and Python floats for
 the last few operations; these tests hold them to the numpy formulas the Chroma and
 PostgreSQL backends rank with, bit for bit (ties and near-ties included). The memoised
-rules, the PII mask cache and the id memo answer as the uncached functions do.
+rules, the PII mask cache and the id memo answer as the uncached functions do, compute
+a repeated text once (counted by fakes), stay bounded, and keep no raw PII.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
+import sys
 
 import numpy as np
 import pytest
 
-from reference import intent as intent_module
 from reference import promotion
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
-from reference.intent import RuleIntentFilter, is_stable_preference
 from reference.keys import Namespace
 from reference.ltm.common import accessed_fact, audit_draft, copy_fact, numbered
 from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.models import AuditEntry, Category, Fact, MemoryType, Status
 from reference.pii import RegexPiiMasker
+from reference.policy import intent as intent_module
+from reference.policy.intent import is_stable_preference
 from reference.stm.memory_store import InMemoryShortTermStore, cosine_scores, top_k
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker, PiiMatch
 from reference.validation import EMBEDDING_DIM, check_embedding, check_id
 
 
@@ -40,8 +43,8 @@ def _vectors(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _pgvector_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """pgvector's cosine in float64 over float32 values, as the in-memory LTM store did it
-    with numpy before its Python-float shortcut."""
+    """pgvector's cosine in float64 over float32 values, computed with numpy: what the
+    in-memory LTM store's Python-float scores must equal."""
     m = matrix.astype(np.float64)
     q = query.astype(np.float32).astype(np.float64)
     dots = (m * q).sum(axis=1)
@@ -168,20 +171,20 @@ def test_copy_fact_copies_every_field() -> None:
         expires_at=9.0,
         status=Status.ARCHIVED,
     )
+    # Every field apart from its default: a field the copies dropped would come back
+    # as its default (or, without one, fail to construct) and differ.
+    for f in dataclasses.fields(Fact):
+        if f.default is not dataclasses.MISSING:
+            assert getattr(fact, f.name) != f.default, f"set {f.name} in this test"
     copied = copy_fact(fact)
     assert copied == fact
-    assert {f.name for f in dataclasses.fields(Fact)} <= set(copy_fact.__code__.co_names)
     copied.value["tags"][1]["b"] = 2
     assert fact.value["tags"][1]["b"] == 1
     accessed = accessed_fact(fact, 7.5)
     assert accessed == dataclasses.replace(fact, last_accessed_at=7.5, access_count=5)
-    kept = {f.name for f in dataclasses.fields(Fact)} - {"last_accessed_at"}  # it is `now`
-    assert kept <= set(accessed_fact.__code__.co_names)
     draft = audit_draft(fact, "update", "promotion", 8.0, {"value": "x"}, fact.value)
+    assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(AuditEntry))
     assert numbered(draft, 41) == dataclasses.replace(draft, audit_id=41)
-    assert {f.name for f in dataclasses.fields(AuditEntry)} - {"audit_id"} <= set(
-        numbered.__code__.co_names
-    )
 
 
 TEXTS = [
@@ -196,37 +199,87 @@ TEXTS = [
 ]
 
 
-def test_memoised_rules_answer_as_the_rules() -> None:
-    rules = RuleIntentFilter()
+def test_memo_computes_a_text_once_and_answers_as_the_rule() -> None:
+    def answer(text: str) -> tuple[str, int]:
+        return text.upper(), len(text)
+
+    calls: list[str] = []
+
+    def rule(text: str) -> tuple[str, int]:
+        calls.append(text)
+        return answer(text)
+
+    remembered = intent_module.memoised(rule)
+    long = "x" * intent_module.MEMO_MAX_CHARS
+    texts = ["a", "b", long + "1", long + "2", "a"]  # the long two differ only at the end
+    for _ in range(2):
+        assert [remembered(t) for t in texts] == [answer(t) for t in texts]
+    # Each short text computed once; the long ones, not remembered, at each call.
+    assert sorted(calls) == sorted(["a", "b", *[long + "1", long + "2"] * 2])
+
+
+def test_memoised_rules_answer_as_the_rules_do_unremembered() -> None:
     for text in TEXTS * 2:
-        assert rules.classify(text) == intent_module._classify.__wrapped__(text)
-        assert is_stable_preference(text) == intent_module._is_stable_preference.__wrapped__(text)
+        assert is_stable_preference(text) == is_stable_preference(text, remember=False)
         for kind in (None, *MemoryType):
-            assert promotion.extract_fact(text, kind) == promotion._extract(text, kind)
+            assert promotion.extract_fact(text, kind) == promotion.extract_fact(
+                text, kind, remember=False
+            )
 
 
 def test_extract_fact_memo_tells_a_member_from_its_string() -> None:
     text = "I like tea"
-    as_member = promotion.extract_fact(text, MemoryType.PREFERENCE)
-    as_string = promotion.extract_fact(text, "preference")
-    assert as_member == promotion._extract(text, MemoryType.PREFERENCE)
-    assert as_string == promotion._extract(text, "preference")
+    kinds: list[MemoryType | str] = [MemoryType.PREFERENCE, "preference"]
+    for kind in kinds + kinds[::-1]:
+        answer = promotion.extract_fact(text, kind)  # type: ignore[arg-type]
+        assert answer == promotion.extract_fact(text, kind, remember=False)  # type: ignore[arg-type]
+    # Equal as strings, they take different paths: a memo that mixed them would answer wrong.
+    assert promotion.extract_fact(text, MemoryType.PREFERENCE) != promotion.extract_fact(
+        text,
+        "preference",  # type: ignore[arg-type]
+    )
 
 
-def test_mask_cache_answers_as_the_masker() -> None:
-    cached, uncached = RegexPiiMasker(), RegexPiiMasker(cache_size=0)
+class _CountingMasker(RegexPiiMasker):
+    """A masker that counts the texts its detector reads."""
+
+    def __init__(self, *, cache_size: int = 16_384) -> None:
+        super().__init__(cache_size=cache_size)
+        self.read: list[str] = []
+
+    def detect(self, text: str) -> list[PiiMatch]:
+        self.read.append(text)
+        return super().detect(text)
+
+
+def test_mask_cache_answers_as_the_masker_and_reads_a_clean_text_once() -> None:
+    cached, uncached = _CountingMasker(), RegexPiiMasker(cache_size=0)
     for text in [*TEXTS, "mail a.b@example.com or call 138 1234 5678", "护照号码：EA1234567"] * 2:
         masked = cached.mask(text)
         assert masked == uncached.mask(text)
         assert cached.mask(masked) == masked
-    small = RegexPiiMasker(cache_size=4)
-    for i in range(20):
-        assert small.mask(f"call 1381234{i:04d}") == uncached.mask(f"call 1381234{i:04d}")
-    assert len(small._masked) <= 4
+    clean = "thanks!"
+    assert clean not in cached.read[-2:]  # masked before: answered without the detector
+    before = len(cached.read)
+    cached.mask(clean)
+    assert len(cached.read) == before
+
+
+def test_mask_cache_is_bounded() -> None:
+    small, large = _CountingMasker(cache_size=4), _CountingMasker()
+    texts = [f"note number {i}" for i in range(20)]
+    for masker in (small, large):
+        for text in texts:
+            masker.mask(text)
+        masker.read.clear()
+        masker.mask(texts[0])
+    assert small.read == [texts[0]]  # dropped from a full cache: read again
+    assert large.read == []
 
 
 def _has_nul(value: object) -> bool:
-    """The walk `check_json_object` did before it read NULs off the encoding."""
+    """Whether a NUL is in any string of `value`, keys included, found by walking it (the
+    independent answer `check_json_object`'s reading of the encoding must give)."""
     if isinstance(value, str):
         return "\x00" in value
     if isinstance(value, dict):
@@ -250,7 +303,7 @@ def _has_nul(value: object) -> bool:
         {"a": "plain", "b": ["\\\\", "u0000"]},
     ],
 )
-def test_json_nul_check_reads_the_encoding_as_the_walk_did(value: dict) -> None:
+def test_json_nul_check_reads_the_encoding_as_the_walk_does(value: dict) -> None:
     from reference.validation import check_json_object
 
     if _has_nul(value):
@@ -280,21 +333,21 @@ def test_upsert_audits_json_round_trips(
     assert copy_plain(normal) == copy_json(normal) and copy_plain(normal) is not normal
 
 
-def test_no_memo_keeps_raw_pii(monkeypatch: pytest.MonkeyPatch) -> None:
-    masker = RegexPiiMasker()
-    raw = "From now on always call me at 13812345678"
+def test_no_memo_keeps_raw_pii() -> None:
+    masker = _CountingMasker()
+    # Built here, so that nothing else holds this string: a reference a cache keeps
+    # shows in its count.
+    raw = " ".join(["From now on always call me at", str(13812345678)])
+    held = sys.getrefcount(raw)
     masked = masker.mask(raw)
-    assert masked != raw and masker.mask(raw) == masked
-    assert raw not in masker._masked and masker._masked[masked] == masked
-    expected = promotion._extract(raw, MemoryType.FACT)
-    remembered: list[str] = []
-
-    def spy(text: str) -> bool:
-        remembered.append(text)
-        return False
-
-    monkeypatch.setattr(intent_module, "_is_stable_preference", spy)
-    size = promotion._extract_remembered.cache_info().currsize
+    assert masked != raw
+    masker.read.clear()
+    assert masker.mask(raw) == masked and masker.read  # raw: read again, not remembered
+    masker.read.clear()
+    assert masker.mask(masked) == masked and not masker.read  # masked: remembered
     found = promotion.extract_fact(raw, MemoryType.FACT, remember=False)
-    assert found == expected
-    assert promotion._extract_remembered.cache_info().currsize == size and not remembered
+    assert found is not None and found.value == raw
+    is_stable_preference(raw, remember=False)
+    del found  # it holds the raw text, as it should
+    gc.collect()
+    assert sys.getrefcount(raw) == held, "a cache kept the raw text"

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from reference.intent import RuleIntentFilter, is_forget_command, is_stable_preference
 from reference.models import MemoryType
-from reference.text import IntentFilter
+from reference.policy.intent import RuleIntentFilter, is_forget_command, is_stable_preference
+from reference.text_interfaces import IntentFilter
 
 INSTRUCTION = MemoryType.INSTRUCTION
 PREFERENCE = MemoryType.PREFERENCE
@@ -134,6 +134,9 @@ REJECTED: list[tuple[str, str]] = [
     ("   ", "punctuation or emoji only"),
 ]
 
+#: Seconds within which the worst-case texts must be parsed (see the backtracking test).
+BACKTRACKING_BOUND_S = 30.0
+
 
 @pytest.fixture(scope="module")
 def rules() -> RuleIntentFilter:
@@ -216,10 +219,13 @@ def test_long_text_is_not_dismissed_as_chitchat(rules: RuleIntentFilter) -> None
 def test_no_catastrophic_backtracking(rules: RuleIntentFilter) -> None:
     # Repeated chit-chat pieces with no separator are the worst case for regex backtracking.
     nasty = ["ha" * 400 + "!x", "好" * 500 + "吗?", "ok " * 300 + "zz", "我的" * 300]
+    # Catastrophic backtracking on these inputs is exponential in their hundreds of
+    # repetitions (it would not end); polynomial matching takes well under a second. The
+    # bound only separates the two, so a busy machine cannot fail it.
     start = time.perf_counter()
     for text in nasty:
         rules.classify(text)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < BACKTRACKING_BOUND_S
 
 
 def test_conftest_fixture_is_the_rule_filter(intent: IntentFilter) -> None:

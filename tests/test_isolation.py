@@ -44,15 +44,15 @@ from reference.crypto import generate_key
 from reference.errors import InvalidInput
 from reference.factory import build_memory_system
 from reference.keys import Namespace
-from reference.ltm.base import LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.ltm.filters import LtmFilter
 from reference.models import Category, Event
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import Settings
-from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from reference.validation import MAX_KEY_LENGTH, MAX_TEXT_CHARS
 from tests.conftest import T0
 

@@ -2,8 +2,8 @@
 
 A failed call is an error, not a fast success: it is kept out of the latency histogram,
 counted per layer with its first messages, and the SLA verdict ranks it above every
-success (`loadtests/sla.py`). The pure parts are tested here without Locust (whose import
-monkey-patches the process); one real run kills its Redis server in the middle.
+success (`memharness/verdict/histograms.py`). The pure parts are tested here without
+Locust (whose import monkey-patches the process); one real run kills its Redis server in the middle.
 `check_consistency` is tried on a memory built by turns, then on one broken by hand.
 """
 
@@ -25,23 +25,25 @@ import pytest
 import redis
 
 from loadtests.consistency import check_consistency, check_erased
-from loadtests.errors import MAX_MESSAGES, OTHER, ErrorLog, describe, layer_of_failure
+from loadtests.errors import MAX_MESSAGES, OTHER, ErrorLog, describe
 from loadtests.hdr import OpHistograms
 from loadtests.report import build_report, format_errors, format_table
-from loadtests.sla import Sla, check_slas, failed
+from memharness.verdict.histograms import check_slas, failed
+from memharness.verdict.limits import Sla
 from reference.clock import VirtualClock
+from reference.errors import layer_failure
 from reference.factory import build_memory_system
 from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
 from reference.session.embedded_redis import start_embedded_redis
 from reference.settings import Settings
-from reference.stm.base import StmFilter
-from reference.system import TIMING_KEYS, MemorySystem
-from reference.text import Embedder
+from reference.stm.filters import StmFilter
+from reference.system import MemorySystem
+from reference.text_interfaces import Embedder
+from reference.turns import TIMING_KEYS
 from tests.conftest import T0
 
 REPO = Path(__file__).resolve().parent.parent
-LAYERS = tuple(key for key in TIMING_KEYS if key != "turn")
 
 
 def _hists(op: str, values_ms: list[float]) -> OpHistograms:
@@ -133,31 +135,38 @@ def memory_system(embedder: Embedder) -> Iterator[MemorySystem]:
     system.dispose()
 
 
-def test_the_failed_layer_is_the_first_that_did_not_finish(
-    memory_system: MemorySystem, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("store", "method", "layer"),
+    [("session", "get", "session"), ("stm", "query", "stm"), ("ltm", "query", "ltm")],
+)
+def test_a_failed_turn_names_the_layer_whose_store_failed(
+    memory_system: MemorySystem,
+    monkeypatch: pytest.MonkeyPatch,
+    store: str,
+    method: str,
+    layer: str,
 ) -> None:
     system = memory_system
     system.turn(user_id="u1", session_id="s1", text="I live in Lyon")
+    refused = ConnectionError(f"{store}: server at 127.0.0.1: connection refused")
 
     def broken(**_: object) -> None:
-        raise ConnectionError("ltm: PostgreSQL at 127.0.0.1:5432: connection refused")
+        raise refused
 
-    monkeypatch.setattr(system.ltm, "query", broken)
-    if system.engine is not None:
-        monkeypatch.setattr(system.engine, "retrieve_ltm", broken)
+    monkeypatch.setattr(getattr(system, store), method, broken)
     with pytest.raises(ConnectionError) as caught:
         system.turn(user_id="u1", session_id="s1", text="where do I live?")
-    where = layer_of_failure(caught.value, MemorySystem.turn.__code__, LAYERS)
-    assert where.layer == "ltm"
-    assert set(where.finished) == {"session", "pii", "embed", "stm"}
-    assert where.layer_ms is not None and 0 <= where.layer_ms < 10_000
+    assert caught.value is refused  # the store's own error, not a wrapper
+    where = layer_failure(caught.value)
+    assert where is not None and where.layer == layer
+    assert list(where.finished_ms) == list(TIMING_KEYS[: TIMING_KEYS.index(layer)])
+    assert 0 <= where.layer_ms < 10_000
 
 
 def test_a_failure_outside_the_turn_names_no_layer(memory_system: MemorySystem) -> None:
     with pytest.raises(ValueError) as caught:
         memory_system.turn(user_id="u1", session_id="s1", text="")
-    where = layer_of_failure(caught.value, MemorySystem.turn.__code__, LAYERS)
-    assert where.layer is None and where.finished == {}
+    assert layer_failure(caught.value) is None
 
 
 def test_the_report_shows_errors_per_layer() -> None:
@@ -267,7 +276,7 @@ def test_consistency_finds_what_was_broken_on_the_real_servers(
 
 
 def _ltm_filter(user: str) -> object:
-    from reference.ltm.base import LtmFilter
+    from reference.ltm.filters import LtmFilter
 
     return LtmFilter(user_id=user)
 

@@ -16,9 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 from loadtests.overload import MAX_RSS_GROWTH, judge_overload, sustainable_rate
-from loadtests.sla import TURN_INTENDED, Sla
 from loadtests.steps import SteppedSchedule, StepRecorder
-from memharness.load_cmd import OVERLOAD_FAILED_EXIT_CODE, load
+from memharness.load_cmd import load
+from memharness.load_overload import OVERLOAD_FAILED_EXIT_CODE
+from memharness.verdict.histograms import TURN_INTENDED
+from memharness.verdict.limits import Sla
 
 
 def _steps(held: list[tuple[float, bool]]) -> dict[str, Any]:

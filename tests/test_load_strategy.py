@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from memharness.load_cmd import load
 from memharness.scenarios import load_scenario
 from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep
-from reference.forgetting.loading import load_strategy
+from reference.policy.loading import load_strategy
 
 CONTRACT_KEYS = ("strategy", "strategy_fingerprint", "time_scale", "maintenance", "cpu_s_per_turn")
 ROLES = {"load", "maintenance", "redis", "postgres", "chroma"}
@@ -208,10 +208,10 @@ def test_hybrid_beside_its_maintenance_process_on_the_embedded_servers(tmp_path:
     that process (its figures count them, and the memory no longer holds the order's
     preference), and every forget command that ran removed the company from every layer."""
     from reference.factory import build_memory_system
-    from reference.ltm.base import LtmFilter
+    from reference.ltm.filters import LtmFilter
     from reference.settings import Settings
-    from reference.stm.base import StmFilter
     from reference.stm.chroma_server import start_chroma_server
+    from reference.stm.filters import StmFilter
 
     scenario = tmp_path / "forget_event.yaml"
     scenario.write_text(SCENARIO, encoding="utf-8")

@@ -7,6 +7,7 @@ The in-memory backend is the oracle: the last test checks PostgreSQL against it 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import threading
 from typing import Any
@@ -18,21 +19,48 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from reference.clock import VirtualClock
+from reference.crypto import anonymise_value
 from reference.errors import BackendUnavailable, InvalidInput, MemoryStoreError
-from reference.forgetting.policy import DueRule
-from reference.forgetting.sweeper import anonymised
+from reference.forgetting.plans import anonymised
+from reference.ids import new_id
 from reference.keys import Namespace
 from reference.ltm import migrations
-from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LongTermStore, LtmFilter
-from reference.ltm.common import as_real
+from reference.ltm.base import LongTermStore
+from reference.ltm.common import (
+    accessed_fact,
+    as_real,
+    audit_draft,
+    copy_fact,
+    copy_json,
+    nonzero_vector,
+    numbered,
+    storable_json,
+    storable_text,
+)
+from reference.ltm.filters import AUDIT_ACTIONS, REDACTED, FactChangeCounts, FactChanges, LtmFilter
 from reference.ltm.memory_store import InMemoryLongTermStore
 from reference.ltm.migrations import sealed_at_sql
 from reference.ltm.postgres_forgetting import value_sealed_at
 from reference.ltm.postgres_store import PostgresLongTermStore
-from reference.models import AuditEntry, Category, Fact, RetentionUpdate, Status
-from reference.text import Embedder
+from reference.ltm.primitives import (
+    ApplyChanges,
+    ArchiveFacts,
+    AuditLog,
+    DeleteFacts,
+    DueScan,
+    ForgetActivity,
+    LtmLookup,
+    LtmWrite,
+    MarkActive,
+    RecordAccess,
+    UpsertFact,
+    audit_matches,
+)
+from reference.models import AuditEntry, Category, Fact, Hit, RetentionUpdate, Status
+from reference.policy.sweep import DueRule, next_due_at
+from reference.text_interfaces import Embedder
 from tests.conftest import T0
-from tests.fixtures.ltm_backends import LtmStoreFactory
+from tests.fixtures.ltm_backends import LTM_BACKENDS, MINIMAL, LtmStoreFactory
 
 DIM = 384
 
@@ -247,18 +275,23 @@ def test_expired_facts_are_never_returned_even_before_a_sweep(
     assert ltm_store.count() == 1
 
 
-def test_sweep_deletes_expired_in_batches_with_audit(ltm_store: LongTermStore, clock: VirtualClock):
+def test_expired_facts_are_due_and_removed_in_pages_with_audit(
+    ltm_store: LongTermStore, clock: VirtualClock
+):
     for i in range(5):
         put(ltm_store, f"e{i}", user=f"u{i % 2}", expires_at=clock.now() + 10 + i)
     put(ltm_store, "later", expires_at=clock.now() + 1000)
     put(ltm_store, "forever")
     clock.advance(50)
-    assert [ltm_store.sweep_expired(batch_size=2, actor="janitor") for _ in range(4)] == [
-        2,
-        2,
-        1,
-        0,
-    ]
+    removed, after = [], None
+    while True:  # the engine's sweep: a page of what is due, then one batch of changes
+        page = ltm_store.scan_due(now=clock.now(), rule=DueRule(), after=after, limit=2)
+        ids = frozenset(f.fact_id for f in page.records)
+        removed.append(ltm_store.apply_changes(FactChanges(delete=ids), actor="janitor").deleted)
+        if page.after is None:
+            break
+        after = page.after
+    assert sum(removed) == 5 and all(n <= 2 for n in removed)
     assert sorted(f.key for f in everything(ltm_store, "u0") + everything(ltm_store, "u1")) == [
         "forever",
         "later",
@@ -269,9 +302,6 @@ def test_sweep_deletes_expired_in_batches_with_audit(ltm_store: LongTermStore, c
     assert sorted(e.key for e in deletes) == [f"e{i}" for i in range(5)]
     assert {(e.actor, e.at) for e in deletes} == {("janitor", clock.now())}
     assert all(e.old_value == {"v": e.key} and e.new_value is None for e in deletes)
-    with pytest.raises(InvalidInput) as err:
-        ltm_store.sweep_expired(batch_size=0)
-    assert err.value.field == "batch_size"
 
 
 # ---------------------------------------------------------------------------- archive / delete
@@ -848,7 +878,6 @@ def test_failed_audit_write_leaves_neither_fact_nor_entry(
             lambda: put(ltm_store, "kept", value={"v": 2}),
             lambda: ltm_store.archive(filter=LtmFilter(user_id="u1")),
             lambda: ltm_store.delete(filter=LtmFilter(user_id="u1")),
-            lambda: ltm_store.sweep_expired(),
             lambda: ltm_store.erase(filter=LtmFilter(user_id="u1")),
             lambda: ltm_store.apply_changes(
                 FactChanges(archive=frozenset({kept.fact_id}), delete=frozenset({kept.fact_id}))
@@ -951,3 +980,227 @@ def test_migration_4_admits_episodes_in_a_namespace_made_before_them(
                 sql.Identifier(store.namespace.facts_table)
             )
         )
+
+
+# ---------------------------------------------------------------------------- minimal backend
+class MinimalLongTermStore(LongTermStore):
+    """A long-term backend written from the six primitives alone: dicts and brute force,
+    the shared storage rules (`reference.ltm.common`), exact cosine. Each write works on
+    copies and swaps them in at the end: a failure half-way leaves nothing. It runs the
+    whole suite above (the "minimal" backend): the public API comes from `LongTermStore`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stored: dict[str, Fact] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+        self.audit: list[AuditEntry] = []
+        self.activity: dict[str, float] = {}
+
+    def _write_audit(self, staged: list[AuditEntry], entries: list[AuditEntry]) -> None:
+        """Append entries to the staged log (the hook the transaction tests break)."""
+        for entry in entries:
+            if entry.action not in AUDIT_ACTIONS:
+                raise InvalidInput("action", f"unknown audit action {entry.action!r}")
+            staged.append(numbered(entry, len(staged) + 1))
+
+    def _apply(self, op: LtmWrite) -> Any:
+        if isinstance(op, MarkActive):
+            for user, at in op.activity.items():
+                self.activity[user] = max(at, self.activity.get(user, at))
+            return None
+        if isinstance(op, ForgetActivity):
+            return self.activity.pop(op.user_id, None) is not None
+        facts, vectors, audit = dict(self.stored), dict(self.vectors), list(self.audit)
+        new: list[AuditEntry] = []
+        result = self._write(op, facts, vectors, audit, new)
+        self._write_audit(audit, new)
+        self.stored, self.vectors, self.audit = facts, vectors, audit
+        return result
+
+    def _write(
+        self,
+        op: LtmWrite,
+        facts: dict[str, Fact],
+        vectors: dict[str, np.ndarray],
+        audit: list[AuditEntry],
+        new: list[AuditEntry],
+    ) -> Any:
+        if isinstance(op, UpsertFact):
+            value = json.loads(storable_json("value", op.value))
+            storable_text("key", op.key)
+            storable_text("text", op.text)
+            vector = nonzero_vector("embedding", op.embedding).astype(np.float64)
+            ident = (op.user_id, op.category, op.key)
+            prior = next(
+                (f for f in facts.values() if (f.user_id, f.category, f.key) == ident), None
+            )
+            fact = Fact(
+                fact_id=new_id() if prior is None else prior.fact_id,
+                user_id=op.user_id,
+                category=op.category,
+                key=op.key,
+                value=value,
+                text=op.text,
+                version=1 if prior is None else prior.version + 1,
+                created_at=op.now if prior is None else prior.created_at,
+                updated_at=op.now,
+                last_accessed_at=op.now if prior is None else prior.last_accessed_at,
+                access_count=0 if prior is None else prior.access_count,
+                importance=as_real(op.importance),
+                expires_at=op.expires_at,
+                status=Status.ACTIVE,
+            )
+            facts[fact.fact_id], vectors[fact.fact_id] = fact, vector
+            old = None if prior is None else copy_json(prior.value)
+            action = "insert" if prior is None else "update"
+            new.append(audit_draft(fact, action, op.actor, op.now, old, copy_json(value)))
+            return copy_fact(fact)
+        if isinstance(op, RecordAccess):
+            changed = 0
+            for update in op.updates:
+                fact = facts.get(update.record_id)
+                if fact is not None and fact.user_id == op.user_id and fact.is_live(op.now):
+                    facts[fact.fact_id] = dataclasses.replace(
+                        accessed_fact(fact, op.now),
+                        expires_at=update.expires_at,
+                        importance=as_real(update.importance),
+                    )
+                    changed += 1
+            return changed
+        if isinstance(op, ApplyChanges):
+            return _apply_changes(op, facts, audit, new)
+        found = _matching(facts, op.filter, op.now)
+        if isinstance(op, ArchiveFacts):
+            for fact in found:
+                if fact.status is Status.ACTIVE:
+                    archived = dataclasses.replace(fact, status=Status.ARCHIVED, updated_at=op.now)
+                    facts[fact.fact_id] = archived
+                    new.append(audit_draft(archived, "archive", op.actor, op.now, None, None))
+            return len(new)
+        for fact in found:
+            del facts[fact.fact_id]
+        if isinstance(op, DeleteFacts):
+            new += [
+                audit_draft(f, "delete", op.actor, op.now, copy_json(f.value), None) for f in found
+            ]
+        else:  # EraseFacts
+            gone = {f.fact_id for f in found}
+            for i, entry in enumerate(audit):
+                if entry.user_id == op.filter.user_id and (
+                    entry.fact_id in gone or audit_matches(entry, op.filter)
+                ):
+                    audit[i] = _redacted(entry)
+            new += [audit_draft(f, "erase", op.actor, op.now, None, None) for f in found]
+        return len(found)
+
+    def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
+        found = _matching(self.stored, flt, now)
+        if touch:
+            found = [accessed_fact(f, now) for f in found]
+            self.stored.update((f.fact_id, f) for f in found)
+        return [copy_fact(f) for f in found]
+
+    def _search(
+        self, embedding: Any, flt: LtmFilter, k: int, now: float, *, touch: bool
+    ) -> list[Hit[Fact]]:
+        query = nonzero_vector("embedding", embedding).astype(np.float64)
+        ranked = []
+        for fact in _matching(self.stored, flt, now):
+            vector = self.vectors[fact.fact_id]
+            dot, norms = float(np.add.reduce(vector * query)), float(np.add.reduce(vector * vector))
+            similarity = dot / math.sqrt(norms * float(np.add.reduce(query * query)))
+            ranked.append((1.0 - min(1.0, max(-1.0, similarity)), fact.fact_id))
+        hits = []
+        for distance, fact_id in sorted(ranked)[:k]:
+            fact = self.stored[fact_id]
+            if touch:
+                fact = self.stored[fact_id] = accessed_fact(fact, now)
+            hits.append(Hit(record=copy_fact(fact), score=1.0 - distance))
+        return hits
+
+    def _count(self, flt: LtmFilter | None, now: float) -> int:
+        if flt is None:
+            return sum(f.is_live(now) for f in self.stored.values())
+        return len(_matching(self.stored, flt, now))
+
+    def _scan(self, after: str | None, limit: int, due: DueScan | None) -> list[Fact]:
+        page = [
+            copy_fact(f)
+            for fact_id, f in sorted(self.stored.items())
+            if (after is None or fact_id > after)
+            and (due is None or ((at := next_due_at(f, due.rule)) is not None and at <= due.now))
+        ]
+        return page[:limit]
+
+    def _lookup(self, op: LtmLookup) -> Any:
+        if isinstance(op, AuditLog):
+            return [
+                dataclasses.replace(
+                    e, old_value=copy_json(e.old_value), new_value=copy_json(e.new_value)
+                )
+                for e in self.audit
+                if e.user_id == op.user_id and op.fact_id in (None, e.fact_id)
+            ]
+        if op.user_ids is not None:
+            return {u: self.activity[u] for u in op.user_ids if u in self.activity}
+        return {u: at for u, at in self.activity.items() if op.after < at <= op.until}
+
+
+def _matching(facts: dict[str, Fact], flt: LtmFilter, now: float) -> list[Fact]:
+    found = [f for f in facts.values() if flt.matches(f, now)]
+    return sorted(found, key=lambda f: (f.created_at, f.fact_id))
+
+
+def _apply_changes(
+    op: ApplyChanges, facts: dict[str, Fact], audit: list[AuditEntry], new: list[AuditEntry]
+) -> FactChangeCounts:
+    changes, actor, now = op
+    removed = changes.delete | changes.erase
+    deleted = [facts.pop(i) for i in sorted(changes.delete) if i in facts]
+    erased = [facts.pop(i) for i in sorted(changes.erase - changes.delete) if i in facts]
+    new += [audit_draft(f, "delete", actor, now, anonymise_value(f.value), None) for f in deleted]
+    new += [audit_draft(f, "erase", actor, now, None, None) for f in erased]
+    archived = 0
+    for fact_id in sorted(changes.archive - removed):
+        fact = facts.get(fact_id)
+        if fact is not None and fact.status is Status.ACTIVE:
+            facts[fact_id] = dataclasses.replace(fact, status=Status.ARCHIVED, updated_at=now)
+            new.append(audit_draft(facts[fact_id], "archive", actor, now, None, None))
+            archived += 1
+    anonymised = set()
+    for fact_id in sorted(set(changes.anonymise) - removed):
+        if fact_id in facts:
+            value = json.loads(storable_json("anonymise", changes.anonymise[fact_id]))
+            facts[fact_id] = dataclasses.replace(facts[fact_id], value=value)
+            new.append(audit_draft(facts[fact_id], "anonymise", actor, now, None, copy_json(value)))
+            anonymised.add(fact_id)
+    stripped = anonymised | {f.fact_id for f in deleted}
+    for i, entry in enumerate(audit):
+        if entry.fact_id in {f.fact_id for f in erased}:
+            audit[i] = _redacted(entry)
+        elif entry.fact_id in stripped:
+            audit[i] = dataclasses.replace(
+                entry,
+                old_value=None if entry.old_value is None else anonymise_value(entry.old_value),
+                new_value=None if entry.new_value is None else anonymise_value(entry.new_value),
+            )
+    return FactChangeCounts(len(deleted), len(erased), archived, len(anonymised))
+
+
+def _redacted(entry: AuditEntry) -> AuditEntry:
+    return dataclasses.replace(
+        entry,
+        old_value=None if entry.old_value is None else dict(REDACTED),
+        new_value=None if entry.new_value is None else dict(REDACTED),
+    )
+
+
+@pytest.fixture(params=[*LTM_BACKENDS, MINIMAL])
+def ltm_backend(request: pytest.FixtureRequest) -> str:
+    """Every long-term backend, and the minimal one above."""
+    return str(request.param)
+
+
+@pytest.fixture
+def minimal_ltm_store_class() -> type[LongTermStore]:
+    return MinimalLongTermStore

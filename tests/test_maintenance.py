@@ -25,10 +25,8 @@ import redis
 
 from reference.clock import SystemClock, VirtualClock
 from reference.factory import build_event_bus, build_memory_system
-from reference.forgetting.loading import load_strategy, parse_strategy
-from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.maintenance import (
     EVENTS_GROUP,
     Lease,
@@ -36,10 +34,12 @@ from reference.maintenance import (
     build_maintenance,
 )
 from reference.models import Category, Event, MemoryType
+from reference.policy.loading import load_strategy, parse_strategy
+from reference.policy.strategy import Strategy
 from reference.session.embedded_redis import EmbeddedRedis
 from reference.settings import Settings
-from reference.stm.base import StmFilter
 from reference.stm.chroma_server import ChromaServer, start_chroma_server
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 
 KEY = base64.b64encode(bytes(range(32))).decode()

@@ -19,18 +19,20 @@ import pytest
 from psycopg import sql
 
 from memharness.scenarios import load_scenario
-from memharness.sim import shard as shard_module
+from memharness.sim import layer_reads
+from memharness.sim import replay as replay_module
 from memharness.sim.plan import StrategySpec, probe_times, sample_times, sweep_ticks
-from memharness.sim.shard import ShardReplayer, SimUser
+from memharness.sim.replay import SimUser
+from memharness.sim.shard import ShardReplayer
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
-from reference.forgetting.policy import OracleAdvice
 from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.policy.oracle import OracleAdvice
 from reference.settings import Settings
 from reference.stm.chroma_client import make_chroma_client
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 from tests.test_engine import KEY, redis_client
 
 SUITE = Path(__file__).resolve().parents[1] / "scenarios"
@@ -62,12 +64,20 @@ def snapshot(system: MemorySystem, data_dir: Path) -> Snapshot:
     return {"redis": redis_state, "chroma": chroma_state, "pg": tables}
 
 
-def unchanged(method: Callable[..., Any], data_dir: Path, seen: list[str]) -> Callable[..., Any]:
-    def measured(self: Any, *args: Any, **kwargs: Any) -> Any:
-        self.system.engine.flush_activity()  # buffered writes belong to the steps before
-        before = snapshot(self.system, data_dir)
-        result = method(self, *args, **kwargs)
-        after = snapshot(self.system, data_dir)
+def unchanged(
+    method: Callable[..., Any],
+    data_dir: Path,
+    seen: list[str],
+    system_of: Callable[[Any], MemorySystem] = lambda replay: replay.system,
+) -> Callable[..., Any]:
+    """`method`, checking that it changes no byte of the system its first argument gives."""
+
+    def measured(first: Any, *args: Any, **kwargs: Any) -> Any:
+        system = system_of(first)
+        system.engine.flush_activity()  # buffered writes belong to the steps before
+        before = snapshot(system, data_dir)
+        result = method(first, *args, **kwargs)
+        after = snapshot(system, data_dir)
         for layer in before:
             assert after[layer] == before[layer], f"{method.__name__} changed {layer}"
         seen.append(method.__name__)
@@ -88,9 +98,11 @@ def test_probes_footprint_samples_and_pii_checks_change_no_byte(
         )
     ]
     seen: list[str] = []
-    for method in ("probe", "sample", "_resolved"):
-        original = getattr(shard_module._Run, method)
-        monkeypatch.setattr(shard_module._Run, method, unchanged(original, data_dir, seen))
+    for method in ("probe", "sample"):
+        original = getattr(replay_module.Replay, method)
+        monkeypatch.setattr(replay_module.Replay, method, unchanged(original, data_dir, seen))
+    pii_check = unchanged(layer_reads.resolved, data_dir, seen, system_of=lambda system: system)
+    monkeypatch.setattr(replay_module, "resolved", pii_check)
     strategy = StrategySpec.parse(name).strategy
     times = [s.at for u in users for s in u.user.timeline]
     settings = Settings(backend="embedded", data_dir=data_dir, encryption_key=KEY)  # type: ignore[arg-type]
@@ -110,4 +122,4 @@ def test_probes_footprint_samples_and_pii_checks_change_no_byte(
     )
     assert result.probes > 0 and result.turns > 0
     assert result.peak_footprint, "the samples at probe moments were taken"
-    assert {"probe", "sample", "_resolved"} <= set(seen), "every measurement was exercised"
+    assert {"probe", "sample", "resolved"} <= set(seen), "every measurement was exercised"

@@ -24,8 +24,8 @@ from memharness.sim.plan import (
     scenario_hash,
 )
 from memharness.sim.results import ResultWriter
-from reference.forgetting.loading import load_strategy, parse_strategy
-from reference.forgetting.strategy import Strategy
+from reference.policy.loading import load_strategy, parse_strategy
+from reference.policy.strategy import Strategy
 from tests.fixtures.replay import replay_scenario
 
 DAY = 86_400.0

@@ -13,7 +13,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from reference.ltm.embedded_pg import EmbeddedPostgres
-from reference.ltm.postgres_store import _end_autocommit
+from reference.ltm.pg_pool import _end_autocommit
 
 
 def test_an_idle_read_connection_leaves_autocommit(embedded_pg: EmbeddedPostgres):

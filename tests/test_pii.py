@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from reference.pii import RegexPiiMasker, contains_raw_pii, is_valid_cn_id, luhn_ok
-from reference.text import PiiMasker
+from reference.text_interfaces import PiiMasker
 
 _WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 

@@ -14,19 +14,17 @@ from hypothesis import strategies as st
 
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
-from reference.forgetting.importance import expiry_delay, score_after_access, ttl_for_score
-from reference.forgetting.loading import BUILTINS, load_strategy
-from reference.forgetting.policy import (
-    Decision,
-    OracleAdvice,
-    expires_at_on_write,
-    invalidations_for,
-    on_access,
-    rerank,
-    select_for_forgetting,
-)
-from reference.forgetting.strategy import DAY_S, ImportanceRule, Strategy
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, Status
+from reference.policy.decisions import Decision
+from reference.policy.expiry import expires_at_on_write, on_access
+from reference.policy.importance import expiry_delay, score_after_access, ttl_for_score
+from reference.policy.invalidation import invalidations_for
+from reference.policy.loading import BUILTINS, load_strategy
+from reference.policy.oracle import OracleAdvice
+from reference.policy.ranking import rerank
+from reference.policy.rules import DAY_S, ImportanceRule
+from reference.policy.strategy import Strategy
+from reference.policy.sweep import select_for_forgetting
 from tests.conftest import T0
 
 HOUR = 3600.0
@@ -570,7 +568,7 @@ def test_no_strategy_selects_a_record_before_its_expires_at(
 
 def brute_force_first_expiry(rule: ImportanceRule, s0: float, horizon: float) -> float:
     """Step a sweeper along a fine grid; return the first instant it finds the record
-    expired (written here independently of `reference.forgetting.importance`)."""
+    expired (written here independently of `reference.policy.importance`)."""
     taus = np.linspace(0.0, horizon, 200_001)
     score = np.maximum(0.0, min(s0, rule.max_score) - rule.decay_per_day * taus / DAY_S)
     ttl = np.where(

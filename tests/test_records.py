@@ -13,9 +13,9 @@ import pytest
 
 import reference.system  # noqa: F401 - imports every module whose records use fast_init
 from reference.errors import InvalidInput
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.records import DATACLASS_INIT, fast_init
-from reference.stm.base import StmFilter
+from reference.stm.filters import StmFilter
 
 CLASSES = sorted(DATACLASS_INIT, key=lambda cls: cls.__qualname__)
 

@@ -15,23 +15,18 @@ from typing import Any
 
 import pytest
 
-from memharness.report import (
+from memharness.report import ResultsError, load_results, summary_table, write_report
+from memharness.report_plots import (
     MAX_SERIES_POINTS,
-    ResultsError,
-    binary_unit,
     downsample,
-    human_bytes,
-    human_duration,
-    load_results,
     number_runs,
-    pareto_frontier,
     plot_stems,
     point_marks,
     series_style,
-    summary_table,
     write_plots,
-    write_report,
 )
+from memharness.result_figures import pareto_frontier
+from memharness.units import binary_unit, human_bytes, human_duration
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -206,7 +201,7 @@ def test_summary_table_rows_in_order_with_units_and_failures(results: dict[str, 
 @pytest.mark.parametrize(
     ("figures", "raw", "sealed"),
     [({"pii_items": 0}, "-", "-"),  # nothing to measure
-     ({}, "-", "-"),  # results made before these figures
+     ({}, "-", "-"),  # results without these figures
      ({"pii_items": 3, "pii_raw_max_s": 0.0, "pii_sealed_items": 0}, "0.0 s", "never sealed"),
      ({"pii_items": 3, "pii_raw_max_s": None, "pii_raw_at_end": 2, "pii_sealed_items": 0},
       "to the end (2 of 3)", "never sealed"),
@@ -242,7 +237,7 @@ def test_footprint_axis_is_in_binary_units(results: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from memharness.report import _recall_vs_footprint
+    from memharness.report_plots import _recall_vs_footprint
 
     ok = [s for s in results["scenarios"][0]["strategies"] if s["status"] == "ok"]
     fig, ax = plt.subplots()
@@ -313,7 +308,7 @@ def test_a_grid_of_many_points_is_numbered_with_a_key_and_the_frontier_in_red(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from memharness.report import _recall_vs_footprint
+    from memharness.report_plots import _recall_vs_footprint
 
     # 8 points, three pairs on one spot; the frontier: 1 (cheapest), 2 and 3 (one spot),
     # 8 (best recall); 4 to 7 cost more than 2 and 3 for less recall.

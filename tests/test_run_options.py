@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import memharness.sim.runner
+import memharness.sim.simulator
 from memharness.cli import main
 from memharness.run_cmd import run
 
@@ -47,7 +47,7 @@ class _Interrupted:
 def test_an_interrupted_run_prints_the_command_that_completes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memharness.sim.runner, "Simulator", _Interrupted)
+    monkeypatch.setattr(memharness.sim.simulator, "Simulator", _Interrupted)
     drift = str(SCENARIOS / "drift.yaml")
     args = ["run", "--scenario", drift, "--strategy", "keep_all", "--strategy",
             "fixed_ttl:ttl.default_s=1d", "--backend", "memory", "--embedder", "hashing",

@@ -13,7 +13,7 @@ from memharness.scenarios.model import ForgetStep, ProbeStep, SayStep, User
 from memharness.scenarios.stats import file_stats, scenario_stats
 from memharness.scenarios.stream import stream_scenario
 from memharness.scenarios_cmd import scenarios
-from reference.forgetting.commands import parse_forget_command
+from reference.policy.forget_commands import parse_forget_command
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 HAND_WRITTEN = sorted(SCENARIOS.glob("*.yaml"))

@@ -25,22 +25,18 @@ from typing import Any
 
 import pytest
 
-from memharness.faults import (
-    ChromaServer,
-    EmbeddedPostgresServer,
-    EmbeddedRedisServer,
-    ServerProcess,
-)
+from memharness.faults import EmbeddedPostgresServer, EmbeddedRedisServer, ServerProcess
+from memharness.faults_chroma import ChromaServer
 from reference.clock import VirtualClock
 from reference.embedding import HashingEmbedder
 from reference.errors import BackendUnavailable, NotFound
-from reference.intent import RuleIntentFilter
 from reference.keys import Namespace
-from reference.ltm.base import LtmFilter
 from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.ltm.filters import LtmFilter
 from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import Category
 from reference.pii import RegexPiiMasker
+from reference.policy.intent import RuleIntentFilter
 from reference.resilience import (
     LONG_TERM,
     SESSION,
@@ -51,9 +47,9 @@ from reference.resilience import (
 )
 from reference.session.embedded_redis import start_embedded_redis
 from reference.session.redis_store import RedisSessionStore
-from reference.stm.base import StmFilter
 from reference.stm.chroma_client import make_chroma_client
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.filters import StmFilter
 
 pytestmark = pytest.mark.faults
 

@@ -7,17 +7,33 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from reference.clock import ScaledClock, SystemClock, VirtualClock
 from reference.errors import InvalidInput, NotFound, SessionClosed
-from reference.models import SessionStatus
+from reference.footprint import Usage, session_bytes
+from reference.models import SessionState, SessionStatus
 from reference.session.base import DEFAULT_SESSION_TTL_S, SessionStore
+from reference.session.primitives import (
+    AppendMessage,
+    CloseSession,
+    CreateSession,
+    DeleteSession,
+    DeleteUserSessions,
+    ListSessions,
+    ReadContext,
+    ReadSession,
+    ResetSession,
+    SessionOp,
+)
 from reference.session.redis_store import NATIVE_TTL_MARGIN_S
 from tests.conftest import T0
 from tests.fixtures.session_backends import (
+    MINIMAL,
+    SESSION_BACKENDS,
     SessionStoreFactory,
     raw_values,
     redis_client_for,
@@ -506,7 +522,7 @@ def test_no_native_ttl_under_a_virtual_clock(session_store: SessionStore) -> Non
     client = redis_client_for(session_store)
     if client is None:
         assert not session_store.supports_native_ttl
-        pytest.skip("the in-memory backend has no native TTL")
+        pytest.skip("a backend without a server has no native TTL")
     _exercise(session_store)
     keys = redis_keys(session_store)
     assert len(keys) == 4  # hash, context list, user set, expiry index
@@ -517,7 +533,7 @@ def test_native_ttl_under_the_system_clock(session_store_factory: SessionStoreFa
     store = session_store_factory(clock=SystemClock())
     client = redis_client_for(store)
     if client is None:
-        pytest.skip("the in-memory backend has no native TTL")
+        pytest.skip("a backend without a server has no native TTL")
     assert store.supports_native_ttl
     _exercise(store)
     ns = store.namespace
@@ -535,7 +551,7 @@ def test_native_ttl_follows_a_scaled_clock(session_store_factory: SessionStoreFa
     store = session_store_factory(clock=ScaledClock(scale))
     client = redis_client_for(store)
     if client is None:
-        pytest.skip("the in-memory backend has no native TTL")
+        pytest.skip("a backend without a server has no native TTL")
     _exercise(store)
     ns = store.namespace
     for key in (ns.session_key(ALICE, "s1"), ns.context_key(ALICE, "s1")):
@@ -548,8 +564,6 @@ def test_native_ttl_follows_a_scaled_clock(session_store_factory: SessionStoreFa
 def test_usage_counts_the_live_sessions_and_their_bytes(
     session_store: SessionStore, clock: VirtualClock
 ) -> None:
-    from reference.footprint import Usage, session_bytes
-
     assert session_store.usage() == Usage(0, 0)
     _open(session_store, "s1", ALICE)
     clock.advance(DEFAULT_SESSION_TTL_S / 2)
@@ -560,3 +574,110 @@ def test_usage_counts_the_live_sessions_and_their_bytes(
     clock.advance(DEFAULT_SESSION_TTL_S / 2)  # alice's session expires (lazily): not live
     (bob,) = session_store.list_user_sessions(user_id=BOB)
     assert session_store.usage() == Usage(1, session_bytes(bob))
+
+
+# ---------------------------------------------------------------- a backend from the primitives
+class MinimalSessionStore(SessionStore):
+    """A session backend written from the four primitives alone: one dict, brute force.
+    It runs the whole suite above (the "minimal" backend): the public API and its
+    semantics come from `SessionStore`, not from the backend."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sessions: dict[tuple[str, str], tuple[SessionState, list[str]]] = {}
+
+    def _live(self, key: tuple[str, str], now: float) -> tuple[SessionState, list[str]] | None:
+        entry = self.sessions.get(key)
+        if entry is not None and now >= entry[0].expires_at:
+            del self.sessions[key]  # lazy expiry
+            return None
+        return entry
+
+    def _apply(self, op: SessionOp) -> Any:
+        if isinstance(op, CreateSession):
+            key = (op.state.user_id, op.state.session_id)
+            if self._live(key, op.state.started_at) is not None:
+                return False
+            self.sessions[key] = (_copied(op.state), [])
+            return True
+        if isinstance(op, ListSessions):
+            mine = [k for k in list(self.sessions) if k[0] == op.user_id]
+            states = [e[0] for k in mine if (e := self._live(k, op.now)) is not None]
+            return sorted(map(_copied, states), key=lambda s: (s.started_at, s.session_id))
+        if isinstance(op, DeleteUserSessions):
+            mine = [k for k in self.sessions if k[0] == op.user_id]
+            live = sum(op.now < self.sessions[k][0].expires_at for k in mine)
+            for key in mine:
+                del self.sessions[key]
+            return live
+        key = (op.user_id, op.session_id)
+        entry = self._live(key, op.now)
+        if entry is None:
+            return False if isinstance(op, CloseSession | ResetSession | DeleteSession) else None
+        state, window = entry
+        if isinstance(op, ReadContext):
+            return list(window)
+        if isinstance(op, CloseSession):
+            self.sessions[key] = (replace(state, status=SessionStatus.CLOSED), window)
+        elif isinstance(op, ResetSession):
+            self.sessions[key] = (replace(state, task_state={}), [])
+        elif isinstance(op, DeleteSession):
+            del self.sessions[key]
+        elif isinstance(op, ReadSession):
+            if op.refresh_until is not None and state.status is SessionStatus.ACTIVE:
+                state = replace(state, last_active_at=op.now, expires_at=op.refresh_until)
+                self.sessions[key] = (state, window)
+            return _copied(state)
+        elif state.status is SessionStatus.CLOSED:
+            raise SessionClosed(f"session_id: session {op.session_id!r} is closed")
+        else:
+            state = replace(state, last_active_at=op.now, expires_at=op.refresh_until)
+            if isinstance(op, AppendMessage):
+                window = [op.message_id, *window][: self.window]
+                self.sessions[key] = (state, window)
+                return list(window)
+            state = replace(state, task_state=json.loads(json.dumps(op.task_state)))
+            self.sessions[key] = (state, window)
+            return _copied(state)
+        return True
+
+    def _sweep(self, now: float, batch_size: int) -> int:
+        due = sorted(
+            (state.expires_at, f"{user}:{sid}", (user, sid))
+            for (user, sid), (state, _) in self.sessions.items()
+            if state.expires_at <= now
+        )[:batch_size]
+        for *_, key in due:
+            del self.sessions[key]
+        return len(due)
+
+    def _count(self, now: float) -> int:
+        return sum(now < state.expires_at for state, _ in self.sessions.values())
+
+    def _usage(self, now: float) -> Usage:
+        live = [state for state, _ in self.sessions.values() if now < state.expires_at]
+        return Usage(len(live), sum(session_bytes(s) for s in live))
+
+    def raw_values(self) -> list[str]:
+        """Every string held, as the PII tests read a backend's stored data."""
+        return [
+            text
+            for (user, sid), (state, window) in self.sessions.items()
+            for text in (user, sid, state.channel, json.dumps(state.task_state), *window)
+        ]
+
+
+def _copied(item: Any) -> Any:
+    """`item` with its task state copied (stored apart from what callers hold)."""
+    return replace(item, task_state=json.loads(json.dumps(item.task_state)))
+
+
+@pytest.fixture(params=[*SESSION_BACKENDS, MINIMAL])
+def session_backend(request: pytest.FixtureRequest) -> str:
+    """Every session backend, and the minimal one above."""
+    return str(request.param)
+
+
+@pytest.fixture
+def minimal_session_store_class() -> type[SessionStore]:
+    return MinimalSessionStore

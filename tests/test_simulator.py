@@ -20,15 +20,16 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from memharness.cli import main
-from memharness.run_cmd import file_scenario, generated_users
+from memharness.run_inputs import file_scenario, generated_users
 from memharness.scenarios import load_scenario, parse_scenario
 from memharness.sim import ScenarioInput, SpecError, StrategySpec
 from memharness.sim.plan import sweep_ticks
 from memharness.sim.results import ResultWriter
-from memharness.sim.runner import RunOptions, Simulator, StrategyOutcome
+from memharness.sim.runner import RunOptions, StrategyOutcome
+from memharness.sim.simulator import Simulator
 from memharness.sim.truth import FactState, UserTruth
 from reference.crypto import generate_key
-from reference.forgetting.loading import list_strategies
+from reference.policy.loading import list_strategies
 from reference.settings import Settings
 
 SUITE = Path(__file__).resolve().parents[1] / "scenarios"

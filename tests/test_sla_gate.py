@@ -1,4 +1,4 @@
-"""The SLA gate of bench/: the statistics of bench/sla.py, the gate failing on a
+"""The SLA gate of bench/: the statistics of memharness/verdict/, the gate failing on a
 deliberately slowed null backend (in process, and end to end through `pytest bench`),
 `--strategy` (bench.json names it; a wrong one is a usage error), and the background
 operations doing their work each sample (on the in-memory stores).
@@ -9,12 +9,14 @@ from null stores that do nothing but (when slowed) busy-wait a fixed time.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +27,15 @@ from pydantic import SecretStr
 from bench.machine import MachineProbe, Reference, load_reference, record, slowdown
 from bench.measure import OpSamples, Recorder, report, time_calls, write_report
 from bench.null_backend import build_null_system
-from bench.sla import SLA_MS, Verdict, bootstrap_cis, check_sla, gate, percentiles
 from memharness.ab.background import EVENT_MEMORIES, SESSION_RECORDS, Background, event_rule
 from memharness.cli import main
+from memharness.verdict.intervals import Verdict, bootstrap_cis, percentiles
+from memharness.verdict.limits import SLA_MS
+from memharness.verdict.samples import check_sla, gate
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
-from reference.forgetting.loading import load_strategy
 from reference.models import Category
+from reference.policy.loading import load_strategy
 from reference.settings import Settings
 from reference.system import MemorySystem
 
@@ -153,7 +157,7 @@ def test_the_recorder_judges_each_operation_by_its_own_probes() -> None:
 
 
 def test_the_report_says_how_the_machine_ran_against_which_reference() -> None:
-    from memharness.bench_cmd import format_report
+    from memharness.bench_report import format_report
 
     key = {"embedder": "hashing"}
     recorder = Recorder(Reference(key=key, probe_p50_ms=10.0, recorded_at="then", runs=[]))
@@ -228,7 +232,7 @@ def test_the_null_backend_runs_every_measured_operation() -> None:
     assert set(result.timings_ms) >= {"session", "stm", "ltm", "embed", "turn"}
 
 
-def _session_samples(delay_ms: float) -> Recorder:
+def _session_samples(delay_ms: float, clock: Callable[[], float] = time.perf_counter) -> Recorder:
     system = build_null_system(session_delay_ms=delay_ms)
     recorder = Recorder()
     samples = time_calls(
@@ -236,16 +240,20 @@ def _session_samples(delay_ms: float) -> Recorder:
         rounds=200,
         warmup=5,
         setup=lambda: ((), {"user_id": "u1", "session_id": "s1"}),
+        clock=clock,
     )
     recorder.add(OpSamples("session.get", "session", "null", samples))
     return recorder
 
 
 def test_a_healthy_null_backend_passes() -> None:
-    outcome = _session_samples(0.0).evaluate()
+    ticks = itertools.count()
+    outcome = _session_samples(0.0, clock=lambda: next(ticks) * 0.0002).evaluate()
     assert outcome.passed, outcome.summary()
     (check,) = outcome.checks
-    assert check.p95_ms < 1.0  # the harness's own cost of a session call
+    assert check.n == 200  # the 5 warm-up calls are not samples
+    assert check.p95_ms == pytest.approx(0.2)  # each call read as one 0.2 ms tick
+    assert check.p95_ci.low == pytest.approx(0.2) and check.verdict is Verdict.PASS
 
 
 def test_a_slowed_null_backend_fails_the_gate_naming_the_session_sla(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 On every STM backend: an access is seen by every read at once, whether or not it has
 been written (an extended expiry keeps the record live to get, records, count, query,
-scan_due, usage and sweep_expired), and it never outlives a delete. On Chroma: the
+scan_due, usage and the engine's sweep), and it never outlives a delete. On Chroma: the
 write waits in the buffer until it is full, a sweep, or `dispose`; the stored rows then
 hold it; a failed write keeps it; a flush that lands during a read makes the read fetch
 again. (tests/test_engine.py: a sweep sees the window an access moved.)
@@ -19,10 +19,11 @@ from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable
 from reference.models import MemoryRecord, RetentionUpdate
 from reference.stm.access import AccessBuffer, AccessWrite
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
 from reference.stm.chroma_store import ChromaShortTermStore
+from reference.stm.filters import StmFilter
 from tests.conftest import T0
-from tests.fixtures.stm_backends import chroma_backend_params
+from tests.fixtures.stm_backends import chroma_backend_params, sweep_due
 
 TTL = DEFAULT_STM_TTL_S
 ALICE = "alice"
@@ -65,7 +66,7 @@ def test_an_access_that_moves_expiry_is_seen_by_every_read(
     assert [h.record for h in hits] == [got]
     due = stm_store.scan_due(now=clock.now()).records
     assert [r.record_id for r in due] == [seats.record_id]
-    assert stm_store.sweep_expired() == 1  # seats; the flight's window was moved
+    assert sweep_due(stm_store) == 1  # seats; the flight's window was moved
     assert stm_store.get(user_id=ALICE, record_id=flight.record_id) == got
 
     clock.set(later)

@@ -22,17 +22,23 @@ import pytest
 
 from reference.clock import VirtualClock
 from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
-from reference.models import MemoryType, RetentionUpdate, Status
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
+from reference.models import Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
 from reference.stm.chroma_client import make_chroma_client, parse_chroma_url
 from reference.stm.chroma_store import ChromaShortTermStore
-from reference.text import Embedder, IntentDecision, PiiMasker
+from reference.stm.filters import StmFilter
+from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
+from reference.stm.primitives import DeleteRecords, PutRecord, StmWrite, WriteAccess
+from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
 from tests.conftest import T0
 from tests.fixtures.stm_backends import (
+    MINIMAL,
+    STM_BACKENDS,
     StmStoreFactory,
     chroma_backend_params,
     chroma_client,
     raw_documents,
+    sweep_due,
 )
 
 TTL = DEFAULT_STM_TTL_S
@@ -270,19 +276,18 @@ def test_expired_records_vanish_without_a_sweep(
     assert sorted(r.record_id for r in dead) == sorted([record_id, short])
 
 
-def test_sweep_deletes_expired_in_batches(stm_store: ShortTermStore, clock: VirtualClock) -> None:
+def test_the_engines_sweep_removes_expired_in_pages(
+    stm_store: ShortTermStore, clock: VirtualClock
+) -> None:
     for i in range(5):
         _add(stm_store, f"{FLIGHT} number {i}", ttl_s=10)
     keep = [_add(stm_store, SEATS), _add(stm_store, HOTEL, user_id=BOB)]
-    assert stm_store.sweep_expired() == 0
+    assert sweep_due(stm_store) == 0
     clock.advance(11)
-    assert [stm_store.sweep_expired(batch_size=2) for _ in range(4)] == [2, 2, 1, 0]
+    assert [sweep_due(stm_store, limit=2) for _ in range(4)] == [2, 2, 1, 0]
     alive = stm_store.records(filter=StmFilter(user_id=ALICE, include_dead=True))
     assert [r.record_id for r in alive] == keep[:1]
     assert stm_store.count() == 2
-    with pytest.raises(InvalidInput) as info:
-        stm_store.sweep_expired(batch_size=0)
-    assert info.value.field == "batch_size"
 
 
 # ---------------------------------------------------------------- get / records / delete / count
@@ -335,7 +340,7 @@ def test_never_expires_and_a_given_intent(stm_store: ShortTermStore, clock: Virt
     assert (result.reason, result.record.type) == ("the caller's", MemoryType.FACT)
     clock.advance(10 * 365 * 86400)
     assert stm_store.get(user_id=ALICE, record_id=result.record.record_id) == result.record
-    assert stm_store.sweep_expired() == 0
+    assert sweep_due(stm_store) == 0
     with pytest.raises(InvalidInput, match=r"^ttl_s: "):
         stm_store.add(user_id=ALICE, session_id="s1", text=FLIGHT, ttl_s=5, never_expires=True)
 
@@ -368,7 +373,7 @@ def test_touch_stores_retention_in_one_write(
     assert stm_store.get(user_id=ALICE, record_id=short) is None
     clock.advance(500)
     assert stm_store.get(user_id=ALICE, record_id=flight) is None
-    assert stm_store.sweep_expired() == 2  # flight at its new deadline, and short
+    assert sweep_due(stm_store) == 2  # flight at its new deadline, and short
     with pytest.raises(InvalidInput, match=r"^importance: "):
         stm_store.touch(user_id=ALICE, updates=[RetentionUpdate(seats, None, -1.0)])
 
@@ -463,7 +468,7 @@ def test_scan_due_lists_records_that_are_not_active(
     assert record is not None
     # No public operation leaves a short-term record inactive (archiving one removes it),
     # but a store written by another version may hold one: a sweep must see it at once.
-    stm_store._put(replace(record, status=Status.ARCHIVED), list(np.ones(384)))
+    stm_store._apply(PutRecord(replace(record, status=Status.ARCHIVED), np.ones(384)))
     assert [r.record_id for r in stm_store.scan_due(now=T0).records] == [kept]
     assert other not in [r.record_id for r in stm_store.scan_due(now=T0 + 1).records]
 
@@ -587,13 +592,11 @@ def _replay(
         elif op == "advance":
             clock.advance(kwargs["seconds"])
         elif op == "sweep":
-            out.append(("swept", store.sweep_expired(**kwargs)))
+            out.append(("swept", sweep_due(store, limit=kwargs["batch_size"])))
         else:
             out.append(("deleted", store.delete(**kwargs)))
     out.append(("count", store.count()))
-    # Which expired records a partial sweep takes is backend-specific (Chroma cannot
-    # order a get by metadata); after a full sweep the stored sets must agree again.
-    out.append(("swept", store.sweep_expired(batch_size=10_000) >= 0))
+    out.append(("swept", sweep_due(store, limit=10_000)))
     for user in (ALICE, BOB):
         out.append(store.records(filter=StmFilter(user_id=user, include_dead=True)))
     return out
@@ -732,3 +735,75 @@ def test_embedded_client_is_one_per_directory(data_dir: Path) -> None:
     client = make_chroma_client(None, data_dir)
     assert make_chroma_client(None, data_dir / ".") is client
     assert (data_dir / "chroma").is_dir()
+
+
+# ---------------------------------------------------------------- a backend from the primitives
+class MinimalShortTermStore(ShortTermStore):
+    """A short-term backend written from the five primitives alone: dicts, brute force,
+    the shared storage rules (`storable_*`) and exact cosine. It runs the whole suite
+    above (the "minimal" backend): the public API comes from `ShortTermStore`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stored: dict[str, MemoryRecord] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def _apply(self, op: StmWrite) -> Any:
+        if isinstance(op, PutRecord):
+            storable_record(op.record)
+            self.vectors[op.record.record_id] = storable_vector("embedding", op.embedding).copy()
+            self.stored[op.record.record_id] = op.record
+            return None
+        if isinstance(op, WriteAccess):
+            for write in op.writes:
+                if write.record_id in self.stored:
+                    self.stored[write.record_id] = write.apply(self.stored[write.record_id])
+            return None
+        ids = (
+            [r.record_id for r in self._fetch(op.filter, op.now)]
+            if isinstance(op, DeleteRecords)
+            else [i for i in op.record_ids if i in self.stored]
+        )
+        for record_id in ids:
+            del self.stored[record_id], self.vectors[record_id]
+        return len(ids)
+
+    def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+        found = [r for r in self.stored.values() if flt.matches(r, now)]
+        return sorted(found, key=lambda r: (r.created_at, r.record_id))
+
+    def _search(
+        self, embedding: Any, flt: StmFilter, k: int, now: float
+    ) -> list[Hit[MemoryRecord]]:
+        query = storable_vector("embedding", embedding)
+        found = self._fetch(flt, now)
+        if not found:
+            return []
+        scores = cosine_scores(np.stack([self.vectors[r.record_id] for r in found]), query)
+        best = top_k(((float(s), r.record_id, r) for s, r in zip(scores, found, strict=True)), k)
+        return [Hit(record=record, score=score) for score, _, record in best]
+
+    def _count(self, flt: StmFilter | None, now: float) -> int:
+        if flt is None:
+            return sum(r.is_live(now) for r in self.stored.values())
+        return len(self._fetch(flt, now))
+
+    def _scan(self, after: str | None, limit: int, due_at: float | None) -> list[MemoryRecord]:
+        page = sorted(
+            (r for r in self.stored.values() if after is None or r.record_id > after),
+            key=lambda r: r.record_id,
+        )
+        if due_at is not None:
+            page = [r for r in page if not r.is_live(due_at)]
+        return page[:limit]
+
+
+@pytest.fixture(params=[*STM_BACKENDS, MINIMAL])
+def stm_backend(request: pytest.FixtureRequest) -> str:
+    """Every short-term backend, and the minimal one above."""
+    return str(request.param)
+
+
+@pytest.fixture
+def minimal_stm_store_class() -> type[ShortTermStore]:
+    return MinimalShortTermStore

@@ -14,17 +14,17 @@ from hypothesis import strategies as st
 
 from memharness.strategies_cmd import duration, strategies
 from reference.errors import InvalidInput
-from reference.forgetting.loading import (
+from reference.models import Category, MemoryType
+from reference.policy.loading import (
     BUILTINS,
-    StrategyError,
     StrategyRegistry,
     list_strategies,
     load_strategy,
     load_strategy_file,
     parse_strategy,
 )
-from reference.forgetting.strategy import DAY_S, Strategy
-from reference.models import Category, MemoryType
+from reference.policy.rules import DAY_S
+from reference.policy.strategy import Strategy, StrategyError
 
 HOUR = 3600.0
 BUILTIN_NAMES = list(BUILTINS)
@@ -34,7 +34,7 @@ BUILTIN_NAMES = list(BUILTINS)
 def test_the_registry_lists_exactly_the_shipped_yaml_files() -> None:
     shipped = {
         entry.name.removesuffix(".yaml")
-        for entry in resources.files("reference.forgetting").joinpath("builtin").iterdir()
+        for entry in resources.files("reference.policy").joinpath("builtin").iterdir()
         if entry.name.endswith(".yaml")
     }
     assert shipped == set(BUILTINS)
@@ -48,6 +48,7 @@ def test_the_registry_lists_exactly_the_shipped_yaml_files() -> None:
         "event_driven",
         "hybrid",
         "hybrid_rules",
+        "seed_mixed",
         "oracle",
     ]
 
@@ -109,6 +110,12 @@ def test_builtins_say_what_design_md_says() -> None:
         10.0,
     )
     assert load_strategy("recency_decay").decay is not None
+    mixed = load_strategy("seed_mixed")
+    assert mixed.ttl is not None and mixed.sliding is not None
+    assert mixed.ttl.ttl_for(Category.PREFERENCE) == 30 * DAY_S
+    assert mixed.ttl.ttl_for(MemoryType.FACT) is None
+    assert mixed.sliding.window_s == HOUR and mixed.sliding.layers == ("stm",)
+    assert [rule.event for rule in mixed.events] == ["ticket_closed"]
     oracle = load_strategy("oracle")
     assert oracle.oracle and oracle.ttl is None and oracle.events == ()
 
@@ -262,6 +269,34 @@ def test_fingerprint_is_stable_and_ignores_spelling_of_the_same_config() -> None
     assert layers.fingerprint() == swapped.fingerprint()
 
 
+#: Run results are keyed by fingerprint: a new option must not re-key these.
+FINGERPRINTS = {
+    "keep_all": "8b67b0274a6e",
+    "fixed_ttl": "bbf15c0d4f86",
+    "typed_ttl": "78b2ba742411",
+    "sliding_window": "4ff93ea73238",
+    "importance": "974cf97ac32f",
+    "recency_decay": "3d1425d51a78",
+    "event_driven": "ce086d163485",
+    "hybrid": "ece87c10a7e8",
+    "hybrid_rules": "4b8f276726cd",
+    "oracle": "536d484f4d12",
+}
+
+
+def test_builtin_fingerprints_stay_what_results_were_keyed_by() -> None:
+    assert {name: load_strategy(name).fingerprint() for name in FINGERPRINTS} == FINGERPRINTS
+
+
+def test_the_default_promotion_is_the_only_setting_left_out_of_a_fingerprint() -> None:
+    rules = parse_strategy("name: a\ndescription: d\n")
+    spelled = parse_strategy("name: a\ndescription: d\npromotion: rules\n")
+    consolidating = parse_strategy("name: a\ndescription: d\npromotion: consolidate\n")
+    floor = consolidating.with_params({"consolidation.min_importance": 4})
+    assert rules.fingerprint() == spelled.fingerprint()
+    assert len({rules.fingerprint(), consolidating.fingerprint(), floor.fingerprint()}) == 3
+
+
 def test_every_builtin_has_its_own_fingerprint() -> None:
     prints = [load_strategy(name).fingerprint() for name in BUILTIN_NAMES]
     assert len(set(prints)) == len(prints)
@@ -323,6 +358,7 @@ def test_cli_lists_every_strategy_on_one_line_with_its_parameters() -> None:
     assert "preference=30d" in by_name["typed_ttl"]
     assert "archival inactive=90d delete=30d" in by_name["hybrid"]
     assert "decay lambda=0.1/d" in by_name["recency_decay"]
+    assert "sliding window=1h types=conversation,instruction layers=stm" in by_name["seed_mixed"]
 
 
 def test_cli_show_prints_yaml_that_loads_back() -> None:

@@ -11,13 +11,14 @@ from reference.clock import SystemClock, VirtualClock
 from reference.errors import InvalidInput
 from reference.factory import build_memory_system
 from reference.keys import Namespace
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Category, Fact
 from reference.pii import contains_raw_pii
 from reference.settings import Settings
-from reference.stm.base import StmFilter
-from reference.system import TIMING_KEYS, MemorySystem
-from reference.text import Embedder
+from reference.stm.filters import StmFilter
+from reference.system import MemorySystem
+from reference.text_interfaces import Embedder
+from reference.turns import TIMING_KEYS
 
 HOUR = 3600.0
 

@@ -13,13 +13,13 @@ from reference.clock import VirtualClock
 from reference.crypto import generate_key
 from reference.factory import build_memory_system
 from reference.keys import Namespace
-from reference.lexicon import key_family
-from reference.ltm.base import LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Category
+from reference.policy.lexicon import key_family
 from reference.promotion import DEFAULT_IMPORTANCE, IMPORTANCE_EXPLICIT, IMPORTANCE_SAFETY
 from reference.settings import Settings
 from reference.system import MemorySystem
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 DAY = 86_400.0
 

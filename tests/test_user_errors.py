@@ -12,7 +12,8 @@ from memharness.cli import main
 from memharness.scenarios.loader import ScenarioError, load_scenario
 from memharness.scenarios.stream import stream_scenario
 from reference.durations import DurationError, parse_duration
-from reference.forgetting.loading import StrategyError, load_strategy, parse_strategy
+from reference.policy.loading import load_strategy, parse_strategy
+from reference.policy.strategy import StrategyError
 from reference.suggest import closest, did_you_mean
 from reference.yamldoc import Problem
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from reference.forgetting.commands import ForgetCommand, parse_forget_command
-from reference.intent import RuleIntentFilter
-from reference.lexicon import key_family
 from reference.models import MemoryType
+from reference.policy.forget_commands import ForgetCommand, parse_forget_command
+from reference.policy.intent import RuleIntentFilter
+from reference.policy.lexicon import key_family
 from reference.promotion import extract_fact, should_promote
 
 REPO = Path(__file__).resolve().parents[1]

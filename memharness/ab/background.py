@@ -171,19 +171,35 @@ def event_rule(strategy: Any) -> Any:
 
 def put_records(store: Any, records: list[MemoryRecord], vectors: np.ndarray) -> None:
     """Write records as they are (expiry included) in one bulk write on Chroma (the
-    store's own metadata layout), else record by record through the store's primitive."""
+    store's own metadata layout), else record by record through the store's primitive.
+
+    The A/B gate runs this file against both arms' trees, so the write goes through what
+    the arm's store has: the typed `_apply` primitive, or the `_put` of stores from before
+    the primitives (the arm under comparison may be an older commit)."""
     collection = getattr(store, "_collection", None)
     if collection is not None:
-        chroma_store = importlib.import_module("reference.stm.chroma_store")
         collection.add(
             ids=[r.record_id for r in records],
             embeddings=vectors,
-            metadatas=[chroma_store._to_metadata(r) for r in records],
+            metadatas=[_chroma_metadata()(r) for r in records],
             documents=[r.text for r in records],
         )
         return
+    if hasattr(store, "_apply"):
+        put = importlib.import_module("reference.stm.primitives").PutRecord
+        for record, vector in zip(records, vectors, strict=True):
+            store._apply(put(record, vector))
+        return
     for record, vector in zip(records, vectors, strict=True):
         store._put(record, vector)
+
+
+def _chroma_metadata() -> Callable[[MemoryRecord], dict[str, Any]]:
+    """The arm's Chroma metadata layout for a record (its module moved with the primitives)."""
+    try:
+        return importlib.import_module("reference.stm.chroma_rows").to_metadata
+    except ImportError:
+        return importlib.import_module("reference.stm.chroma_store")._to_metadata
 
 
 class ShardReplay:

@@ -21,6 +21,7 @@ from types import FrameType
 import click
 
 from memharness.ab.arms import AbError, candidate_tree, resolve_baseline
+from memharness.ab.model import AbSettings
 from memharness.ab.report import (
     ab_history_line,
     append_history,
@@ -29,9 +30,9 @@ from memharness.ab.report import (
     table,
     write_json,
 )
-from memharness.ab.runner import AbSettings, run_ab
-from memharness.ab.stats import Verdict
+from memharness.ab.runner import run_ab
 from memharness.ab.worker import OPS
+from memharness.verdict.intervals import Verdict
 
 
 def parse_inject(value: str | None) -> tuple[str, float] | None:

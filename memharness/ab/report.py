@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from memharness.ab.runner import AbResult, OpResult
-from memharness.ab.stats import Comparison, Verdict, hd_quantiles
+from memharness.ab.model import AbResult, OpResult
 from memharness.ab.worker import OPS
 from memharness.ab.worker import STRATEGY as WORKER_STRATEGY
+from memharness.verdict.ab import Comparison
+from memharness.verdict.intervals import Verdict, hd_quantiles
 
 
 def _r(value: float, digits: int = 4) -> float | None:

@@ -25,7 +25,7 @@ commit on this 2-core machine while another engineer's benchmarks and simulation
   and cheap operations' per-round deviation halved. Both arms then share that CPU's
   contention call for call.
 - **Extra rounds only for a suspected slowdown**: an inconclusive comparison whose point
-  ratio is over 1 + T, in an operation not already failing (`stats.suspected`). Under
+  ratio is over 1 + T, in an operation not already failing (`verdict.ab.suspected`). Under
   load p95 intervals span +-20-50%, so most runs have an inconclusive p95 near 1 (7 of 10
   A/A runs ended WARN, every time on a p95); more rounds there could at best turn a WARN into a
   PASS, and cost a minute. Rounds go where they can prove a FAIL.
@@ -70,98 +70,23 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
 from memharness.ab.arms import AbError, ArmTree
+from memharness.ab.model import ARMS, AbResult, AbSettings, OpResult
 from memharness.ab.processes import WorkerProcess, start_servers, worker_env
-from memharness.ab.stats import (
-    FAMILY_ALPHA,
-    RESAMPLES,
+from memharness.verdict.ab import (
     SEED,
-    Comparison,
-    Verdict,
     compare,
     label_swap_false_alarms,
     op_verdict,
     suspected,
 )
+from memharness.verdict.intervals import Verdict
 from reference.crypto import generate_key
-
-ARMS = ("baseline", "candidate")
-#: Seeded sizes: bench small's (bench/config.py).
-SIZES = {
-    "sessions": 1_000,
-    "stm_session": 1_000,
-    "stm_collection": 5_000,
-    "ltm_rows": 10_000,
-    "ltm_facts_per_user": 100,
-}
-
-
-@dataclass(slots=True)
-class AbSettings:
-    """The gate's options (see `memharness bench --help` and docs/latency.md)."""
-
-    backend: str = "real"  # "real": embedded servers; "null": bench/null_backend.py
-    embedder: str = "minilm"
-    threads: int | None = 1  # MiniLM's torch threads
-    rounds: int = 24
-    extra_rounds: int = 8  # once, when an operation is inconclusive
-    calls_scale: float = 1.0  # x each op's calls per round and arm (worker.OPS)
-    chunk: int = 1  # calls per arm turn inside a round; 0: one whole block per arm
-    restart_every: int = 8  # rounds per worker lifetime
-    seed: int = 1
-    t50: float = 0.10
-    t95: float = 0.15
-    null_delay_ms: float = 1.0
-    cpu: int | None = None  # pin both workers to this CPU (None: no pinning)
-    inject: tuple[str, float] | None = None  # (op, fraction of its median), candidate only
-    sizes: dict[str, int] = field(default_factory=lambda: dict(SIZES))
-    resamples: int = RESAMPLES
-    family_alpha: float = FAMILY_ALPHA
-
-    @property
-    def thresholds(self) -> dict[float, float]:
-        return {0.5: self.t50, 0.95: self.t95}
-
-
-@dataclass(slots=True)
-class OpResult:
-    op: str
-    comparisons: list[Comparison]
-    verdict: Verdict
-    swap_alarms: dict[str, float]  # per quantile label: share of label swaps that FAIL
-    swap_spread: dict[str, float]  # per quantile label: 95th pct of swapped ratios
-
-
-@dataclass(slots=True)
-class AbResult:
-    settings: AbSettings
-    arms: dict[str, ArmTree]
-    ops: list[OpResult]
-    rounds: int
-    extended: bool
-    samples: dict[str, dict[str, list[list[float]]]]  # arm -> op -> per-round samples
-    round_info: list[dict[str, Any]]
-    workers: list[dict[str, Any]]  # per start: arm, pid, reference file, round
-    seeding_s: dict[str, dict[str, float]]
-    inject_ms: list[float]  # per candidate worker: the busy wait added to the injected op
-    wall_s: float
-    first_pass: dict[str, str]  # op -> verdict before the extra rounds
-    #: Operations the baseline cannot run (reported NEW), with the worker's reason.
-    new_ops: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def verdict(self) -> Verdict:
-        verdicts = {op.verdict for op in self.ops}
-        for worst in (Verdict.FAIL, Verdict.WARN, Verdict.INCONCLUSIVE):
-            if worst in verdicts:
-                return worst
-        return Verdict.PASS
 
 
 class Gate:

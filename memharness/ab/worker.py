@@ -20,15 +20,14 @@ The first reply is `hello` (or an `error`); then per request:
 - `{"cmd": "drop"}` removes the arm's namespace (external servers); `{"cmd": "exit"}`.
 
 The real arms' systems run `STRATEGY` (hybrid) with the gate run's encryption key. The
-background operations (`sweep.batch`, `consolidate.session`, `event.apply`,
-`shard.replay`) come from background.py beside this file, loaded by path: harness from
-the candidate, `reference` and the simulator from the arm. On the null backend they run
-on the in-memory stores.
+inputs (inputs.py) and the background operations (background.py: `sweep.batch`,
+`consolidate.session`, `event.apply`, `shard.replay`; on the null backend, on the
+in-memory stores) are loaded by path from beside this file: harness from the candidate,
+`reference` and the simulator from the arm.
 
-Injected slowdown (`inject` in the config, candidate only): after the first warm-up
-block, `fraction` x that op's warm-up median is busy-waited inside every timed call of
-the op: every worker (after every restart) measures its own, so the delay follows the
-machine's load from one worker lifetime to the next.
+Injected slowdown (`inject`, candidate only): after the first warm-up block, `fraction`
+x that op's warm-up median is busy-waited in every timed call of the op, measured anew by
+every worker lifetime, so the delay follows the machine's load.
 """
 
 from __future__ import annotations
@@ -40,13 +39,15 @@ import json
 import os
 import random
 import statistics
-import string
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memharness.ab.inputs import Call, Inputs, Setup
 
 #: The operations, and their calls per round and arm (x `--ab-calls-scale`): about the
 #: same time per operation, so cheap ones get more samples (their medians are noisier).
@@ -70,15 +71,6 @@ OPS: dict[str, int] = {
 STRATEGY = "hybrid"
 STM_CACHED_QUERY = "Please remember the aisle seat on the morning flight"
 LTM_CACHED_QUERY = "which hotel room do I prefer"
-# The texts both arms are timed on: the worker's own copy of bench/seed.py's vocabulary,
-# because it imports bench.seed from each arm's tree, whose version may differ.
-_VOCABULARY = (
-    "ship deliver express parcel seat aisle window hotel room flight coffee tea address "
-    "office meeting invoice refund order ticket repair heater printer budget report "
-    "vegetarian spicy morning evening weekend airport taxi train museum doctor dentist "
-    "garden bicycle laptop password account balance salary visa passport holiday"
-)
-_WORDS = tuple(_VOCABULARY.split())
 
 
 class Missing(Exception):
@@ -98,47 +90,6 @@ def need(module: str, name: str | None = None) -> Any:
     return getattr(found, name)
 
 
-def busy_wait(delay_s: float) -> None:
-    """Spin for `delay_s` (busy, not sleep: exact, independent of timer slack)."""
-    end = time.perf_counter() + delay_s
-    while time.perf_counter() < end:
-        pass
-
-
-class Inputs:
-    """Per-block inputs from a seed: both arms get the same texts, users and keys."""
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self.rng = random.Random(seed)
-
-    def sentence(self, low: int = 5, high: int = 12) -> str:
-        return " ".join(self.rng.choice(_WORDS) for _ in range(self.rng.randint(low, high)))
-
-    def nonce(self) -> str:
-        # Letters only: digits could look like phone numbers to the PII masker.
-        return "".join(self.rng.choice(string.ascii_lowercase) for _ in range(10))
-
-    def fresh(self, lead: str) -> str:
-        """A sentence no one has embedded yet (a cache miss)."""
-        return f"{lead} {self.sentence()} ref {self.nonce()}"
-
-    def utterance(self) -> str:
-        """A turn's utterance: instructions, preferences, facts and chit-chat, fresh."""
-        kind = self.rng.randrange(4)
-        tail = f"{self.sentence(3, 8)} ref {self.nonce()}"
-        lead = ("Please book the", "I always prefer the", "My", "haha ok thanks")[kind]
-        if kind == 1:
-            return f"{lead} {self.rng.choice(_WORDS)} option, {tail}"
-        if kind == 2:
-            return f"{lead} {self.rng.choice(_WORDS)} is {tail}"
-        return f"{lead} {tail}"
-
-
-Call = Callable[[], object]
-Setup = Callable[[Inputs, int], Call]
-
-
 class Arm:
     """The system under test of one arm, its seeded data, and the operations on it."""
 
@@ -156,8 +107,7 @@ class Arm:
             )
         else:
             self.system = self._build_real()
-        self.ltm_user = need("bench.seed", "ltm_user")
-        self.ltm_key = need("bench.seed", "ltm_key")
+        self.ltm_user, self.ltm_key = need("bench.seed", "ltm_user"), need("bench.seed", "ltm_key")
         self.category = need("reference.models", "Category")
         self.stm_user, self.stm_session = str(self.ltm_user(0)), "stm-s0"
         self.sessions = [(str(u), str(s)) for u, s in config.get("sessions") or []]
@@ -185,27 +135,19 @@ class Arm:
         if settings.redis_url is None or settings.pg_url is None:
             raise RuntimeError("MEMH_REDIS_URL and MEMH_PG_URL must name the shared servers")
         self.settings = settings
-        threads = config.get("threads")
-        inner = (
-            need("reference.embedding", "MiniLMEmbedder")(threads=threads)
-            if config["embedder"] == "minilm"
-            else need("reference.embedding", "HashingEmbedder")()
-        )
+        minilm = config["embedder"] == "minilm"
+        inner = need("reference.embedding", "MiniLMEmbedder" if minilm else "HashingEmbedder")
+        inner = inner(threads=config.get("threads")) if minilm else inner()
         embedder = embedding.CachedEmbedder(inner, maxsize=10_000)
-        return build(
-            settings,
-            embedder=embedder,
-            namespace=namespace_cls(config["prefix"]),
-            strategy=STRATEGY,
-        )
+        namespace = namespace_cls(config["prefix"])
+        return build(settings, embedder=embedder, namespace=namespace, strategy=STRATEGY)
 
     def _seed(self) -> None:
         """The arm's own seed functions, at the configured sizes (once per arm)."""
         if self.null:
             return
-        seed_sessions = need("bench.seed", "seed_sessions")
-        seed_stm = need("bench.seed", "seed_stm")
-        seed_ltm = need("bench.seed", "seed_ltm")
+        names = ("seed_sessions", "seed_stm", "seed_ltm")
+        seed_sessions, seed_stm, seed_ltm = (need("bench.seed", name) for name in names)
         sizes, system = self.sizes, self.system
         started = time.perf_counter()
         opened = seed_sessions(system.session, count=sizes["sessions"])
@@ -232,7 +174,6 @@ class Arm:
         )
         self.seeding_s["ltm"] = time.perf_counter() - mark
 
-    # ------------------------------------------------------------------ operations
     def setups(self) -> dict[str, Setup]:
         """Per op: from the block's inputs and the call's index, the untimed setup that
         returns the timed call (bench/test_*_bench.py's definitions)."""
@@ -294,13 +235,11 @@ class Arm:
         }
 
     def background_setups(self) -> dict[str, Setup]:
-        """The background operations (memharness/ab/background.py, this file's sibling,
-        run on this arm's `reference`); an operation the arm cannot set up goes into
-        `self.unavailable` with the reason. On the null backend they run on the in-memory
-        stores (no servers: the engine's own cost)."""
+        """The background operations (background.py, on this arm's `reference`); one the
+        arm cannot set up goes into `self.unavailable` with the reason."""
         found: dict[str, Setup] = {}
         try:
-            module = _load_background()
+            module = _load_beside("background.py")
             system = self.system if not self.null else self._memory_system()
             work = module.Background(system)
             found["sweep.batch"] = _seeded(work.sweep_setup)
@@ -310,7 +249,7 @@ class Arm:
             for op in ("sweep.batch", "consolidate.session", "event.apply"):
                 self.unavailable[op] = f"{type(exc).__name__}: {exc}"
         try:
-            replay = _load_background().ShardReplay(STRATEGY)
+            replay = _load_beside("background.py").ShardReplay(STRATEGY)
             found["shard.replay"] = _seeded(replay.setup)
         except Exception as exc:
             self.unavailable["shard.replay"] = f"{type(exc).__name__}: {exc}"
@@ -328,13 +267,13 @@ class Arm:
         return build(settings, strategy=STRATEGY)
 
 
-def _load_background() -> Any:
-    """memharness/ab/background.py of the candidate (beside this file), importing the
-    arm's `reference`: loaded by path, as this file runs without `memharness`."""
-    name = "memh_ab_background"
+def _load_beside(filename: str) -> Any:
+    """A module beside this file in the candidate's tree (`memharness/ab/`), loaded by path,
+    as this file runs without `memharness`; it imports the arm's `reference`, if any."""
+    name = f"memh_ab_{filename.removesuffix('.py')}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("background.py"))
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(filename))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -374,7 +313,9 @@ class Worker:
         }
 
     def block(self, order: list[str], calls: dict[str, int], seed: int, warmup: bool) -> Any:
-        inputs = Inputs(seed)
+        harness = _load_beside("inputs.py")
+        inputs: Inputs = harness.Inputs(seed)
+        busy_wait = harness.busy_wait
         samples: dict[str, list[float]] = {}
         if warmup:
             gc.collect()  # the seeding's garbage is not collected inside a timed call
@@ -406,7 +347,14 @@ class Worker:
             dispose()
 
 
+def only_the_arms_tree() -> None:
+    """Let the arm's tree alone serve the project's packages: an editable install's finder
+    would hand an older tree the modules it lacks, taken from another checkout."""
+    sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(f.__module__)]
+
+
 def main() -> None:
+    only_the_arms_tree()
     replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # stray prints go to the log, never into the replies
     sys.stdout = sys.stderr
@@ -431,11 +379,8 @@ def main() -> None:
         command = request["cmd"]
         try:
             if command == "block":
-                send(
-                    worker.block(
-                        request["order"], request["calls"], request["seed"], request["warmup"]
-                    )
-                )
+                args = (request[key] for key in ("order", "calls", "seed", "warmup"))
+                send(worker.block(*args))
             elif command == "drop":
                 worker.drop()
                 send({"dropped": True})

@@ -1,4 +1,4 @@
-"""Capacity plans from measured runs (issue 11): `memharness capacity` and `memharness compare`."""
+"""Capacity plans from measured runs: `memharness capacity` and `memharness compare`."""
 
 from memharness.capacity.queueing import (
     UslFit,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from memharness.report import _peak_total
+from memharness.result_figures import peak_total
 from memharness.run_tables import LAYER_COLUMNS, QUALITY_COLUMNS, SUMMARY_COLUMNS
 from memharness.tables import Column, Unit, format_value, render
 
@@ -74,7 +74,7 @@ def _frame(kind: str, data: Any) -> tuple[pd.DataFrame, list[str]]:
                 base = {"scenario": scenario.get("name"), "strategy": s.get("label")}
                 for name, value in (s.get("metrics") or {}).items():
                     rows.append({**base, "figure": name, "value": value})
-                total = _peak_total(s, "bytes")  # the summary's peak bytes
+                total = peak_total(s, "bytes")  # the summary's peak bytes
                 if total is not None:
                     rows.append({**base, "figure": "peak_bytes", "value": total})
                 for layer, figures in ((s.get("footprint") or {}).get("peak") or {}).items():

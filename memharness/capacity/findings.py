@@ -5,11 +5,9 @@ bytes (RAM + disk) those layers hold."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from memharness.capacity.report import Plan
+from typing import Any, Protocol
 
 __all__ = ["Finding", "group_findings", "validation_findings"]
 
@@ -74,7 +72,15 @@ def _pct_range(values: list[float], half_width: bool) -> str:
     return f" {low:+.0%}" if math.isclose(low, high) else f" {low:+.0%}…{high:+.0%}"
 
 
-def group_findings(plans: list[Plan]) -> list[str]:
+class Plan(Protocol):
+    """What grouping reads of a strategy's plan (`memharness.capacity.report.Plan`)."""
+
+    strategy: str
+    findings: list[Finding]
+    sizing: Any  # the sizing table: a DataFrame with layer, ram_gb and disk_gb
+
+
+def group_findings(plans: Sequence[Plan]) -> list[str]:
     """One line per cause: its range, which strategies (and layers), and for footprint
     causes the share of the planned bytes (RAM + disk) those layers hold."""
     everyone = {p.strategy for p in plans}
@@ -102,7 +108,7 @@ def group_findings(plans: list[Plan]) -> list[str]:
     return lines
 
 
-def _byte_share(plans: list[Plan], found: list[Finding]) -> float | None:
+def _byte_share(plans: Sequence[Plan], found: list[Finding]) -> float | None:
     pairs = {(f.strategy, f.layer) for f in found if f.layer in _STORES}
     if not pairs or not found[0].cause.startswith("footprint"):
         return None

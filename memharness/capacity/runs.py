@@ -2,8 +2,8 @@
 
 Demand (a step-load run, optionally a bench run) and footprint (a simulator run) must
 come from the same strategy. A load or bench run names its strategy at the top of its
-file (`"strategy"`); one made before runs recorded it ran the stores' defaults
-(`store_defaults`, `reference.factory.default_strategy`). A simulator run holds one
+file (`"strategy"`); a file that names none is taken as a run of the stores'
+defaults (`store_defaults`, `reference.factory.default_strategy`). A simulator run holds one
 entry per strategy label. Among runs under `reports/`, the newest whose strategy matches
 is taken; a run given by option must match, or the plan is refused with an error naming
 the option, the run's strategy and what to pass instead.
@@ -51,8 +51,7 @@ class RunStrategy:
 
     path: Path
     strategy: str
-    #: False when the file names no strategy: a run from before strategies were recorded,
-    #: taken as the stores' defaults.
+    #: False when the file names no strategy: taken as the stores' defaults.
     recorded: bool
     fingerprint: str | None = None
 

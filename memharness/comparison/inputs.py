@@ -250,7 +250,7 @@ def read_inputs(paths: list[Path]) -> Inputs:
 
 def _pii(metrics: dict[str, Any]) -> dict[str, float]:
     """The PII figures of one scenario's metrics as numbers (module docstring); NaN
-    without PII items (or in results made before these figures)."""
+    without PII items or without these figures in the results."""
     if not metrics.get("pii_items"):
         return dict.fromkeys(PII, math.nan)
     raw = math.inf if metrics.get("pii_raw_at_end") else metrics.get("pii_raw_max_s")

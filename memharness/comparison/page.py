@@ -28,7 +28,8 @@ import pandas as pd
 
 from memharness.capacity.render import write_atomic
 from memharness.comparison.inputs import NEVER_SEALED, PII, Inputs
-from memharness.report import human_bytes, human_duration, pareto_frontier
+from memharness.result_figures import pareto_frontier
+from memharness.units import human_bytes, human_duration
 
 __all__ = ["NOT_MEASURED", "Page", "build_page", "write_page"]
 

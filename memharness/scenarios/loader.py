@@ -17,14 +17,8 @@ from typing import Any, TextIO
 import yaml
 from pydantic import ValidationError
 
-from memharness.scenarios.model import (
-    STEP_KINDS,
-    Loc,
-    Scenario,
-    check_scenario,
-    check_scenario_data,
-    iso,
-)
+from memharness.scenarios.checks import check_scenario, check_scenario_data
+from memharness.scenarios.model import STEP_KINDS, Loc, Scenario, iso
 from reference.yamldoc import (
     Problem,
     YamlDocError,

@@ -18,16 +18,9 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
+from memharness.scenarios.checks import check_adversarial, check_user, check_user_data
 from memharness.scenarios.loader import ScenarioError, _without_tags
-from memharness.scenarios.model import (
-    Adversarial,
-    Loc,
-    Scenario,
-    User,
-    check_adversarial,
-    check_user,
-    check_user_data,
-)
+from memharness.scenarios.model import Adversarial, Loc, Scenario, User
 from reference.user_words import describe_errors
 from reference.yamldoc import (
     MAX_DEPTH,

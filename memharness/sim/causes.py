@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from reference.forgetting.policy import Action, Decision
+from reference.policy.decisions import Action, Decision
 
 #: A stored memory: ("stm", record_id, 0) or ("ltm", fact_id, version).
 Key = tuple[str, str, int]

@@ -21,15 +21,15 @@ from typing import Any
 import yaml
 
 from memharness.scenarios.model import ProbeStep, User
-from reference.forgetting.loading import load_strategy
-from reference.forgetting.strategy import Strategy
+from reference.policy.loading import load_strategy
+from reference.policy.strategy import Strategy
 
 #: Sweeps in idle stretches, and footprint samples, on these grids (virtual seconds).
 #: Six hours: an embedded sweep costs ~5 ms, and a scenario can span months; PII
 #: residency and archival are known to within this.
 IDLE_SWEEP_S = 21600.0
 SAMPLE_EVERY_S = 86400.0
-#: Users a worker replays at once (memharness/sim/runner.py: cohorts).
+#: Users a worker replays at once (memharness/sim/simulator.py: cohorts).
 COHORT_USERS = 5_000
 
 _SPEC_RE = re.compile(r"^(?P<name>[^:\[\]]+?)(?::(?P<params>.*))?$")

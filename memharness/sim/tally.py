@@ -3,6 +3,7 @@ up across shards) and the latencies of the reference's operations."""
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +71,7 @@ class Latencies:
     """Latencies of the operations in `LATENCY_OPS`, in milliseconds as measured, kept
     per op in a flat array; the HDR histograms (whole microseconds) are built once at the
     end: recording each value as it comes costs more than the turn, and binning it as it
-    comes was 3% of a replay (py-spy, 2026-12-02)."""
+    comes is about 3% of a replay (py-spy on `bench.shard_replay`)."""
 
     def __init__(self) -> None:
         self.values: dict[str, array[float]] = {op: array("d") for op in LATENCY_OPS}
@@ -100,3 +101,35 @@ class Latencies:
 
 
 __all__ = ["LATENCY_OPS", "LAYERS", "Latencies", "ShardResult", "new_histogram"]
+
+
+def join_cohorts(cohorts: list[ShardResult]) -> ShardResult:
+    """One worker's cohorts, replayed one after another, as one shard's result: tallies,
+    lists, footprints (per sample) and histograms add up, times add up, the peak RSS is
+    the highest."""
+    if len(cohorts) == 1:
+        return cohorts[0]
+    joined = ShardResult()
+    for cohort in cohorts:
+        for f in dataclasses.fields(ShardResult):
+            mine, theirs = getattr(joined, f.name), getattr(cohort, f.name)
+            if f.name == "peak_rss_mb":
+                joined.peak_rss_mb = max(mine, theirs)
+            elif f.name in ("footprint", "peak_footprint"):
+                for at, layers in theirs.items():
+                    point = mine.setdefault(at, {})
+                    for layer, (records, size) in layers.items():
+                        have = point.get(layer, (0, 0))
+                        point[layer] = (have[0] + records, have[1] + size)
+            elif f.name == "histograms":
+                for op, encoded in theirs.items():
+                    histogram = new_histogram()
+                    for part in (mine.get(op), encoded):
+                        if part is not None:
+                            histogram.add(HdrHistogram.decode(part))
+                    mine[op] = histogram.encode().decode()
+            elif isinstance(mine, list):
+                mine.extend(theirs)
+            else:
+                setattr(joined, f.name, mine + theirs)
+    return joined

@@ -43,6 +43,11 @@ values, as it keeps a superseded fact value).
 Then the session's records leave STM, consolidated or not: the session is over, and
 STM is its working memory (seed 000 §2.2: "the current session's active window").
 
+**As a plan.** `plan_session` decides all of this for one session into one
+`ChangeBatch` (episodes, superseded episodes, the records to remove), reading STM and
+LTM only; `plan_ended` yields one per tracked session that has ended by a sweep's time.
+The executor writes them (`executor.py`).
+
 **Initial importance** (seed 002 §4.1: a score from keywords and intent, 0-10): a
 health or safety fact 10 and an explicit "remember that ..." 9 (`reference.promotion`);
 otherwise by the record's intent (profile 7, preference 6, fact 5, instruction 4,
@@ -56,21 +61,21 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 from reference.dueindex import DueIndex
-from reference.intent import is_question
-from reference.ltm.base import FactChanges, LtmFilter
+from reference.forgetting.plans import CONSOLIDATION_ACTOR, ChangeBatch, EpisodeWrite
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import FactChanges, LtmFilter
 from reference.models import Category, Fact, MemoryRecord, MemoryType, SessionStatus
+from reference.policy.intent import is_question
+from reference.policy.strategy import Strategy
 from reference.promotion import DEFAULT_IMPORTANCE, extract_fact
-from reference.records import fast_init
-from reference.stm.base import StmFilter
+from reference.session.base import SessionStore
+from reference.stm.base import ShortTermStore
+from reference.stm.filters import StmFilter
 
-if TYPE_CHECKING:
-    from reference.forgetting.engine import ForgettingEngine
-
-CONSOLIDATION_ACTOR = "consolidation"
 EPISODE_KEY_PREFIX = "episode:"
 
 #: The initial score of an utterance by its intent (seed 002 §4.1), before details.
@@ -202,90 +207,63 @@ class SessionTracker:
         return out
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Consolidation:
-    """What consolidating ended sessions did (or, in a dry run, would do)."""
-
-    sessions: int = 0
-    #: STM records of the ended sessions (each became an episode or was dropped).
-    records: int = 0
-    #: The episodes written (empty in a dry run), in the order written.
-    episodes: tuple[Fact, ...] = ()
-    #: How many records a dry run would consolidate (equal to len(episodes) otherwise).
-    consolidated: int = 0
-    #: The live records that became no episode: (record_id, rule, why), the rule being
-    #: `consolidation.min_importance` or `consolidation: held as a fact`.
-    dropped: tuple[tuple[str, str, str], ...] = ()
-
-
-def consolidate_ended(engine: ForgettingEngine, *, dry_run: bool) -> Consolidation:
-    """Consolidate every tracked session that has ended by now (module docstring)."""
-    if not engine.strategy.consolidates:
-        return Consolidation()
-    now = engine.clock.now()
-    sessions = records = consolidated = 0
-    episodes: list[Fact] = []
-    dropped: list[tuple[str, str, str]] = []
-    for user_id, session_id, ends_at in engine.sessions.due(now):
-        state = engine.session.peek(user_id=user_id, session_id=session_id)
+def plan_ended(
+    session: SessionStore,
+    stm: ShortTermStore,
+    ltm: LongTermStore,
+    tracker: SessionTracker,
+    strategy: Strategy,
+    now: float,
+) -> Iterator[ChangeBatch]:
+    """The batches that consolidate every tracked session that has ended by `now`, one
+    per session, each planned after the previous one was applied; a session a later
+    turn extended is tracked again at its new end (module docstring)."""
+    if not strategy.consolidates:
+        return
+    for user_id, session_id, ends_at in tracker.due(now):
+        state = session.peek(user_id=user_id, session_id=session_id)
         if state is not None and state.status is SessionStatus.ACTIVE:
-            if not dry_run:  # a later turn extended it: due again at its new expiry
-                engine.sessions.note(user_id, session_id, state.expires_at)
+            yield ChangeBatch(track=((user_id, session_id, state.expires_at),))
             continue
-        ended_at = min(ends_at, now)
-        if not dry_run and engine.before_batch is not None:
-            engine.before_batch()  # one session's consolidation is one batch of changes
-        done = consolidate_session(engine, user_id, session_id, ended_at, dry_run=dry_run)
-        sessions += done.sessions
-        records += done.records
-        consolidated += done.consolidated
-        episodes.extend(done.episodes)
-        dropped.extend(done.dropped)
-    return Consolidation(sessions, records, tuple(episodes), consolidated, tuple(dropped))
+        yield plan_session(stm, ltm, strategy, user_id, session_id, min(ends_at, now))
 
 
-def consolidate_session(
-    engine: ForgettingEngine,
+def plan_session(
+    stm: ShortTermStore,
+    ltm: LongTermStore,
+    strategy: Strategy,
     user_id: str,
     session_id: str,
     ended_at: float,
-    *,
-    dry_run: bool = False,
-) -> Consolidation:
-    """Consolidate the STM records of a session that ended at `ended_at` into LTM
-    episodes, and remove all its records from STM (module docstring); a dry run decides
-    the same and writes nothing. The records are those live when the session ended: a
-    sweep may come later than a record's own STM deadline."""
-    every = engine.stm.records(filter=_every(user_id, session_id))
+) -> ChangeBatch:
+    """The batch that consolidates the STM records of a session that ended at `ended_at`
+    into LTM episodes and removes all its records from STM (module docstring). The
+    records are those live when the session ended: a sweep may come later than a
+    record's own STM deadline."""
+    every = stm.records(filter=_every(user_id, session_id))
     records = [r for r in every if r.is_live(ended_at)]
-    chosen, dropped = _chosen(engine, user_id, records)
-    episodes: list[Fact] = []
-    if not dry_run:
-        stale = _superseded(engine, user_id, records)
-        if stale:
-            engine.ltm.apply_changes(FactChanges(delete=stale), actor=CONSOLIDATION_ACTOR)
-        if chosen:
-            vectors = engine.embedder.embed([r.text for r, _ in chosen])
-            for (record, score), vector in zip(chosen, vectors, strict=True):
-                episodes.append(_write(engine, record, score, vector))
-        gone = {r.record_id for r in every}
-        if gone:
-            engine.stm.purge(record_ids=gone)
-        engine.sessions.done(user_id, session_id)
-    return Consolidation(1, len(records), tuple(episodes), len(chosen), tuple(dropped))
+    chosen, dropped = _chosen(ltm, strategy, user_id, records)
+    return ChangeBatch(
+        actor=CONSOLIDATION_ACTOR,
+        ltm=FactChanges(delete=_superseded(ltm, user_id, records)),
+        episodes=tuple(EpisodeWrite(record, score) for record, score in chosen),
+        stm_remove=frozenset(r.record_id for r in every),
+        consolidated=(user_id, session_id),
+        dropped=tuple(dropped),
+        session_records=len(records),
+    )
 
 
 def _chosen(
-    engine: ForgettingEngine, user_id: str, records: list[MemoryRecord]
+    ltm: LongTermStore, strategy: Strategy, user_id: str, records: list[MemoryRecord]
 ) -> tuple[list[tuple[MemoryRecord, float]], list[tuple[str, str, str]]]:
     """The records that become episodes, with their initial importance; and the others
     as (record_id, rule, why)."""
-    floor = engine.strategy.consolidation_rule.min_importance
+    floor = strategy.consolidation_rule.min_importance
     topics = {t for r in records if (t := _topic(r)) is not None}
     held: dict[str, float] = {}  # key -> when its live fact was last written
     if topics:
-        for fact in engine.ltm.facts(filter=LtmFilter(user_id=user_id, keys=frozenset(topics))):
+        for fact in ltm.facts(filter=LtmFilter(user_id=user_id, keys=frozenset(topics))):
             if fact.category is not Category.EPISODE:
                 held[fact.key] = max(fact.updated_at, held.get(fact.key, fact.updated_at))
     chosen = []
@@ -306,9 +284,7 @@ def _chosen(
     return chosen, dropped
 
 
-def _superseded(
-    engine: ForgettingEngine, user_id: str, records: list[MemoryRecord]
-) -> frozenset[str]:
+def _superseded(ltm: LongTermStore, user_id: str, records: list[MemoryRecord]) -> frozenset[str]:
     """The user's episodes that a statement of this session supersedes: same `topic`
     key, said before it (as a newer value of a key supersedes a fact's older one)."""
     latest: dict[str, float] = {}
@@ -321,7 +297,7 @@ def _superseded(
     flt = LtmFilter(user_id=user_id, categories=frozenset({Category.EPISODE}))
     return frozenset(
         f.fact_id
-        for f in engine.ltm.facts(filter=flt)
+        for f in ltm.facts(filter=flt)
         if (topic := f.value.get("topic")) in latest and _said_at(f) < latest[topic]
     )
 
@@ -329,26 +305,6 @@ def _superseded(
 def _said_at(episode: Fact) -> float:
     said = episode.value.get("said_at")
     return float(said) if isinstance(said, int | float) else episode.created_at
-
-
-def _write(engine: ForgettingEngine, record: MemoryRecord, score: float, vector: Any) -> Fact:
-    key = episode_key(record.record_id)
-    value = engine.seal(
-        user_id=record.user_id, category=Category.EPISODE, key=key, value=episode_value(record)
-    )
-    fact = engine.ltm.upsert(
-        user_id=record.user_id,
-        category=Category.EPISODE,
-        key=key,
-        value=value,
-        text=record.text,
-        importance=score,
-        actor=CONSOLIDATION_ACTOR,
-        embedding=vector,
-        expires_at=engine.ltm_expires_at(Category.EPISODE, importance=score),
-    )
-    engine.note_written(fact)
-    return fact
 
 
 def _topic(record: MemoryRecord) -> str | None:
@@ -361,13 +317,11 @@ def _every(user_id: str, session_id: str) -> StmFilter:
 
 
 __all__ = [
-    "CONSOLIDATION_ACTOR",
-    "Consolidation",
     "SessionTracker",
-    "consolidate_ended",
-    "consolidate_session",
     "episode_key",
     "episode_source",
     "episode_value",
     "initial_importance",
+    "plan_ended",
+    "plan_session",
 ]

@@ -1,35 +1,26 @@
-"""`ForgettingEngine`: a strategy's pure decisions (`policy.py`) applied to the three layers.
+"""`ForgettingEngine`: a strategy applied to the three layers; orchestration only.
 
-What it does, and when (the facade calls the first three inside a turn):
-
-- **write**: every new STM record and LTM value gets `expires_at_on_write` (None: never);
-- **access**: a turn's retrieval over-fetches when the strategy decays, re-ranks, and
-  stores `on_access` (sliding windows, importance) for what it returns, in one write per
-  layer; a probe (`touch=False`) changes nothing;
-- **forget commands**: `forget` (see `forgetter.py`), under every strategy;
-- **events**: `handle_event` applies `invalidations_for`; `consume_events` reads them
-  from an `EventBus` through `IdempotentHandler` (at-least-once delivery, one effect);
-- **sweeps**: `sweep` (see `sweeper.py`), in batches, with a dry run;
-- **consolidation** (`promotion: consolidate`): each turn notes its session
-  (`note_session`); a sweep consolidates the sessions that have ended into LTM episodes,
-  and `consolidate_session` one that was closed (see `consolidation.py`).
-
-Activity for archival: every turn notes the user's time in a buffer that `sweep` (and
-`flush_activity`) writes to the LTM store's per-user activity table, so a turn pays no
-extra write. A process that dies loses at most the activity since its last sweep, which
-can only make a user look idle for that long: archival is 90 days out by default.
+Decisions are made by pure policy (`policy.py`) and by planners that turn records, a
+strategy and a time into `ChangeBatch`es (`sweeper.py`, `consolidation.py`,
+`forgetter.py`); one `Executor` applies them (`executor.py`). The engine holds what lives
+between calls and runs planner + executor: expiry on write (`expires_at_on_write`) and
+retention on access (a turn's retrieval over-fetches when the strategy decays,
+re-ranks, and stores `on_access` for what it returns, one write per layer; a probe,
+`touch=False`, changes nothing); users' activity (`activity.ActivityLog`, flushed by
+sweeps); the open sessions to consolidate (`note_session`); the oracle's advice; forget
+commands, events (`consume_events`: at-least-once delivery, one effect) and sweeps.
 
 Lifecycle: built by `reference.factory` with the stores of one `MemorySystem`; it owns no
 connections (the stores do). Not thread-safe across concurrent sweeps of one namespace:
 run one sweeper per shard, as the simulator does, or per namespace under a lease
-(`reference.maintenance`: the maintenance process, `before_batch` checks the lease).
+(`reference.maintenance` runs planner + executor, its lease checked before each batch).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections.abc import Callable, Collection, Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,35 +28,25 @@ import numpy as np
 from reference.clock import Clock
 from reference.crypto import FieldCipher, seal_value, unseal_value
 from reference.errors import ConfigurationError, InvalidInput
-from reference.forgetting.commands import ForgetCommand
-from reference.forgetting.consolidation import Consolidation, SessionTracker, consolidate_session
+from reference.forgetting.activity import ActivityLog
+from reference.forgetting.consolidation import SessionTracker, plan_session
 from reference.forgetting.events import EventBus, IdempotentHandler
-from reference.forgetting.forgetter import ForgetReport, apply_forget
-from reference.forgetting.policy import (
-    Action,
-    OracleAdvice,
-    due_rule,
-    expires_at_on_write,
-    invalidations_for,
-    on_access,
-    rerank,
-)
-from reference.forgetting.strategy import Strategy
-from reference.forgetting.sweeper import SweepStats, run_sweep
-from reference.ltm.base import FactChanges, LongTermStore, LtmFilter, due_margin
+from reference.forgetting.executor import Executor
+from reference.forgetting.forgetter import TopicSearch, plan_event, plan_forget
+from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
+from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
+from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
-from reference.models import (
-    Category,
-    Event,
-    Fact,
-    Hit,
-    MemoryRecord,
-    MemoryType,
-    RetentionUpdate,
-)
+from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
+from reference.policy.expiry import expires_at_on_write, on_access
+from reference.policy.forget_commands import ForgetCommand
+from reference.policy.oracle import OracleAdvice
+from reference.policy.ranking import rerank
+from reference.policy.strategy import Strategy
+from reference.policy.sweep import due_rule
 from reference.session.base import SessionStore
-from reference.stm.base import ShortTermStore, StmFilter
-from reference.text import Embedder, PiiMasker
+from reference.stm.base import ShortTermStore
+from reference.text_interfaces import Embedder, PiiMasker
 from reference.validation import check_id
 
 #: Under a decay rule, retrieval scores this many times k candidates by similarity and
@@ -75,18 +56,6 @@ DEFAULT_OVERFETCH = 3
 #: "address" vs "My address is 12 Oak Street" is 0.54; vs unrelated requests < 0.35).
 #: Key and wording matches apply whatever the score.
 DEFAULT_FORGET_MIN_SIMILARITY = 0.5
-EVENTS_ACTOR = "events"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class EventOutcome:
-    """What one event invalidated."""
-
-    event: str
-    user_id: str
-    stm_removed: int
-    ltm_archived: int
-    ltm_deleted: int
 
 
 class ForgettingEngine:
@@ -110,15 +79,6 @@ class ForgettingEngine:
         """`cipher` seals PII in LTM values; a strategy that encrypts needs one."""
         if not isinstance(strategy, Strategy):
             raise InvalidInput("strategy", f"must be a Strategy, got {type(strategy).__name__}")
-        missing = [
-            type(store).__name__
-            for store in (session, stm, ltm)
-            if not getattr(store, "supports_forgetting", False)
-        ]
-        if missing:
-            raise ConfigurationError(
-                f"the forgetting engine needs stores that support it; {missing} do not"
-            )
         if strategy.pii is not None and strategy.pii.encrypt_ltm and cipher is None:
             raise ConfigurationError(
                 f"strategy {strategy.name!r} encrypts PII in long-term memory and no "
@@ -140,20 +100,17 @@ class ForgettingEngine:
         self.oracle = oracle
         self.forget_min_similarity = float(forget_min_similarity)
         self.overfetch = overfetch
-        self.last_sweep_at: float | None = None
-        self._activity: dict[str, float] = {}
-        # Users whose last activity is at or before this were archived by an earlier
-        # sweep of this engine (the archival pass visits the users after it).
-        self._inactive_through = float("-inf")
+        #: Whether retrieval re-ranks by recency (a decay rule), and whether an access
+        #: changes expiry or importance (a sliding window or importance rule).
+        self.reranks = strategy.decay is not None
+        self.access_moves_expiry = strategy.sliding is not None or strategy.importance is not None
+        #: Users' activity buffered between sweeps, and the archival mark.
+        self.activity = ActivityLog()
+        #: Sessions touched by turns and not yet consolidated (`consolidation.py`).
+        self.sessions = SessionTracker()
         # Whether a sweep has shown the oracle every record (records written before the
         # advice came are not in its index): the first sweep after `advise` scans.
         self._oracle_scanned = False
-        self._activity_lock = threading.Lock()
-        #: Sessions touched by turns and not yet consolidated (`consolidation.py`).
-        self.sessions = SessionTracker()
-        #: Called before each batch of changes a sweep applies; raising stops the sweep
-        #: with nothing of that batch applied (the maintenance process's lease check).
-        self.before_batch: Callable[[], None] | None = None
         self._bus: tuple[EventBus, str, str] | None = None
 
     # ------------------------------------------------------------------ write
@@ -171,16 +128,6 @@ class ForgettingEngine:
         return expires_at_on_write(self.strategy, kind=category, importance=importance, now=now)
 
     # ------------------------------------------------------------------ access
-    @property
-    def reranks(self) -> bool:
-        """Whether retrieval re-ranks by recency (the strategy has a decay rule)."""
-        return self.strategy.decay is not None
-
-    @property
-    def access_moves_expiry(self) -> bool:
-        """Whether an access changes expiry or importance (sliding or importance rule)."""
-        return self.strategy.sliding is not None or self.strategy.importance is not None
-
     def retrieve_stm(
         self, *, user_id: str, session_id: str, embedding: np.ndarray, k: int, touch: bool
     ) -> list[Hit[MemoryRecord]]:
@@ -238,84 +185,15 @@ class ForgettingEngine:
     # ------------------------------------------------------------------ activity
     def note_activity(self, user_id: str, at: float | None = None) -> None:
         """Remember that the user was active (a turn); written out by the next sweep."""
-        at = self.clock.now() if at is None else at
-        with self._activity_lock:
-            if at > self._activity.get(user_id, float("-inf")):
-                self._activity[user_id] = at
+        self.activity.note(user_id, self.clock.now() if at is None else at)
 
     def flush_activity(self) -> int:
         """Write the buffered activity to the LTM store; returns how many users."""
-        with self._activity_lock:
-            pending, self._activity = self._activity, {}
-        if pending:
-            try:
-                self.ltm.mark_active(activity=pending)
-            except BaseException:
-                with self._activity_lock:  # keep it for the next attempt
-                    for user, at in pending.items():
-                        self._activity[user] = max(at, self._activity.get(user, at))
-                raise
-        return len(pending)
-
-    def last_active(self, user_ids: Collection[str]) -> dict[str, float]:
-        """Stored activity, overlaid with what is buffered and not yet written."""
-        seen = self.ltm.last_active(user_ids=user_ids)
-        with self._activity_lock:
-            for user in user_ids:
-                if user in self._activity:
-                    seen[user] = max(self._activity[user], seen.get(user, float("-inf")))
-        return seen
+        return self.activity.flush(self.ltm)
 
     def quiet_until(self) -> float:
-        """A moment before which a sweep (of the due index) has nothing to do: no
-        session to remove or consolidate, no record or fact due, no user's inactivity
-        period over (buffered activity included), nothing the oracle lets go. -inf when
-        a store cannot tell without a query (Redis, Chroma and PostgreSQL: their sweeps
-        look). A read: it changes nothing."""
-        strategy = self.strategy
-        moments = [
-            self.session.earliest_expiry(),
-            self.stm.earliest_due(),
-            self.ltm.earliest_due(self.due_rule),
-        ]
-        if strategy.consolidates:
-            moments.append(self.sessions.earliest())
-        if strategy.archival is not None:
-            after = self._inactive_through
-            with self._activity_lock:
-                buffered = [at for at in self._activity.values() if at > after]
-            first = min([self.ltm.earliest_activity_after(after), *buffered])
-            moments.append(first + strategy.archival.inactive_s)
-        if strategy.oracle:
-            moments.append(float("-inf") if self.oracle is None else self.oracle.earliest())
-        return min(moments)
-
-    def newly_inactive(self, now: float, *, advance: bool) -> list[str]:
-        """The users who became inactive (`archival.inactive_s` since their last
-        activity, buffered activity included) since the previous sweep that advanced the
-        mark; `advance` moves it to them (a real sweep does, a dry run does not)."""
-        archival = self.strategy.archival
-        if archival is None:
-            return []
-        until = now - archival.inactive_s
-        stored = self.ltm.inactive_users(
-            after=self._inactive_through, until=until + due_margin(now)
-        )
-        with self._activity_lock:
-            buffered = dict(self._activity)
-        seen = {
-            u: max(at, buffered.get(u, at))
-            for u, at in self.ltm.last_active(user_ids=stored).items()
-        }
-        seen.update((u, at) for u, at in buffered.items() if u not in seen)
-        idle = {
-            u: at
-            for u, at in seen.items()
-            if at > self._inactive_through and now >= at + archival.inactive_s
-        }
-        if advance and idle:
-            self._inactive_through = max(idle.values())
-        return sorted(idle)
+        """A moment before which a sweep has nothing to do (`sweeper.quiet_until`)."""
+        return quiet_until(self.sweep_inputs(), self.strategy)
 
     # ------------------------------------------------------------------ consolidation
     def note_session(self, user_id: str, session_id: str) -> None:
@@ -333,13 +211,9 @@ class ForgettingEngine:
         check_id("session_id", session_id)
         if not self.strategy.consolidates:
             return Consolidation()
-        return consolidate_session(self, user_id, session_id, self.clock.now(), dry_run=dry_run)
-
-    def drop_activity(self, user_id: str) -> None:
-        """Forget the user's activity everywhere (erasure of everything about them)."""
-        with self._activity_lock:
-            self._activity.pop(user_id, None)
-        self.ltm.forget_activity(user_id=user_id)
+        now = self.clock.now()
+        batch = plan_session(self.stm, self.ltm, self.strategy, user_id, session_id, now)
+        return self.executor().consolidation(batch, dry_run=dry_run)
 
     # ------------------------------------------------------------------ PII in LTM
     def seal(self, *, user_id: str, category: Category, key: str, value: dict[str, Any]) -> dict:
@@ -376,10 +250,20 @@ class ForgettingEngine:
 
     # ------------------------------------------------------------------ forget commands
     def forget(self, command: ForgetCommand, *, user_id: str, session_id: str) -> ForgetReport:
-        """Carry out a forget command (every strategy): see `forgetter.apply_forget`."""
+        """Carry out a forget command (every strategy): see `forgetter.plan_forget`."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return apply_forget(self, command, user_id=user_id, session_id=session_id)
+        started = time.perf_counter()
+        search = TopicSearch(self.embedder, self.pii, self.forget_min_similarity)
+        plan = plan_forget(
+            command,
+            stm=self.stm,
+            ltm=self.ltm,
+            search=search,
+            user_id=user_id,
+            session_id=session_id,
+        )
+        return plan.report(command, self.executor().apply(plan.batch), started)
 
     # ------------------------------------------------------------------ events
     def handle_event(self, event: Event) -> EventOutcome:
@@ -388,22 +272,11 @@ class ForgettingEngine:
         if not isinstance(event, Event):
             raise InvalidInput("event", f"must be an Event, got {type(event).__name__}")
         user_id = check_id("event.user_id", event.user_id)
-        if not any(rule.event == event.name for rule in self.strategy.events):
-            return EventOutcome(event.name, user_id, 0, 0, 0)
-        records = self.stm.records(filter=StmFilter(user_id=user_id, include_dead=True))
-        facts = self.ltm.facts(filter=LtmFilter(user_id=user_id, include_dead=True))
-        decisions = invalidations_for(event, records, facts, strategy=self.strategy)
-        # STM has no archived state: invalidating a short-lived record removes it.
-        stm_ids = {d.record_id for d in decisions if d.layer == "stm"}
-        archive = {
-            d.record_id for d in decisions if d.layer == "ltm" and d.action is Action.ARCHIVE
-        }
-        delete = {d.record_id for d in decisions if d.layer == "ltm" and d.action is Action.DELETE}
-        removed = self.stm.purge(record_ids=stm_ids) if stm_ids else 0
-        counts = self.ltm.apply_changes(
-            FactChanges(delete=frozenset(delete), archive=frozenset(archive)), actor=EVENTS_ACTOR
+        batch = plan_event(event, stm=self.stm, ltm=self.ltm, strategy=self.strategy)
+        done = self.executor().apply(batch)
+        return EventOutcome(
+            event.name, user_id, done.stm_removed, done.ltm.archived, done.ltm.deleted
         )
-        return EventOutcome(event.name, user_id, removed, counts.archived, counts.deleted)
 
     def attach_bus(
         self, bus: EventBus, *, group: str = "forgetting", consumer: str = "engine"
@@ -414,53 +287,82 @@ class ForgettingEngine:
         bus.ensure_group(group)
         self._bus = (bus, group, consumer)
 
-    def consume_events(
-        self, bus: EventBus, *, group: str, consumer: str, max_events: int = 100
-    ) -> int:
-        """Apply every event waiting for `consumer` of `group` (its own pending ones first,
-        after a restart), exactly once in effect; returns how many were settled."""
-        handler = IdempotentHandler(bus, group, lambda _id, event: self._apply(event))
-        total = 0
-        while settled := bus.consume(
-            group=group, consumer=consumer, handler=handler, max_events=max_events
-        ):
-            total += settled
-        return total
-
     def consume_attached(self) -> int:
-        """Consume the attached bus, if any (what `sweep` does first)."""
+        """Apply every event waiting on the attached bus for this engine's consumer (its
+        own pending ones first, after a restart), exactly once in effect; returns how
+        many were settled (what `sweep` does first)."""
         if self._bus is None:
             return 0
         bus, group, consumer = self._bus
-        return self.consume_events(bus, group=group, consumer=consumer)
+        handler = IdempotentHandler(bus, group, self._apply)
+        total = 0
+        while settled := bus.consume(group=group, consumer=consumer, handler=handler):
+            total += settled
+        return total
 
-    def _apply(self, event: Event) -> None:
+    def _apply(self, _id: str, event: Event) -> None:
         self.handle_event(event)
 
     # ------------------------------------------------------------------ sweeps
     def sweep(self, *, dry_run: bool = False, full_scan: bool = False) -> SweepStats:
         """One sweep of every layer in batches of `strategy.sweep_batch_size`, visiting
         what is due (`full_scan`: every record; the same decisions); a dry run counts the
-        decisions and changes nothing. See `sweeper.run_sweep`."""
-        if self.strategy.oracle and not self._oracle_scanned:
+        decisions and changes nothing. See `sweeper.plan_sweep`."""
+        strategy = self.strategy
+        if strategy.oracle and not self._oracle_scanned:
             full_scan = True  # the advice learns every record it was not told about
         if not dry_run:
             self.stm.flush_access()  # the store holds what was accessed, as it stands
-        stats = run_sweep(self, dry_run=dry_run, full_scan=full_scan)
+        if strategy.oracle and self.oracle is None:
+            raise ConfigurationError(
+                f"strategy {strategy.name!r} sweeps on the harness's advice: pass OracleAdvice"
+                " to ForgettingEngine.advise (or build_memory_system(oracle=...)) first"
+            )
+        started = time.perf_counter()
+        events = 0
+        if not dry_run:
+            events = self.consume_attached()
+            self.flush_activity()
+        batches = plan_sweep(self.sweep_inputs(), strategy, self.clock.now(), full_scan=full_scan)
+        stats = self.executor().sweep(batches, dry_run=dry_run, events=events, started=started)
         if full_scan and not dry_run:
             self._oracle_scanned = True
-        if not dry_run:
-            self.last_sweep_at = self.clock.now()
         return stats
 
-    def sweep_due(self) -> bool:
-        """Whether `strategy.sweep_interval_s` has passed since the last sweep."""
-        last = self.last_sweep_at
-        return last is None or self.clock.now() >= last + self.strategy.sweep_interval_s
+    def sweep_inputs(self, *, sessions: SessionTracker | None = None) -> SweepInputs:
+        """What the sweep planner reads: the stores and this engine's state (`sessions`:
+        another tracker of open sessions, as the maintenance process pulls them)."""
+        return SweepInputs(
+            session=self.session,
+            stm=self.stm,
+            ltm=self.ltm,
+            activity=self.activity,
+            sessions=self.sessions if sessions is None else sessions,
+            oracle=self.oracle,
+            rule=self.due_rule,
+        )
 
-    def maybe_sweep(self) -> SweepStats | None:
-        """Sweep if one is due (a simulator calls this between turns, never in a turn)."""
-        return self.sweep() if self.sweep_due() else None
+    def executor(
+        self,
+        *,
+        sessions: SessionTracker | None = None,
+        before_batch: Callable[[], None] | None = None,
+    ) -> Executor:
+        """An executor over this engine's stores and state; `before_batch` runs before
+        each batch that writes (the maintenance process's lease check)."""
+        return Executor(
+            session=self.session,
+            stm=self.stm,
+            ltm=self.ltm,
+            embedder=self.embedder,
+            activity=self.activity,
+            sessions=self.sessions if sessions is None else sessions,
+            oracle=self.oracle,
+            seal=self.seal,
+            expires_at=self.ltm_expires_at,
+            written=self.note_written,
+            before_batch=before_batch,
+        )
 
 
 def _owner(user_id: str, category: Category, key: str) -> str:
@@ -482,4 +384,4 @@ def _accessed(record: Any, updates: Mapping[str, RetentionUpdate], now: float) -
     )
 
 
-__all__ = ["EventOutcome", "ForgetReport", "ForgettingEngine", "SweepStats"]
+__all__ = ["DEFAULT_FORGET_MIN_SIMILARITY", "DEFAULT_OVERFETCH", "ForgettingEngine"]

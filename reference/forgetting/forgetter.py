@@ -1,4 +1,6 @@
-"""Forget commands carried out on every layer: a topic, everything, or this conversation.
+"""The planners of forget commands and business events: the `ChangeBatch` each makes.
+
+A forget command reaches every layer: a topic, everything, or this conversation.
 
 - **topic** ("forget my address"): the user's STM records in every session, and LTM
   facts, are removed when any of these holds:
@@ -21,6 +23,9 @@
   and task state are emptied, the session stays open.
 
 The context window holds message ids only, never text, so a topic leaves it alone.
+
+A business event invalidates what the strategy's event rules name
+(`policy.invalidations_for`): LTM facts archived or deleted, STM records removed.
 """
 
 from __future__ import annotations
@@ -29,127 +34,149 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from reference.errors import InvalidInput
-from reference.forgetting.commands import ForgetCommand, topic_keys
-from reference.lexicon import PROFILE_KEYS, SAFETY, TOPICS, key_family
-from reference.ltm.base import LtmFilter
-from reference.models import Category, Fact, MemoryRecord
-from reference.stm.base import StmFilter
+from reference.forgetting.plans import (
+    EVENTS_ACTOR,
+    FORGET_ACTOR,
+    Applied,
+    ChangeBatch,
+    ForgetReport,
+)
+from reference.ltm.base import LongTermStore
+from reference.ltm.filters import FactChanges, LtmFilter
+from reference.models import Category, Event, Fact, MemoryRecord
+from reference.policy.decisions import Action
+from reference.policy.forget_commands import ForgetCommand
+from reference.policy.forget_topics import topic_keys
+from reference.policy.invalidation import invalidations_for
+from reference.policy.lexicon import key_family
+from reference.policy.strategy import Strategy
+from reference.policy.vocabulary import PROFILE_KEYS, SAFETY, TOPICS
+from reference.stm.base import ShortTermStore
+from reference.stm.filters import StmFilter
+from reference.text_interfaces import Embedder, PiiMasker
 
-if TYPE_CHECKING:
-    from reference.forgetting.engine import ForgettingEngine
-
-FORGET_ACTOR = "forget"
 #: Synonyms too generic to match on their own inside a text ("order number" is no phone).
 _GENERIC = frozenset({"number"})
 
 
 @dataclass(frozen=True, slots=True)
-class ForgetReport:
-    """What one forget command removed, per layer."""
+class ForgetPlan:
+    """A forget command's batch, and what it names for the report: the STM records and
+    LTM facts it removes and the keys whose audit values it redacts."""
 
-    scope: str
-    topic: str | None
-    stm_removed: frozenset[str]  # record ids
-    ltm_erased: frozenset[str]  # fact ids
-    keys: frozenset[str]  # LTM keys whose audit values were redacted
-    sessions_removed: int
-    context_cleared: bool
-    duration_ms: float
+    batch: ChangeBatch
+    stm_ids: frozenset[str]
+    fact_ids: frozenset[str]
+    keys: frozenset[str]
 
-    @property
-    def removed(self) -> int:
-        """Records and facts removed (sessions not counted)."""
-        return len(self.stm_removed) + len(self.ltm_erased)
+    def report(self, command: ForgetCommand, done: Applied, started: float) -> ForgetReport:
+        """The report of the command once `done` (`started`: its `perf_counter`)."""
+        return ForgetReport(
+            scope=command.scope,
+            topic=command.topic,
+            stm_removed=self.stm_ids,
+            ltm_erased=self.fact_ids,
+            keys=self.keys,
+            sessions_removed=done.sessions_removed,
+            context_cleared=done.context_cleared,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+        )
 
 
-def apply_forget(
-    engine: ForgettingEngine, command: ForgetCommand, *, user_id: str, session_id: str
-) -> ForgetReport:
-    """Carry out `command` for the user (see the module docstring)."""
+@dataclass(frozen=True, slots=True)
+class TopicSearch:
+    """What a topic is matched by besides its keys and words: its embedding (the masked
+    topic) and the similarity a record needs."""
+
+    embedder: Embedder
+    pii: PiiMasker
+    min_similarity: float
+
+
+def plan_forget(
+    command: ForgetCommand,
+    *,
+    stm: ShortTermStore,
+    ltm: LongTermStore,
+    search: TopicSearch,
+    user_id: str,
+    session_id: str,
+) -> ForgetPlan:
+    """The changes that carry out `command` for the user (see the module docstring)."""
     if not isinstance(command, ForgetCommand):
         raise InvalidInput("command", f"must be a ForgetCommand, got {type(command).__name__}")
-    started = time.perf_counter()
     if command.scope == "everything":
-        parts = _everything(engine, user_id)
-    elif command.scope == "session":
-        parts = _session(engine, user_id, session_id)
-    elif command.topic is None:
-        parts = _last_said(engine, user_id, session_id)
-    else:
-        parts = _topic(engine, user_id, command.topic)
-    stm_ids, fact_ids, keys, sessions, cleared = parts
-    return ForgetReport(
-        scope=command.scope,
-        topic=command.topic,
-        stm_removed=frozenset(stm_ids),
-        ltm_erased=frozenset(fact_ids),
-        keys=frozenset(keys),
-        sessions_removed=sessions,
-        context_cleared=cleared,
-        duration_ms=(time.perf_counter() - started) * 1000.0,
+        return _everything(stm, ltm, user_id)
+    if command.scope == "session":
+        return _session(stm, user_id, session_id)
+    if command.topic is None:
+        return _last_said(stm, ltm, user_id, session_id)
+    return _topic(stm, ltm, search, user_id, command.topic)
+
+
+def _plan(
+    batch: ChangeBatch, stm_ids: Iterable[str], fact_ids: Iterable[str], keys: Iterable[str]
+) -> ForgetPlan:
+    return ForgetPlan(batch, frozenset(stm_ids), frozenset(fact_ids), frozenset(keys))
+
+
+def _everything(stm: ShortTermStore, ltm: LongTermStore, user_id: str) -> ForgetPlan:
+    every = StmFilter(user_id=user_id, include_dead=True)
+    records = stm.records(filter=every)
+    facts = ltm.facts(filter=LtmFilter(user_id=user_id, include_dead=True))
+    batch = ChangeBatch(
+        actor=FORGET_ACTOR,
+        # A filter naming the user only: every fact, and the user's whole audit, redacted.
+        ltm_erase=(LtmFilter(user_id=user_id),),
+        stm_delete=every,
+        delete_user=user_id,
+    )
+    return _plan(
+        batch, (r.record_id for r in records), (f.fact_id for f in facts), (f.key for f in facts)
     )
 
 
-_Parts = tuple[set[str], set[str], set[str], int, bool]
-
-
-def _everything(engine: ForgettingEngine, user_id: str) -> _Parts:
-    records = engine.stm.records(filter=StmFilter(user_id=user_id, include_dead=True))
-    stm_ids = {r.record_id for r in records}
-    engine.stm.delete(filter=StmFilter(user_id=user_id, include_dead=True))
-    facts = engine.ltm.facts(filter=LtmFilter(user_id=user_id, include_dead=True))
-    # A filter naming the user only: every fact, and the user's whole audit, redacted.
-    engine.ltm.erase(filter=LtmFilter(user_id=user_id), actor=FORGET_ACTOR)
-    sessions = engine.session.delete_user(user_id=user_id)
-    engine.drop_activity(user_id)
-    return stm_ids, {f.fact_id for f in facts}, {f.key for f in facts}, sessions, True
-
-
-def _session(engine: ForgettingEngine, user_id: str, session_id: str) -> _Parts:
+def _session(stm: ShortTermStore, user_id: str, session_id: str) -> ForgetPlan:
     scope = StmFilter(user_id=user_id, session_id=session_id, include_dead=True)
-    stm_ids = {r.record_id for r in engine.stm.records(filter=scope)}
-    if stm_ids:
-        engine.stm.purge(record_ids=stm_ids)
-    cleared = engine.session.reset(user_id=user_id, session_id=session_id)
-    return stm_ids, set(), set(), 0, cleared
+    stm_ids = frozenset(r.record_id for r in stm.records(filter=scope))
+    batch = ChangeBatch(stm_remove=stm_ids, reset_session=(user_id, session_id))
+    return _plan(batch, stm_ids, (), ())
 
 
-def _last_said(engine: ForgettingEngine, user_id: str, session_id: str) -> _Parts:
-    scope = StmFilter(user_id=user_id, session_id=session_id)
-    records = engine.stm.records(filter=scope)
+def _last_said(
+    stm: ShortTermStore, ltm: LongTermStore, user_id: str, session_id: str
+) -> ForgetPlan:
+    records = stm.records(filter=StmFilter(user_id=user_id, session_id=session_id))
     if not records:
-        return set(), set(), set(), 0, False
+        return _plan(ChangeBatch(), (), (), ())
     last = max(records, key=lambda r: (r.created_at, r.record_id))
-    engine.stm.purge(record_ids={last.record_id})
-    fact_ids: set[str] = set()
+    fact_ids: frozenset[str] = frozenset()
     key = last.metadata.get("topic")
     if isinstance(key, str) and key.strip():
-        facts = engine.ltm.facts(
+        facts = ltm.facts(
             filter=LtmFilter(user_id=user_id, keys=frozenset({key}), include_dead=True)
         )
         # Only a fact this very utterance stated: an older value stays.
-        fact_ids = {f.fact_id for f in facts if f.text == last.text}
-        if fact_ids:
-            engine.ltm.erase(
-                filter=LtmFilter(user_id=user_id, fact_ids=frozenset(fact_ids)),
-                actor=FORGET_ACTOR,
-            )
-    return {last.record_id}, fact_ids, set(), 0, False
+        fact_ids = frozenset(f.fact_id for f in facts if f.text == last.text)
+    erase = (LtmFilter(user_id=user_id, fact_ids=fact_ids),) if fact_ids else ()
+    batch = ChangeBatch(actor=FORGET_ACTOR, ltm_erase=erase, stm_remove=frozenset({last.record_id}))
+    return _plan(batch, (last.record_id,), fact_ids, ())
 
 
-def _topic(engine: ForgettingEngine, user_id: str, topic: str) -> _Parts:
+def _topic(
+    stm: ShortTermStore, ltm: LongTermStore, search: TopicSearch, user_id: str, topic: str
+) -> ForgetPlan:
     keys = topic_keys(topic)
     matcher = TopicMatcher(topic, keys)
-    vector = engine.embedder.embed_one(engine.pii.mask(topic))
-    threshold = engine.forget_min_similarity
+    vector = search.embedder.embed_one(search.pii.mask(topic))
+    threshold = search.min_similarity
 
-    facts = engine.ltm.facts(filter=LtmFilter(user_id=user_id, include_dead=True))
+    facts = ltm.facts(filter=LtmFilter(user_id=user_id, include_dead=True))
     close = {
         hit.record.fact_id
-        for hit in engine.ltm.similar(user_id=user_id, embedding=vector, min_score=threshold)
+        for hit in ltm.similar(user_id=user_id, embedding=vector, min_score=threshold)
     }
     erased = [
         f
@@ -160,28 +187,43 @@ def _topic(engine: ForgettingEngine, user_id: str, topic: str) -> _Parts:
         or f.fact_id in close
         or matcher.says(f.text)
     ]
-    fact_ids = {f.fact_id for f in erased}
-    if fact_ids:
-        engine.ltm.erase(
-            filter=LtmFilter(user_id=user_id, fact_ids=frozenset(fact_ids)), actor=FORGET_ACTOR
-        )
+    fact_ids = frozenset(f.fact_id for f in erased)
+    erase = [LtmFilter(user_id=user_id, fact_ids=fact_ids)] if fact_ids else []
     # Audit entries of earlier facts under these keys (gone already) hold values too.
-    engine.ltm.erase(filter=LtmFilter(user_id=user_id, keys=frozenset(keys)), actor=FORGET_ACTOR)
+    erase.append(LtmFilter(user_id=user_id, keys=frozenset(keys)))
 
     source_keys = keys | {f.key for f in erased}
-    records = engine.stm.records(filter=StmFilter(user_id=user_id, include_dead=True))
+    records = stm.records(filter=StmFilter(user_id=user_id, include_dead=True))
     near = {
         hit.record.record_id
-        for hit in engine.stm.similar(user_id=user_id, embedding=vector, min_score=threshold)
+        for hit in stm.similar(user_id=user_id, embedding=vector, min_score=threshold)
     }
-    stm_ids = {
+    stm_ids = frozenset(
         r.record_id
         for r in records
         if r.record_id in near or matcher.says(r.text) or _in_keys(_topic_of(r), source_keys)
-    }
-    if stm_ids:
-        engine.stm.purge(record_ids=stm_ids)
-    return stm_ids, fact_ids, source_keys, 0, False
+    )
+    batch = ChangeBatch(actor=FORGET_ACTOR, ltm_erase=tuple(erase), stm_remove=stm_ids)
+    return _plan(batch, stm_ids, fact_ids, source_keys)
+
+
+def plan_event(
+    event: Event, *, stm: ShortTermStore, ltm: LongTermStore, strategy: Strategy
+) -> ChangeBatch:
+    """The strategy's invalidations for one business event (`policy.invalidations_for`).
+    STM has no archived state: invalidating a short-lived record removes it."""
+    if not any(rule.event == event.name for rule in strategy.events):
+        return ChangeBatch(actor=EVENTS_ACTOR)
+    records = stm.records(filter=StmFilter(user_id=event.user_id, include_dead=True))
+    facts = ltm.facts(filter=LtmFilter(user_id=event.user_id, include_dead=True))
+    decisions = invalidations_for(event, records, facts, strategy=strategy)
+    archive = {d.record_id for d in decisions if d.layer == "ltm" and d.action is Action.ARCHIVE}
+    delete = {d.record_id for d in decisions if d.layer == "ltm" and d.action is Action.DELETE}
+    return ChangeBatch(
+        actor=EVENTS_ACTOR,
+        ltm=FactChanges(delete=frozenset(delete), archive=frozenset(archive)),
+        stm_remove=frozenset(d.record_id for d in decisions if d.layer == "stm"),
+    )
 
 
 def _in_keys(key: str | None, keys: set[str]) -> bool:
@@ -206,7 +248,7 @@ def _topic_of(record: MemoryRecord) -> str | None:
 
 class TopicMatcher:
     """Whether a text speaks of a topic: the topic itself, or a synonym of one of its
-    keys from `reference.lexicon`. Wider than the lexicon's own matching on purpose
+    keys from `reference.policy.vocabulary`. Wider than the lexicon's own matching on purpose
     (erasing a little more is safe, keeping what the user asked to forget is not): Latin
     words must start at a word boundary, and only short ones end at one too ("tea" is
     not in "steak"); CJK words match as substrings, whatever the segmentation."""
@@ -233,4 +275,4 @@ class TopicMatcher:
         return any(word in lower for word in self._cjk)
 
 
-__all__ = ["ForgetReport", "TopicMatcher", "apply_forget"]
+__all__ = ["ForgetPlan", "TopicMatcher", "TopicSearch", "plan_event", "plan_forget"]

@@ -11,31 +11,42 @@ the timed operations of the LTM SLA.
 Every change writes an audit entry in the same transaction as the change: a failed write
 leaves neither the row nor its audit entry behind. Every read names the user.
 
-The forgetting engine needs a few more operations (`supports_forgetting`): per-fact
-retention updates on access (`touch`), a similarity search over dead facts too
-(`similar`), erasure with redaction of the audit values (`erase`), namespace-wide
-paging and batched changes for sweeps (`scan`, `apply_changes`), and the per-user
-activity that archival reads (`mark_active`, `last_active`, `forget_activity`). Only
-`scan` and `apply_changes` span users; the engine is their only caller.
+The "engine API" is the forgetting engine's; only its scans and `apply_changes` span
+users. Every public method validates its input, reads the clock and makes one call of a
+backend primitive (`reference.ltm.primitives`), so backends cannot differ in what they
+accept.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
-from reference.footprint import Usage, scanned_usage
-from reference.forgetting.policy import DueRule, next_due_at
+from reference.footprint import Usage
 from reference.keys import Namespace
-from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate, Status
-from reference.records import fast_init
-from reference.text import Embedder
+from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter
+from reference.ltm.primitives import (
+    Activity,
+    ApplyChanges,
+    ArchiveFacts,
+    AuditLog,
+    DeleteFacts,
+    DueScan,
+    EraseFacts,
+    ForgetActivity,
+    LtmPrimitives,
+    MarkActive,
+    RecordAccess,
+    UpsertFact,
+)
+from reference.models import AuditEntry, Category, DuePage, Fact, Hit, RetentionUpdate
+from reference.policy.sweep import DueRule, next_due_at
+from reference.text_interfaces import Embedder
 from reference.validation import (
     check_category,
     check_embedding,
@@ -49,90 +60,9 @@ from reference.validation import (
     check_timestamp,
 )
 
-AUDIT_ACTIONS = ("insert", "update", "archive", "delete", "erase", "anonymise")
-#: What an erased value becomes in the audit log: the entry stays (who, when, what, key),
-#: the value does not. Distinct from None, which means "no value" (an insert's old value).
-REDACTED: dict[str, Any] = {"_redacted": True}
 
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class FactChanges:
-    """One sweep batch's changes, by fact_id, across users; applied in one transaction.
-
-    A fact named under `delete` or `erase` is only removed (archive and anonymise skip
-    it). `delete` keeps the removed value in its audit entry; `erase` redacts every audit
-    value of the fact. `anonymise` maps a fact to its new value (the sealed original
-    dropped), and strips the sealed payload from the fact's audit values as well.
-    """
-
-    delete: frozenset[str] = frozenset()
-    erase: frozenset[str] = frozenset()
-    archive: frozenset[str] = frozenset()
-    anonymise: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for name in ("delete", "erase", "archive"):
-            object.__setattr__(self, name, frozenset(getattr(self, name)))
-        for fact_id in (*self.delete, *self.erase, *self.archive, *self.anonymise):
-            check_id("fact_ids", fact_id)
-        for value in self.anonymise.values():
-            check_json_object("anonymise", value)
-
-    def __bool__(self) -> bool:
-        return bool(self.delete or self.erase or self.archive or self.anonymise)
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class FactChangeCounts:
-    """How many facts `apply_changes` changed, per kind of change."""
-
-    deleted: int = 0
-    erased: int = 0
-    archived: int = 0
-    anonymised: int = 0
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class LtmFilter:
-    """Which facts of one user an operation applies to. Unset fields match everything."""
-
-    user_id: str
-    categories: frozenset[Category] | None = None
-    keys: frozenset[str] | None = None
-    fact_ids: frozenset[str] | None = None
-    #: Include archived and expired facts (archival, erasure, inspection).
-    include_dead: bool = False
-
-    def __post_init__(self) -> None:
-        check_id("user_id", self.user_id)
-        if self.keys is not None:  # upsert strips keys, so a filter must match stripped keys
-            object.__setattr__(self, "keys", frozenset(check_key("keys", k) for k in self.keys))
-        for category in self.categories or ():
-            check_category("categories", category)
-        for fact_id in self.fact_ids or ():
-            check_id("fact_ids", fact_id)
-
-    def matches(self, fact: Fact, now: float) -> bool:
-        """The in-memory meaning of the filter; real backends translate it to SQL."""
-        return (
-            fact.user_id == self.user_id
-            and (self.categories is None or fact.category in self.categories)
-            and (self.keys is None or fact.key in self.keys)
-            and (self.fact_ids is None or fact.fact_id in self.fact_ids)
-            and fact.status is not Status.DELETED
-            and (self.include_dead or fact.is_live(now))
-        )
-
-
-class LongTermStore(ABC):
+class LongTermStore(LtmPrimitives):
     """Versioned structured facts with vector search, within a user."""
-
-    #: The backend implements the engine's primitives (see the module docstring); a
-    #: store without them can serve turns but not a `ForgettingEngine`.
-    supports_forgetting: ClassVar[bool] = False
 
     def __init__(self, *, clock: Clock, namespace: Namespace, embedder: Embedder) -> None:
         self.clock = clock
@@ -140,7 +70,6 @@ class LongTermStore(ABC):
         self.embedder = embedder
 
     # ------------------------------------------------------------------ lifecycle
-    @abstractmethod
     def setup(self) -> None:
         """Create or migrate the schema; safe to call any number of times."""
 
@@ -166,11 +95,9 @@ class LongTermStore(ABC):
         actor: str = "system",
         embedding: Sequence[float] | np.ndarray | None = None,
     ) -> Fact:
-        """Insert the fact, or supersede the current value of `(user_id, category, key)`.
-
-        A new value increments `version` and reactivates an archived fact. The embedding
-        is of `text` unless given.
-        """
+        """Insert the fact, or supersede the current value of `(user_id, category, key)`:
+        a new value increments `version` and reactivates an archived fact. The embedding
+        is of `text` unless given."""
         check_id("user_id", user_id)
         cat = check_category("category", category)
         key = check_key("key", key)
@@ -183,25 +110,18 @@ class LongTermStore(ABC):
                 "expires_at", f"must be an epoch timestamp or None, got {expires_at!r}"
             )
         vector = self._vector(text, embedding)
-        return self._upsert(
-            user_id=user_id,
-            category=cat,
-            key=key,
-            value=value,
-            text=text,
-            importance=float(importance),
-            expires_at=None if expires_at is None else float(expires_at),
-            actor=actor,
-            embedding=vector,
-            now=self.clock.now(),
-        )
+        expiry = None if expires_at is None else float(expires_at)
+        fact = (user_id, cat, key, value, text, float(importance), expiry, actor, vector)
+        return self._apply(UpsertFact(*fact, self.clock.now()))
 
     def get(self, *, user_id: str, category: Category | str, key: str) -> Fact | None:
         """The live fact at `(user_id, category, key)`, touched (access stats), or None."""
         check_id("user_id", user_id)
         cat = check_category("category", category)
         key = check_key("key", key)
-        return self._get(user_id=user_id, category=cat, key=key, now=self.clock.now())
+        flt = LtmFilter(user_id=user_id, categories=frozenset((cat,)), keys=frozenset((key,)))
+        found = self._fetch(flt, self.clock.now(), touch=True)
+        return found[0] if found else None
 
     def query(
         self,
@@ -225,22 +145,23 @@ class LongTermStore(ABC):
                 raise InvalidInput("text", "give the query text or its embedding")
             check_text("text", text)
         vector = self._vector(text or "", embedding)
-        return self._query(vector, flt, k, self.clock.now(), touch=touch)
+        return self._search(vector, flt, k, self.clock.now(), touch=touch)
 
     def archive(self, *, filter: LtmFilter, actor: str = "system") -> int:
         """Set matching live facts to archived (no longer returned); returns how many."""
         check_id("actor", actor)
-        return self._archive(filter, actor=actor, now=self.clock.now())
+        return self._apply(ArchiveFacts(filter, actor, self.clock.now()))
 
     def delete(self, *, filter: LtmFilter, actor: str = "system") -> int:
         """Hard-delete matching facts, archived and expired ones included whatever the
         filter's `include_dead` says; returns how many."""
         check_id("actor", actor)
-        return self._delete(filter, actor=actor, now=self.clock.now())
+        everything = dataclasses.replace(filter, include_dead=True)
+        return self._apply(DeleteFacts(everything, actor, self.clock.now()))
 
     def facts(self, *, filter: LtmFilter) -> list[Fact]:
         """Matching facts ordered by (created_at, fact_id), without touching them."""
-        return self._list(filter, self.clock.now())
+        return self._fetch(filter, self.clock.now(), touch=False)
 
     def count(self, *, filter: LtmFilter | None = None) -> int:
         """Facts matching `filter` (live ones unless it says `include_dead`), or the live
@@ -257,14 +178,7 @@ class LongTermStore(ABC):
         check_id("user_id", user_id)
         if fact_id is not None:
             check_id("fact_id", fact_id)
-        return self._audit_log(user_id=user_id, fact_id=fact_id)
-
-    def sweep_expired(self, *, batch_size: int = 1000, actor: str = "sweeper") -> int:
-        """Hard-delete up to `batch_size` facts past expires_at (audited); returns how many."""
-        if batch_size < 1:
-            raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
-        check_id("actor", actor)
-        return self._sweep(now=self.clock.now(), batch_size=batch_size, actor=actor)
+        return self._lookup(AuditLog(user_id, fact_id))
 
     # ------------------------------------------------------------------ engine API
     def touch(self, *, user_id: str, updates: Sequence[RetentionUpdate]) -> int:
@@ -280,7 +194,7 @@ class LongTermStore(ABC):
             by_id[update.record_id] = update
         if not by_id:
             return 0
-        return self._update_retention(user_id, list(by_id.values()), self.clock.now())
+        return self._apply(RecordAccess(user_id, list(by_id.values()), self.clock.now()))
 
     def similar(
         self,
@@ -298,7 +212,7 @@ class LongTermStore(ABC):
         total = self._count(flt, now)
         if total == 0:
             return []
-        hits = self._query(vector, flt, total, now, touch=False)
+        hits = self._search(vector, flt, total, now, touch=False)
         return [hit for hit in hits if hit.score >= min_score]
 
     def erase(self, *, filter: LtmFilter, actor: str = "forget") -> int:
@@ -308,7 +222,8 @@ class LongTermStore(ABC):
         that belongs to a deleted fact. Each erased fact gets an 'erase' audit entry.
         Returns how many facts were deleted."""
         check_id("actor", actor)
-        return self._erase(filter, actor=actor, now=self.clock.now())
+        everything = dataclasses.replace(filter, include_dead=True)
+        return self._apply(EraseFacts(everything, actor, self.clock.now()))
 
     def scan(self, *, after: str | None = None, limit: int = 1000) -> list[Fact]:
         """Up to `limit` facts of the whole namespace (every user and status) with
@@ -316,7 +231,7 @@ class LongTermStore(ABC):
         if after is not None:
             check_id("after", after)
         check_k("limit", limit, limit=1_000_000)
-        return self._scan(after, limit)
+        return self._scan(after, limit, None)
 
     def scan_due(
         self, *, now: float, rule: DueRule, after: str | None = None, limit: int = 1000
@@ -330,7 +245,7 @@ class LongTermStore(ABC):
             check_id("after", after)
         check_k("limit", limit, limit=1_000_000)
         now = check_timestamp("now", now)
-        candidates = self._scan_due(now, rule, after, limit)
+        candidates = self._scan(after, limit, DueScan(now, rule))
         due = [f for f in candidates if (d := next_due_at(f, rule)) is not None and d <= now]
         return DuePage(due, candidates[-1].fact_id if len(candidates) >= limit else None)
 
@@ -352,7 +267,7 @@ class LongTermStore(ABC):
         `after` the same of the sweep before it. A read."""
         if after >= until:
             return []
-        return self._inactive_users(float(after), float(until))
+        return sorted(self._lookup(Activity(None, float(after), float(until))))
 
     def apply_changes(self, changes: FactChanges, *, actor: str = "sweeper") -> FactChangeCounts:
         """Apply one sweep batch's changes (see `FactChanges`) in one transaction."""
@@ -361,7 +276,7 @@ class LongTermStore(ABC):
             raise InvalidInput("changes", f"must be FactChanges, got {type(changes).__name__}")
         if not changes:
             return FactChangeCounts()
-        return self._apply_changes(changes, actor=actor, now=self.clock.now())
+        return self._apply(ApplyChanges(changes, actor, self.clock.now()))
 
     def mark_active(self, *, activity: Mapping[str, float]) -> None:
         """Record users' latest activity (user_id -> epoch seconds); a time earlier than
@@ -371,16 +286,18 @@ class LongTermStore(ABC):
             for user, at in activity.items()
         }
         if checked:
-            self._mark_active(checked)
+            self._apply(MarkActive(checked))
 
     def last_active(self, *, user_ids: Collection[str]) -> dict[str, float]:
         """The recorded latest activity of these users; users never recorded are absent."""
         ids = sorted({check_id("user_ids", u) for u in user_ids})
-        return self._last_active(ids) if ids else {}
+        if not ids:
+            return {}
+        return self._lookup(Activity(ids))
 
     def forget_activity(self, *, user_id: str) -> bool:
         """Drop the user's activity record (erasure of everything about the user)."""
-        return self._forget_activity(check_id("user_id", user_id))
+        return self._apply(ForgetActivity(check_id("user_id", user_id)))
 
     # ------------------------------------------------------------------ helpers
     def _vector(self, text: str, embedding: Sequence[float] | np.ndarray | None) -> np.ndarray:
@@ -392,110 +309,9 @@ class LongTermStore(ABC):
         vector = self.embedder.embed_one(text)
         return vector if vector.dtype == np.float32 else np.asarray(vector, dtype=np.float64)
 
-    # ------------------------------------------------------------------ backend primitives
-    @abstractmethod
-    def _upsert(
-        self,
-        *,
-        user_id: str,
-        category: Category,
-        key: str,
-        value: dict[str, Any],
-        text: str,
-        importance: float,
-        expires_at: float | None,
-        actor: str,
-        embedding: Any,
-        now: float,
-    ) -> Fact:
-        """One transaction: insert (version 1, audit 'insert') or update (version + 1,
-        status active, audit 'update' with old and new value)."""
-
-    @abstractmethod
-    def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None: ...
-
-    # `embedding` is what `_vector` returns: a 1-D float32 or float64 array, which a
-    # backend may not keep without copying. Typed Any because backends written when it was
-    # a list of floats still annotate `list[float]` (np.asarray takes either).
-    @abstractmethod
-    def _query(
-        self, embedding: Any, flt: LtmFilter, k: int, now: float, *, touch: bool
-    ) -> list[Hit[Fact]]:
-        """Top-k by cosine similarity (score = 1 - cosine distance); ties by fact_id.
-        With `touch`, returned facts get last_accessed_at=now, access_count+1 (same
-        transaction)."""
-
-    @abstractmethod
-    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int: ...
-
-    @abstractmethod
-    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int: ...
-
-    @abstractmethod
-    def _list(self, flt: LtmFilter, now: float) -> list[Fact]: ...
-
-    @abstractmethod
-    def _count(self, flt: LtmFilter | None, now: float) -> int: ...
-
-    @abstractmethod
-    def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]: ...
-
-    @abstractmethod
-    def _sweep(self, *, now: float, batch_size: int, actor: str) -> int: ...
-
-    # Engine primitives: not abstract, so a backend that serves turns only (a benchmark's
-    # null store) need not have them; `supports_forgetting` says whether it does.
-    def _update_retention(self, user_id: str, updates: list[RetentionUpdate], now: float) -> int:
-        """For each update naming a live fact of `user_id`: last_accessed_at=now,
-        access_count+1, expires_at and importance as given. One transaction, no audit
-        (an access is not a change of the memory)."""
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _erase(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _scan(self, after: str | None, limit: int) -> list[Fact]:
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _apply_changes(self, changes: FactChanges, *, actor: str, now: float) -> FactChangeCounts:
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _scan_due(self, now: float, rule: DueRule, after: str | None, limit: int) -> list[Fact]:
-        """Up to `limit` facts (not deleted) with fact_id > `after`, in fact_id order,
-        among which every fact due under `rule` at `now`; a few more may come (time
-        arithmetic is compared with a margin): `scan_due` keeps the due ones."""
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _usage(self, now: float) -> Usage:
-        """Pages through every fact (`_scan`); a backend that keeps counters overrides."""
-        return scanned_usage(self._scan, self.embedder.dim, now)
-
-    def _inactive_users(self, after: float, until: float) -> list[str]:
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _mark_active(self, activity: dict[str, float]) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _last_active(self, user_ids: list[str]) -> dict[str, float]:
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _forget_activity(self, user_id: str) -> bool:
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
 
 def due_margin(now: float) -> float:
     """How much earlier than exact a backend may look for due facts: `start + period <=
     now` is queried as `start <= now - period + margin`, so float rounding never hides
     a due fact (the store then keeps exactly the due ones)."""
     return 1e-9 * max(1.0, abs(now))
-
-
-def audit_matches(entry: AuditEntry, flt: LtmFilter) -> bool:
-    """Whether an audit entry is one of the user's that `flt` names (for erasure):
-    by category, key and fact_id, whether or not the fact still exists."""
-    return (
-        entry.user_id == flt.user_id
-        and (flt.categories is None or entry.category in flt.categories)
-        and (flt.keys is None or entry.key in flt.keys)
-        and (flt.fact_ids is None or entry.fact_id in flt.fact_ids)
-    )

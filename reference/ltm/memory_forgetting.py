@@ -18,17 +18,12 @@ import numpy as np
 
 from reference.crypto import anonymise_value
 from reference.dueindex import DueIndex
-from reference.forgetting.policy import DueRule
-from reference.ltm.base import (
-    REDACTED,
-    FactChangeCounts,
-    FactChanges,
-    LtmFilter,
-    audit_matches,
-    due_margin,
-)
+from reference.ltm.base import due_margin
 from reference.ltm.common import as_real, audit_draft, copy_fact, copy_json, storable_json
+from reference.ltm.filters import REDACTED, FactChangeCounts, FactChanges, LtmFilter
+from reference.ltm.primitives import audit_matches
 from reference.models import AuditEntry, Fact, RetentionUpdate, Status
+from reference.policy.sweep import DueRule
 
 
 @dataclass
@@ -88,9 +83,8 @@ class InMemoryForgetting:
         return changed
 
     def _erase(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        everything = dataclasses.replace(flt, include_dead=True)
         with self._lock:
-            facts = [f for f in self._matching(everything, now)]
+            facts = self._matching(flt, now)
             gone = {f.fact_id for f in facts}
             txn = Txn()
             txn.deletes.extend(sorted(gone))
@@ -102,7 +96,7 @@ class InMemoryForgetting:
             self._commit(txn)
             return len(facts)
 
-    def _scan(self, after: str | None, limit: int) -> list[Fact]:
+    def _scan_all(self, after: str | None, limit: int) -> list[Fact]:
         with self._lock:
             if self._sorted_ids is None:
                 self._sorted_ids = sorted(self._facts)
@@ -205,12 +199,12 @@ class InMemoryForgetting:
             i = bisect.bisect_right(order, (after, "\U0010ffff"))
             return order[i][0] if i < len(order) else float("inf")
 
-    def _inactive_users(self, after: float, until: float) -> list[str]:
+    def _activity_between(self, after: float, until: float) -> dict[str, float]:
         with self._lock:
             order = self._activity_order
             lo = bisect.bisect_right(order, (after, "\U0010ffff"))
             hi = bisect.bisect_right(order, (until, "\U0010ffff"))
-            return sorted(user for _, user in order[lo:hi])
+            return {user: at for at, user in order[lo:hi]}
 
     def _mark_active(self, activity: dict[str, float]) -> None:
         with self._lock:

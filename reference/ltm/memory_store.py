@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import threading
-from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,10 +23,9 @@ from reference.clock import Clock
 from reference.dueindex import DueIndex
 from reference.errors import InvalidInput
 from reference.footprint import Usage, record_bytes
-from reference.forgetting.policy import sealed_at
 from reference.ids import new_id
 from reference.keys import Namespace
-from reference.ltm.base import AUDIT_ACTIONS, LongTermStore, LtmFilter
+from reference.ltm.base import LongTermStore
 from reference.ltm.common import (
     accessed_fact,
     as_real,
@@ -40,15 +38,19 @@ from reference.ltm.common import (
     storable_json,
     storable_text,
 )
+from reference.ltm.dispatch import MethodPerOperation
+from reference.ltm.filters import AUDIT_ACTIONS, LtmFilter
 from reference.ltm.memory_forgetting import InMemoryForgetting, Txn
+from reference.ltm.primitives import (
+    UpsertFact,
+)
 from reference.models import AuditEntry, Category, Fact, Hit, Status
-from reference.text import Embedder
+from reference.policy.sweep import sealed_at
+from reference.text_interfaces import Embedder
 
 
-class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
+class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStore):
     """Long-term facts in dicts, with exact cosine search over each user's vectors."""
-
-    supports_forgetting: ClassVar[bool] = True
 
     def __init__(self, *, clock: Clock, namespace: Namespace, embedder: Embedder) -> None:
         super().__init__(clock=clock, namespace=namespace, embedder=embedder)
@@ -57,7 +59,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         # Each fact's vector as float64 (its float32 values exactly, as pgvector keeps
         # them): a query stacks them without converting.
         self._vectors: dict[str, np.ndarray] = {}
-        # Each vector's squared norm, summed as a query sums it (`_query`).
+        # Each vector's squared norm, summed as a query sums it (`_search`).
         self._squares: dict[str, float] = {}
         self._by_key: dict[tuple[str, Category, str], str] = {}
         self._by_user: dict[str, set[str]] = {}
@@ -81,9 +83,6 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         # Every fact_id in order, for `scan`; rebuilt after an insert. Deletions leave
         # stale ids behind (skipped), so a sweep, which only removes, sorts once.
         self._sorted_ids: list[str] | None = None
-
-    def setup(self) -> None:
-        """Nothing to create: the schema is the Python objects."""
 
     # ------------------------------------------------------------------ transactions
     def _write_audit(self, txn: Txn, entries: list[AuditEntry]) -> None:
@@ -156,20 +155,8 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         self._due_sealed.set(fact.fact_id, sealed_at(fact) if live else None)
 
     # ------------------------------------------------------------------ primitives
-    def _upsert(
-        self,
-        *,
-        user_id: str,
-        category: Category,
-        key: str,
-        value: dict[str, Any],
-        text: str,
-        importance: float,
-        expires_at: float | None,
-        actor: str,
-        embedding: np.ndarray,
-        now: float,
-    ) -> Fact:
+    def _upsert(self, op: UpsertFact) -> Fact:
+        user_id, category, key, value, text, importance, expires_at, actor, embedding, now = op
         encoded = storable_json("value", value)
         storable_text("key", key)
         storable_text("text", text)
@@ -225,14 +212,14 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             self._commit(txn)
             return copy_fact(fact)
 
-    def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
+    def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
         with self._lock:
-            fact_id = self._by_key.get((user_id, category, key))
-            if fact_id is None or not self._facts[fact_id].is_live(now):
-                return None
-            return copy_fact(self._touch(fact_id, now))
+            found = self._matching(flt, now)
+            if touch:
+                found = [self._touch(fact.fact_id, now) for fact in found]
+            return [copy_fact(fact) for fact in found]
 
-    def _query(
+    def _search(
         self, embedding: np.ndarray, flt: LtmFilter, k: int, now: float, *, touch: bool
     ) -> list[Hit[Fact]]:
         # pgvector compares in float32: the query is rounded as `vector` rounds it.
@@ -289,13 +276,8 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             return len(entries)
 
     def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        everything = dataclasses.replace(flt, include_dead=True)
         with self._lock:
-            return self._hard_delete(self._matching(everything, now), actor=actor, now=now)
-
-    def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
-        with self._lock:
-            return [copy_fact(fact) for fact in self._matching(flt, now)]
+            return self._hard_delete(self._matching(flt, now), actor=actor, now=now)
 
     def _count(self, flt: LtmFilter | None, now: float) -> int:
         with self._lock:
@@ -304,7 +286,7 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
             owned = self._by_user.get(flt.user_id, ())
             return sum(1 for fid in owned if flt.matches(self._facts[fid], now))
 
-    def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+    def _audit_log(self, user_id: str, fact_id: str | None) -> list[AuditEntry]:
         with self._lock:
             return [
                 dataclasses.replace(
@@ -312,12 +294,6 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
                 )
                 for e in self._audit_entries(user_id, fact_id)
             ]
-
-    def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
-        with self._lock:
-            expired = self._due_expiry.due(now)[:batch_size]
-            facts = [self._facts[fid] for fid in expired]
-            return self._hard_delete(facts, actor=actor, now=now)
 
     # ------------------------------------------------------------------ helpers
     def _audit_entries(self, user_id: str, fact_id: str | None) -> list[AuditEntry]:
@@ -330,7 +306,12 @@ class InMemoryLongTermStore(InMemoryForgetting, LongTermStore):
         return [e for e in entries if e.user_id == user_id]
 
     def _matching(self, flt: LtmFilter, now: float) -> list[Fact]:
-        facts = [self._facts[fid] for fid in self._by_user.get(flt.user_id, ())]
+        if flt.categories is not None and flt.keys is not None:  # by the unique key
+            user = flt.user_id
+            ids = (self._by_key.get((user, c, k)) for c in flt.categories for k in flt.keys)
+            facts = [self._facts[fid] for fid in ids if fid is not None]
+        else:
+            facts = [self._facts[fid] for fid in self._by_user.get(flt.user_id, ())]
         return sorted(
             (fact for fact in facts if flt.matches(fact, now)),
             key=lambda fact: (fact.created_at, fact.fact_id),

@@ -12,47 +12,22 @@ statement writing `value` writes with it (`value_sealed_at`, i.e. `policy.sealed
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from reference.crypto import ANONYMISED, SEALED, SEALED_AT, anonymise_value
-from reference.forgetting.policy import DueRule, sealed_at
 from reference.keys import Namespace
-from reference.ltm.base import REDACTED, FactChangeCounts, FactChanges, LtmFilter, due_margin
+from reference.ltm.base import due_margin
 from reference.ltm.common import audit_draft, storable_json
+from reference.ltm.filters import REDACTED, FactChangeCounts, FactChanges, LtmFilter
+from reference.ltm.pg_pool import pg_guarded
 from reference.ltm.pg_rows import RenderedStatements, columns, fact
 from reference.models import AuditEntry, Category, Fact, RetentionUpdate
-from reference.resilience import call_with_retry
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def pg_guarded(*, idempotent: bool | Callable[[dict[str, Any]], bool]) -> Callable[[F], F]:
-    """Run a primitive (one transaction) under the store's retry policy: retried when it
-    failed before its commit, or when repeating it is harmless (`idempotent`, or a
-    function of the call's keyword arguments saying so)."""
-
-    def wrap(method: F) -> F:
-        @functools.wraps(method)
-        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            safe = idempotent(kwargs) if callable(idempotent) else idempotent
-            return call_with_retry(
-                lambda: method(self, *args, **kwargs),
-                idempotent=safe,
-                policy=self.retry,
-                on_retry=self._suspect,
-            )
-
-        return run  # type: ignore[return-value]
-
-    return wrap
-
+from reference.policy.sweep import DueRule, sealed_at
 
 _REDACT = {"redacted": Jsonb(REDACTED)}
 _SEAL_KEYS = {"sealed": SEALED, "sealed_at": SEALED_AT, "anonymised": Jsonb({ANONYMISED: True})}
@@ -157,9 +132,9 @@ class ForgettingStatements(RenderedStatements):
         )
         self.forget_activity = q("DELETE FROM {users} WHERE user_id = %(user_id)s")
         # A range of the last_active_at index (migration 3).
-        self.inactive_users = q(
-            "SELECT user_id FROM {users}"
-            " WHERE last_active_at > %(after)s AND last_active_at <= %(until)s ORDER BY user_id"
+        self.activity_between = q(
+            "SELECT user_id, last_active_at FROM {users}"
+            " WHERE last_active_at > %(after)s AND last_active_at <= %(until)s"
         )
 
     def scan_due(self, rule: DueRule, *, first: bool) -> bytes:
@@ -246,7 +221,7 @@ class PostgresForgetting:
         return len(rows)
 
     @pg_guarded(idempotent=True)
-    def _scan(self, after: str | None, limit: int) -> list[Fact]:
+    def _scan_all(self, after: str | None, limit: int) -> list[Fact]:
         statement = self._fsql.scan_first if after is None else self._fsql.scan_after
         with self._transaction(read=True) as cur:
             rows = cur.execute(statement, {"after": after, "limit": limit}).fetchall()
@@ -316,10 +291,10 @@ class PostgresForgetting:
         return [fact(r) for r in rows]
 
     @pg_guarded(idempotent=True)
-    def _inactive_users(self, after: float, until: float) -> list[str]:
+    def _activity_between(self, after: float, until: float) -> dict[str, float]:
         with self._transaction(read=True) as cur:
-            rows = cur.execute(self._fsql.inactive_users, {"after": after, "until": until})
-            return [str(r[0]) for r in rows.fetchall()]
+            rows = cur.execute(self._fsql.activity_between, {"after": after, "until": until})
+            return {str(r[0]): float(r[1]) for r in rows.fetchall()}
 
     @pg_guarded(idempotent=True)
     def _mark_active(self, activity: dict[str, float]) -> None:

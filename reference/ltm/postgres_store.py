@@ -1,12 +1,5 @@
 """The PostgreSQL + pgvector long-term store.
 
-Lifecycle: build one per process (or Ray actor) from a conninfo/URL; nothing connects
-until `setup()`, which applies the migrations on a connection of its own (creating the
-`vector` extension first), reads the pgvector version, and then opens the pool, whose
-connections register pgvector's adapters as they open (they need the extension).
-`dispose()` closes the pool. Each public call is one transaction on one pooled
-connection, so a failure anywhere rolls back the change together with its audit row.
-
 Search: within one user, per-user filters make an HNSW scan unreliable before pgvector
 0.8 (the index returns `ef_search` candidates, and the filter then drops other users'
 rows, leaving fewer than k). Before 0.8 the store therefore scores the user's live facts
@@ -14,63 +7,46 @@ exactly (the per-user index finds them, a materialised CTE keeps the planner off
 index). From 0.8 on, `hnsw.iterative_scan = strict_order` keeps scanning until k rows
 pass the filter, and the planner may use the index.
 
-Faults (`reference.resilience`): connections open within `Timeouts.connect_s`; a
-statement is bounded by the server's `statement_timeout` and, for a server that answers
-nothing (paused, or a lost network), by a client-side deadline that shuts the socket down
-after `Timeouts.operation_s`; the pool waits at most that long for a connection. Failures
-are raised as `BackendUnavailable("long-term memory: PostgreSQL at <url>: ...")`. A
-transaction that failed before its commit was sent was rolled back, so it is retried
-whatever it does (`RetryPolicy`); one whose commit got no answer is `in_doubt` and is
-retried only if repeating it is harmless (reads, deletes, sweeps, erasure), never an
-upsert (a second version and audit row) or a touch (access counts). A fact and its audit
-row are written in one transaction: a kill in the middle leaves both or neither.
+Connections, transactions and faults: `reference.ltm.pg_pool`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from reference.clock import Clock
-from reference.errors import BackendUnavailable, MemoryStoreError
+from reference.errors import MemoryStoreError
 from reference.ids import new_id
 from reference.keys import Namespace
-from reference.ltm.base import (
-    LongTermStore,
-    LtmFilter,
-)
+from reference.ltm.base import LongTermStore
 from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
-from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations, drop_schema
+from reference.ltm.dispatch import MethodPerOperation
+from reference.ltm.filters import LtmFilter
+from reference.ltm.migrations import HnswParams
+from reference.ltm.pg_pool import PostgresConnections, pg_guarded
 from reference.ltm.pg_rows import RenderedStatements
 from reference.ltm.pg_rows import columns as _columns
 from reference.ltm.pg_rows import fact as _fact
 from reference.ltm.postgres_forgetting import (
     ForgettingStatements,
     PostgresForgetting,
-    pg_guarded,
     value_sealed_at,
+)
+from reference.ltm.primitives import (
+    UpsertFact,
 )
 from reference.models import AuditEntry, Category, Fact, Hit
 from reference.resilience import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUTS,
-    LONG_TERM,
     RetryPolicy,
-    SocketDeadlines,
     Timeouts,
-    redact_conninfo,
 )
-from reference.text import Embedder
+from reference.text_interfaces import Embedder
 
 _AUDIT_COLUMNS = [
     *("fact_id", "user_id", "category", "key", "action", "actor", "at", "version"),
@@ -78,16 +54,12 @@ _AUDIT_COLUMNS = [
 ]
 _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s)"
 _UPSERT_ATTEMPTS = 5
-#: SQLSTATEs that mean the server or the connection went away, or a statement outlived
-#: `statement_timeout`: 08 connection exceptions, 57P01-03 shutdowns (pg_terminate_backend
-#: is 57P01), 57014 query canceled.
-_GONE = ("57P01", "57P02", "57P03", "57014")
 
 
-class PostgresLongTermStore(PostgresForgetting, LongTermStore):
+class PostgresLongTermStore(
+    MethodPerOperation, PostgresConnections, PostgresForgetting, LongTermStore
+):
     """Facts in one table per namespace, audited in another, searched with pgvector."""
-
-    supports_forgetting: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -106,188 +78,17 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
     ) -> None:
         """`exact_search` None: exact per-user scoring before pgvector 0.8, the index after."""
         super().__init__(clock=clock, namespace=namespace, embedder=embedder)
-        self._url = url
-        self.server = f"PostgreSQL at {redact_conninfo(url)}"
-        self.timeouts = timeouts
-        self.retry = retry
-        self._deadlines = SocketDeadlines(timeouts.operation_s)
-        #: Until then (monotonic), pooled connections are checked before use: set after
-        #: a failure, when the pool may still hold connections the server dropped.
-        self._check_until = 0.0
-        self._renewed_at = 0.0
-        self._pool_size = pool_size
-        self._ef_search = hnsw_ef_search
-        self._hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction)
-        self._exact_search = exact_search
-        self._connect_timeout = max(2, round(timeouts.connect_s))  # libpq: whole seconds, >= 2
-        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
-        self._setup_lock = threading.Lock()
-        self.pgvector_version: tuple[int, ...] | None = None
+        self._init_connections(
+            url,
+            pool_size=pool_size,
+            hnsw=HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction),
+            ef_search=hnsw_ef_search,
+            exact_search=exact_search,
+            timeouts=timeouts,
+            retry=retry,
+        )
         self._sql = _Statements(namespace)
         self._fsql = ForgettingStatements(namespace)
-
-    # ------------------------------------------------------------------ lifecycle
-    def setup(self) -> None:
-        """Apply pending migrations, then open the pool; idempotent and safe in parallel."""
-        with self._setup_lock:
-            try:
-                with psycopg.connect(self._url, connect_timeout=int(self._connect_timeout)) as conn:
-                    apply_migrations(conn, self.namespace, self._hnsw)
-                    row = conn.execute(
-                        "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                    ).fetchone()
-            except psycopg.OperationalError as exc:
-                raise self._unavailable(f"setup: {exc}") from exc
-            assert row is not None  # the first migration created the extension
-            self.pgvector_version = tuple(int(p) for p in str(row[0]).split(".")[:3])
-            if self._exact_search is None:
-                self._exact_search = self.pgvector_version < (0, 8)
-            if self._pool is None:
-                pool = self._new_pool()
-                try:
-                    pool.open(wait=True, timeout=self._connect_timeout)
-                except PoolTimeout as exc:
-                    pool.close()
-                    raise self._unavailable(f"the connection pool did not open: {exc}") from exc
-                self._pool = pool
-
-    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        return ConnectionPool(
-            self._url,
-            min_size=1,
-            max_size=self._pool_size,
-            configure=self._configure,
-            open=False,
-            name=f"memh-ltm-{self.namespace.prefix}",
-            kwargs=self._connection_kwargs(),
-            timeout=self.timeouts.operation_s,
-            check=self._check,
-        )
-
-    def _renew_pool(self) -> None:
-        """Replace a pool that could not hand out a connection by a new one, at most once
-        a second. The old pool retries a lost server with exponential backoff (1, 2, 4...
-        seconds, for 5 minutes), so after a restart it may wait long before trying; a new
-        pool connects at once. Connections in use finish on the old pool, which closes."""
-        with self._setup_lock:
-            old = self._pool
-            now = time.monotonic()
-            if old is None or now - self._renewed_at < 1.0:
-                return
-            self._renewed_at = now
-            self._pool = self._new_pool()
-            self._pool.open(wait=False)
-        threading.Thread(target=old.close, kwargs={"timeout": 1.0}, daemon=True).start()
-
-    def _connection_kwargs(self) -> dict[str, Any]:
-        """Timeouts of the pool's connections (`statement_timeout` is set by `_configure`).
-        Keepalives and tcp_user_timeout bound a lost TCP peer (libpq ignores them on a Unix
-        socket, where the deadline does)."""
-        op_ms = int(self.timeouts.operation_s * 1000)
-        return {
-            "connect_timeout": self._connect_timeout,
-            "keepalives": 1,
-            "keepalives_idle": max(1, round(self.timeouts.operation_s)),
-            "keepalives_interval": 1,
-            "keepalives_count": 3,
-            "tcp_user_timeout": op_ms,
-        }
-
-    def _check(self, conn: psycopg.Connection[Any]) -> None:
-        """The pool's check of a connection it hands out, after a failure only: one
-        round trip under the deadline, and a dead connection is replaced."""
-        if time.monotonic() < self._check_until:
-            with self._deadlines.guard(_fileno(conn)):
-                ConnectionPool.check_connection(conn)
-
-    def _suspect(self, exc: BackendUnavailable) -> None:
-        """Before a retry: check pooled connections for a while (the server may have
-        dropped them all), and renew a pool that had none to give."""
-        self._check_until = time.monotonic() + self.retry.budget_s + self.timeouts.operation_s
-        if isinstance(exc.__cause__, PoolTimeout | PoolClosed):
-            self._renew_pool()
-
-    def _unavailable(self, detail: str, *, in_doubt: bool = False) -> BackendUnavailable:
-        return BackendUnavailable(detail, layer=LONG_TERM, server=self.server, in_doubt=in_doubt)
-
-    @pg_guarded(idempotent=True)
-    def drop(self) -> None:
-        with self._transaction() as cur:
-            drop_schema(cur.connection, self.namespace)
-        self.dispose()
-
-    def dispose(self) -> None:
-        """Close the pool; `setup()` opens a new one."""
-        with self._setup_lock:
-            if self._pool is not None:
-                self._pool.close()
-                self._pool = None
-            self._deadlines.close()
-            self._deadlines = SocketDeadlines(self.timeouts.operation_s)
-
-    @pg_guarded(idempotent=True)
-    def schema_versions(self) -> list[int]:
-        """Migration versions recorded for this namespace (inspection, tests)."""
-        with self._transaction() as cur:
-            return applied_versions(cur.connection, self.namespace)
-
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        from pgvector.psycopg import register_vector
-
-        register_vector(conn)
-        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ef_search)))
-        # A SET, not a startup option: poolers such as pgbouncer refuse unknown ones.
-        op_ms = int(self.timeouts.operation_s * 1000)
-        conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(op_ms)))
-        if not self._exact_search and (self.pgvector_version or ()) >= (0, 8):
-            conn.execute("SET hnsw.iterative_scan = strict_order")
-        conn.commit()  # the pool discards connections left inside a transaction
-
-    @contextmanager
-    def _transaction(self, *, read: bool = False) -> Iterator[psycopg.Cursor[Any]]:
-        """One transaction: committed when the block ends, rolled back if it raises.
-        Failures of the server or the connection become `BackendUnavailable`, `in_doubt`
-        if they came during the commit.
-
-        `read`: the block runs one read-only statement, in autocommit (its own snapshot,
-        as in a transaction of its own): one round trip instead of three (BEGIN, the
-        statement, COMMIT). A `SELECT 1` over TCP to a local PostgreSQL 15: 0.51 ms in
-        a transaction, 0.22 in autocommit."""
-        pool = self._pool
-        if pool is None:
-            raise MemoryStoreError("PostgresLongTermStore: call setup() before use")
-        committing = False
-        fired = [False]
-        try:
-            with pool.connection() as conn, self._deadlines.guard(_fileno(conn)) as fired:
-                if read:
-                    conn.autocommit = True
-                    try:
-                        with conn.cursor() as cur:
-                            yield cur
-                    finally:
-                        _end_autocommit(conn)
-                    return
-                with conn.cursor() as cur:
-                    yield cur
-                committing = True
-                conn.commit()
-        except PoolTimeout as exc:
-            raise self._unavailable(
-                f"no connection within {self.timeouts.operation_s:g} s ({exc})"
-            ) from exc
-        except PoolClosed as exc:  # renewed (`_renew_pool`) while this call waited
-            raise self._unavailable(f"the connection pool was replaced ({exc})") from exc
-        except psycopg.OperationalError as exc:
-            state = exc.sqlstate
-            if state is not None and not state.startswith("08") and state not in _GONE:
-                raise
-            detail = str(exc).strip() or type(exc).__name__
-            if fired[0]:
-                detail = f"no reply within {self.timeouts.operation_s:g} s ({detail})"
-            if committing:
-                detail = f"the commit's outcome is unknown: {detail}"
-            raise self._unavailable(detail, in_doubt=committing) from exc
 
     def _write_audit(self, cur: psycopg.Cursor[Any], entries: list[AuditEntry]) -> None:
         """Insert audit rows in the caller's transaction (the hook failure tests patch)."""
@@ -301,20 +102,8 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
 
     # ------------------------------------------------------------------ primitives
     @pg_guarded(idempotent=False)
-    def _upsert(
-        self,
-        *,
-        user_id: str,
-        category: Category,
-        key: str,
-        value: dict[str, Any],
-        text: str,
-        importance: float,
-        expires_at: float | None,
-        actor: str,
-        embedding: list[float],
-        now: float,
-    ) -> Fact:
+    def _upsert(self, op: UpsertFact) -> Fact:
+        user_id, category, key, value, text, importance, expires_at, actor, embedding, now = op
         storable_json("value", value)
         storable_text("key", key)
         storable_text("text", text)
@@ -348,15 +137,19 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
             self._write_audit(cur, [audit_draft(fact, action, actor, now, old_value, fact.value)])
         return fact
 
-    @pg_guarded(idempotent=False)
-    def _get(self, *, user_id: str, category: Category, key: str, now: float) -> Fact | None:
-        params = {"user_id": user_id, "category": category.value, "key": key, "now": now}
-        with self._transaction() as cur:
-            row = cur.execute(self._sql.get_touch, params).fetchone()
-        return None if row is None else _fact(row)
+    @pg_guarded(idempotent=lambda kw: not kw["touch"])
+    def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
+        where, params = _where(flt, now)
+        statement = self._sql.touch(where) if touch else self._sql.list_facts(where)
+        with self._transaction(read=not touch) as cur:
+            rows = cur.execute(statement, params).fetchall()
+        facts = [_fact(r) for r in rows]
+        if touch:  # UPDATE ... RETURNING keeps no order
+            facts.sort(key=lambda f: (f.created_at, f.fact_id))
+        return facts
 
     @pg_guarded(idempotent=lambda kw: not kw["touch"])
-    def _query(
+    def _search(
         self, embedding: list[float], flt: LtmFilter, k: int, now: float, *, touch: bool
     ) -> list[Hit[Fact]]:
         vector = nonzero_vector("embedding", embedding)
@@ -380,19 +173,11 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
 
     @pg_guarded(idempotent=True)
     def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
-        # Deleting means gone for good: archived and expired facts are included.
-        where, params = _where(dataclasses.replace(flt, include_dead=True), now)
+        where, params = _where(flt, now)
         with self._transaction() as cur:
             rows = cur.execute(self._sql.delete(where), params).fetchall()
             self._write_audit(cur, _deleted(rows, actor, now))
         return len(rows)
-
-    @pg_guarded(idempotent=True)
-    def _list(self, flt: LtmFilter, now: float) -> list[Fact]:
-        where, params = _where(flt, now)
-        with self._transaction(read=True) as cur:
-            rows = cur.execute(self._sql.list_facts(where), params).fetchall()
-        return [_fact(r) for r in rows]
 
     @pg_guarded(idempotent=True)
     def _count(self, flt: LtmFilter | None, now: float) -> int:
@@ -405,19 +190,12 @@ class PostgresLongTermStore(PostgresForgetting, LongTermStore):
         return 0 if row is None else int(row[0])
 
     @pg_guarded(idempotent=True)
-    def _audit_log(self, *, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+    def _audit_log(self, user_id: str, fact_id: str | None) -> list[AuditEntry]:
         with self._transaction(read=True) as cur:
             rows = cur.execute(
                 self._sql.audit_log, {"user_id": user_id, "fact_id": fact_id}
             ).fetchall()
         return [_audit_entry(r) for r in rows]
-
-    @pg_guarded(idempotent=True)
-    def _sweep(self, *, now: float, batch_size: int, actor: str) -> int:
-        with self._transaction() as cur:
-            rows = cur.execute(self._sql.sweep, {"now": now, "batch": batch_size}).fetchall()
-            self._write_audit(cur, _deleted(rows, actor, now))
-        return len(rows)
 
 
 class _Statements(RenderedStatements):
@@ -459,20 +237,9 @@ class _Statements(RenderedStatements):
             "INSERT INTO {audit} ({audit_cols}) VALUES ({placeholders})",
             placeholders=sql.SQL(", ").join(sql.Placeholder() * len(_AUDIT_COLUMNS)),
         )
-        self.get_touch = q(
-            "UPDATE {facts} SET last_accessed_at = %(now)s, access_count = access_count + 1"
-            " WHERE user_id = %(user_id)s AND category = %(category)s AND key = %(key)s"
-            f" AND {_LIVE} RETURNING {{cols}}"
-        )
         self.audit_log = q(
             "SELECT audit_id, {audit_cols} FROM {audit} WHERE user_id = %(user_id)s"
             " AND (%(fact_id)s::text IS NULL OR fact_id = %(fact_id)s) ORDER BY audit_id"
-        )
-        # SKIP LOCKED: concurrent sweepers take different batches instead of queueing.
-        self.sweep = q(
-            "DELETE FROM {facts} WHERE fact_id IN (SELECT fact_id FROM {facts}"
-            " WHERE expires_at <= %(now)s ORDER BY expires_at, fact_id LIMIT %(batch)s"
-            " FOR UPDATE SKIP LOCKED) RETURNING {cols}"
         )
 
     # Statements over a filter: `where` is the clause text of `_where`.
@@ -512,6 +279,13 @@ class _Statements(RenderedStatements):
 
     def delete(self, where: str) -> bytes:
         return self._over("DELETE FROM {facts} WHERE {where} RETURNING {cols}", where)
+
+    def touch(self, where: str) -> bytes:
+        return self._over(
+            "UPDATE {facts} SET last_accessed_at = %(now)s, access_count = access_count + 1"
+            " WHERE {where} RETURNING {cols}",
+            where,
+        )
 
     def list_facts(self, where: str) -> bytes:
         return self._over(
@@ -564,29 +338,3 @@ def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float) -> list[AuditE
 
 def _new_fact_id() -> str:
     return new_id()
-
-
-def _fileno(conn: psycopg.Connection[Any]) -> Callable[[], int]:
-    """The connection's socket, or -1 once it is closed (for `SocketDeadlines`)."""
-
-    def fileno() -> int:
-        try:
-            return int(conn.pgconn.socket)
-        except psycopg.OperationalError:
-            return -1
-
-    return fileno
-
-
-def _end_autocommit(conn: psycopg.Connection[Any]) -> None:
-    """Give a read's connection back out of autocommit; one left mid-statement (the read
-    was interrupted: a killed greenlet, a timeout) is closed instead, which the pool
-    replaces. Raising here would replace the interruption with a ProgrammingError
-    ("can't change 'autocommit' now"), and a load test's user killed at the end of its
-    run would take that for a failed task and keep running."""
-    if conn.closed:
-        return
-    if conn.info.transaction_status is TransactionStatus.IDLE:
-        conn.autocommit = False
-    else:
-        conn.close()

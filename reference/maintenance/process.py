@@ -11,11 +11,14 @@ One `MaintenanceProcess` per replica; run N of them on the same servers and name
   the milliseconds of its stream id (when Redis received it).
 - **sweeps** (the lease holder only, the main thread): every `strategy.sweep_interval_s`
   of the process's clock (on a `ScaledClock` of scale N, N times as often in wall time)
-  the engine's `sweep()`, in `strategy.sweep_batch_size` batches. Before each batch the
-  engine's `before_batch` hook checks the lease (`Lease.ensure`, renewing it when a third
-  of it has passed): a replica that lost its lease stops with nothing of that batch
-  applied. Ended sessions are consolidated by the same sweep: the sessions the serving
-  processes touched come from `SharedSessions` (written by their `ServingBackground`).
+  the sweep planner's batches (`sweeper.plan_sweep`, `strategy.sweep_batch_size` records
+  a page) applied by the engine's executor. Before each batch that writes, the
+  executor's `before_batch` hook checks the lease (`Lease.ensure`, renewing it when a
+  third of it has passed): a replica that lost its lease stops with nothing of that
+  batch applied. Ended sessions are consolidated by the same sweep: the sessions the
+  serving processes touched come from `SharedSessions` (written by their
+  `ServingBackground`). The process serves no turns, so it has no buffered activity or
+  accesses to flush first, and it consumes its events on their own thread.
 - **stop** (`stop()`, SIGTERM/SIGINT in `run_maintenance`): the batch in hand finishes,
   no new one starts, the lease is released (another replica takes it at once), the
   figures are written.
@@ -42,11 +45,12 @@ from reference.clock import Clock, SystemClock
 from reference.errors import BackendUnavailable, ConfigurationError, InvalidInput
 from reference.forgetting.consolidation import SessionTracker
 from reference.forgetting.events import EventBus, IdempotentHandler, parse_stream_id
-from reference.forgetting.strategy import Strategy
+from reference.forgetting.sweeper import plan_sweep
 from reference.maintenance.figures import MaintenanceFigures
 from reference.maintenance.lease import Lease, LeaseLost
 from reference.maintenance.shared import SharedSessions
 from reference.models import Event
+from reference.policy.strategy import Strategy
 from reference.system import MemorySystem
 from reference.validation import check_id
 
@@ -140,7 +144,6 @@ class MaintenanceProcess:
         self._stop = threading.Event()
         self._last_renew = 0.0
         self._next_sweep_at: float | None = None  # on the process clock
-        engine.before_batch = self._before_batch
         bus.ensure_group(EVENTS_GROUP)
 
     # ------------------------------------------------------------------ control
@@ -238,12 +241,14 @@ class MaintenanceProcess:
         started = time.perf_counter()
         self._next_sweep_at = self.clock.now() + self.strategy.sweep_interval_s
         tracker = SessionTracker()
-        self.engine.sessions = tracker
         pulled: dict[str, float] = {}
         try:
             if self.strategy.consolidates:
                 pulled = self.shared.pull(tracker, self.clock.now())
-            stats = self.engine.sweep()
+            inputs = self.engine.sweep_inputs(sessions=tracker)
+            executor = self.engine.executor(sessions=tracker, before_batch=self._before_batch)
+            batches = plan_sweep(inputs, self.strategy, self.clock.now())
+            stats = executor.sweep(batches, dry_run=False, events=0, started=started)
         except LeaseLost:
             self.figures.lease_ended(lost=True)
             log.warning("%s lost the lease during a sweep", self.replica)

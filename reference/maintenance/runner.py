@@ -15,7 +15,6 @@ from typing import Any
 from reference.clock import Clock, SystemClock
 from reference.errors import ConfigurationError
 from reference.factory import build_event_bus, build_memory_system
-from reference.forgetting.strategy import Strategy
 from reference.keys import Namespace
 from reference.maintenance.figures import MaintenanceFigures, MetricsServer
 from reference.maintenance.lease import Lease
@@ -26,6 +25,7 @@ from reference.maintenance.process import (
     default_replica_name,
 )
 from reference.maintenance.shared import SharedSessions
+from reference.policy.strategy import Strategy
 from reference.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -6,13 +6,13 @@ processes (connections are not picklable); `dispose()` releases connections. Eve
 method is one timed operation of the session SLA and one round trip to the server.
 
 The public methods here validate input, mask PII and compute times from the clock, then
-call the backend's primitives (`_create`, `_get`, ...), so every backend has the same
-semantics; the conformance suite in `tests/` proves it.
+call the backend's primitives (`reference.session.primitives`: one typed operation per
+call), so every backend has the same semantics; the conformance suite in `tests/`
+proves it.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from reference.clock import Clock
@@ -20,14 +20,27 @@ from reference.errors import InvalidInput, NotFound
 from reference.footprint import Usage
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
-from reference.text import PiiMasker
+from reference.session.primitives import (
+    AppendMessage,
+    CloseSession,
+    CreateSession,
+    DeleteSession,
+    DeleteUserSessions,
+    ListSessions,
+    ReadContext,
+    ReadSession,
+    ResetSession,
+    SessionPrimitives,
+    SetTaskState,
+)
+from reference.text_interfaces import PiiMasker
 from reference.validation import check_id, check_json_object
 
 DEFAULT_SESSION_TTL_S = 1800.0
 DEFAULT_WINDOW = 5
 
 
-class SessionStore(ABC):
+class SessionStore(SessionPrimitives):
     """Sessions with a sliding TTL and a context window of the last N message ids.
 
     Sessions are keyed per user: every call names the user, two users may hold sessions
@@ -38,8 +51,6 @@ class SessionStore(ABC):
 
     #: The backend also sets server-side TTLs under a wall clock (a safety net).
     supports_native_ttl: ClassVar[bool] = False
-    #: The backend implements `_reset` (the forgetting engine's "reset this conversation").
-    supports_forgetting: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -85,7 +96,7 @@ class SessionStore(ABC):
             status=SessionStatus.ACTIVE,
             task_state=self._clean_task_state(task_state or {}),
         )
-        if not self._create(state):
+        if not self._apply(CreateSession(state)):
             raise InvalidInput(
                 "session_id", f"{session_id!r} is already a live session of this user"
             )
@@ -99,17 +110,19 @@ class SessionStore(ABC):
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         now = self.clock.now()
-        return self._get(
-            user_id=user_id, session_id=session_id, now=now, refresh_until=now + self.ttl_s
+        state: SessionState | None = self._apply(
+            ReadSession(user_id, session_id, now, now + self.ttl_s)
         )
+        return state
 
     def peek(self, *, user_id: str, session_id: str) -> SessionState | None:
         """Like `get`, without refreshing anything (for inspection and metrics)."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return self._get(
-            user_id=user_id, session_id=session_id, now=self.clock.now(), refresh_until=None
+        state: SessionState | None = self._apply(
+            ReadSession(user_id, session_id, self.clock.now(), None)
         )
+        return state
 
     def append_message(self, *, user_id: str, session_id: str, message_id: str) -> list[str]:
         """Push a message id onto the context window (newest first, at most `window`).
@@ -120,12 +133,8 @@ class SessionStore(ABC):
         check_id("session_id", session_id)
         check_id("message_id", message_id)
         now = self.clock.now()
-        window = self._append(
-            user_id=user_id,
-            session_id=session_id,
-            message_id=message_id,
-            now=now,
-            refresh_until=now + self.ttl_s,
+        window: list[str] | None = self._apply(
+            AppendMessage(user_id, session_id, message_id, now, now + self.ttl_s)
         )
         if window is None:
             raise NotFound(f"session_id: no live session {session_id!r} for this user")
@@ -135,7 +144,8 @@ class SessionStore(ABC):
         """The context window, newest first; empty without a live session."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return self._context(user_id=user_id, session_id=session_id, now=self.clock.now()) or []
+        window: list[str] | None = self._apply(ReadContext(user_id, session_id, self.clock.now()))
+        return window or []
 
     def update_task_state(
         self, *, user_id: str, session_id: str, task_state: dict[str, Any]
@@ -145,12 +155,8 @@ class SessionStore(ABC):
         check_id("session_id", session_id)
         clean = self._clean_task_state(task_state)
         now = self.clock.now()
-        state = self._set_task_state(
-            user_id=user_id,
-            session_id=session_id,
-            task_state=clean,
-            now=now,
-            refresh_until=now + self.ttl_s,
+        state: SessionState | None = self._apply(
+            SetTaskState(user_id, session_id, clean, now, now + self.ttl_s)
         )
         if state is None:
             raise NotFound(f"session_id: no live session {session_id!r} for this user")
@@ -160,44 +166,42 @@ class SessionStore(ABC):
         """Mark the session closed (it stays readable until it expires). False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return self._close(user_id=user_id, session_id=session_id, now=self.clock.now())
+        return bool(self._apply(CloseSession(user_id, session_id, self.clock.now())))
 
     def delete(self, *, user_id: str, session_id: str) -> bool:
         """Remove the session and its context window now. False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return self._delete(user_id=user_id, session_id=session_id)
+        return bool(self._apply(DeleteSession(user_id, session_id, self.clock.now())))
 
     def reset(self, *, user_id: str, session_id: str) -> bool:
         """Empty the context window and the task state of a live session, which stays
         open with its TTL unchanged ("reset this conversation"). False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return self._reset(user_id=user_id, session_id=session_id, now=self.clock.now())
+        return bool(self._apply(ResetSession(user_id, session_id, self.clock.now())))
 
     def list_user_sessions(self, *, user_id: str) -> list[SessionState]:
         """The user's live sessions (open and closed), oldest first, without refreshing."""
         check_id("user_id", user_id)
-        return self._list_user(user_id=user_id, now=self.clock.now())
+        states: list[SessionState] = self._apply(ListSessions(user_id, self.clock.now()))
+        return states
 
     def usage(self) -> Usage:
         """Live sessions of the whole namespace and their payload bytes
         (`reference.footprint`): the layer's footprint. A read: nothing is refreshed."""
         return self._usage(self.clock.now())
 
-    def _usage(self, now: float) -> Usage:
-        raise NotImplementedError(f"{type(self).__name__} does not report its footprint")
-
     def delete_user(self, *, user_id: str) -> int:
         """Remove every session of the user; returns how many there were."""
         check_id("user_id", user_id)
-        return self._delete_user(user_id=user_id)
+        return int(self._apply(DeleteUserSessions(user_id, self.clock.now())))
 
     def sweep_expired(self, *, batch_size: int = 1000) -> int:
         """Remove up to `batch_size` expired sessions; returns how many were removed."""
         if batch_size < 1:
             raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
-        return self._sweep(now=self.clock.now(), batch_size=batch_size)
+        return self._sweep(self.clock.now(), batch_size)
 
     def earliest_expiry(self) -> float:
         """A moment before which `sweep_expired` finds nothing to remove (inf: no session
@@ -207,7 +211,7 @@ class SessionStore(ABC):
 
     def count(self) -> int:
         """Live sessions in this namespace (footprint)."""
-        return self._count(now=self.clock.now())
+        return self._count(self.clock.now())
 
     def dispose(self) -> None:
         """Release connections. The store is unusable afterwards."""
@@ -223,66 +227,6 @@ class SessionStore(ABC):
             return {}  # what a session starts with: nothing to check or mask
         check_json_object("task_state", task_state)
         return _mask_strings(task_state, self.pii)
-
-    # ------------------------------------------------------------------ backend primitives
-    @abstractmethod
-    def _create(self, state: SessionState) -> bool:
-        """Store `state` unless its user has a live session of its id (an expired one is
-        replaced)."""
-
-    @abstractmethod
-    def _get(
-        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
-    ) -> SessionState | None:
-        """The live session of this user. If `refresh_until` is set and the session is
-        open, set last_active_at=now and expires_at=refresh_until in the same operation.
-        An expired session is purged and None returned."""
-
-    @abstractmethod
-    def _append(
-        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
-    ) -> list[str] | None:
-        """LPUSH + LTRIM to `self.window` and refresh, atomically; the window newest first.
-        None without a live session of this user; raise `SessionClosed` if closed."""
-
-    @abstractmethod
-    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None: ...
-
-    @abstractmethod
-    def _set_task_state(
-        self,
-        *,
-        user_id: str,
-        session_id: str,
-        task_state: dict[str, Any],
-        now: float,
-        refresh_until: float,
-    ) -> SessionState | None:
-        """Replace the task state and refresh; None without a live session of this user;
-        raise `SessionClosed` if closed."""
-
-    @abstractmethod
-    def _close(self, *, user_id: str, session_id: str, now: float) -> bool: ...
-
-    @abstractmethod
-    def _delete(self, *, user_id: str, session_id: str) -> bool: ...
-
-    @abstractmethod
-    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]: ...
-
-    @abstractmethod
-    def _delete_user(self, *, user_id: str) -> int: ...
-
-    @abstractmethod
-    def _sweep(self, *, now: float, batch_size: int) -> int: ...
-
-    @abstractmethod
-    def _count(self, *, now: float) -> int: ...
-
-    def _reset(self, *, user_id: str, session_id: str, now: float) -> bool:
-        """Clear the context list and set the task state to {} in one operation; False
-        without a live session of this user. Not abstract: see `supports_forgetting`."""
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
 
 
 def _mask_strings(value: Any, pii: PiiMasker) -> Any:

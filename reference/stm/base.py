@@ -9,31 +9,41 @@ caller passes one).
 Every read names the user: a filter without `user_id` cannot be built, so no call returns
 another user's records. Records past `expires_at`, or not active, are never returned.
 
-The forgetting engine needs a few more operations (`supports_forgetting`): per-record
-retention updates on access (`touch`), a user-wide similarity search over dead records
-too (`similar`, for forget commands), and namespace-wide paging and removal by id
-(`scan`, `purge`) for sweeps, which span users. They are the only calls that are not
-scoped to one user, and the engine is their only caller.
+The forgetting engine needs a few more operations: per-record retention updates on
+access (`touch`), a user-wide similarity search over dead records too (`similar`, for
+forget commands), and namespace-wide paging and removal by id (`scan`, `scan_due`,
+`purge`) for sweeps, which span users. They are the only calls that are not scoped to
+one user, and the engine is their only caller.
+
+Every public method validates its input, reads the clock and makes one call of a
+backend primitive (`reference.stm.primitives`), so backends cannot differ in what they
+accept.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 import numpy as np
 
 from reference.clock import Clock
 from reference.errors import InvalidInput
-from reference.footprint import Usage, scanned_usage
+from reference.footprint import Usage
 from reference.ids import new_id
 from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.records import fast_init
 from reference.stm.access import AccessWrite
-from reference.text import Embedder, IntentDecision, IntentFilter, PiiMasker
+from reference.stm.filters import StmFilter
+from reference.stm.primitives import (
+    DeleteRecords,
+    PurgeRecords,
+    PutRecord,
+    StmPrimitives,
+    WriteAccess,
+)
+from reference.text_interfaces import Embedder, IntentDecision, IntentFilter, PiiMasker
 from reference.validation import (
     check_embedding,
     check_id,
@@ -51,36 +61,6 @@ MetadataValue = str | int | float | bool
 
 @fast_init
 @dataclass(frozen=True, slots=True)
-class StmFilter:
-    """Which records of one user an operation applies to. Unset fields match everything."""
-
-    user_id: str
-    session_id: str | None = None
-    record_ids: frozenset[str] | None = None
-    types: frozenset[MemoryType] | None = None
-    #: Include records past expires_at or not active (sweeps and forgetting only).
-    include_dead: bool = False
-
-    def __post_init__(self) -> None:
-        check_id("user_id", self.user_id)
-        if self.session_id is not None:
-            check_id("session_id", self.session_id)
-        for record_id in self.record_ids or ():
-            check_id("record_ids", record_id)
-
-    def matches(self, record: MemoryRecord, now: float) -> bool:
-        """The in-memory meaning of the filter; real backends translate it to queries."""
-        return (
-            record.user_id == self.user_id
-            and (self.session_id is None or record.session_id == self.session_id)
-            and (self.record_ids is None or record.record_id in self.record_ids)
-            and (self.types is None or record.type in self.types)
-            and (self.include_dead or record.is_live(now))
-        )
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
 class AddResult:
     """What `add` did: the stored record, or why the utterance was not stored."""
 
@@ -90,12 +70,8 @@ class AddResult:
     intent: IntentDecision
 
 
-class ShortTermStore(ABC):
+class ShortTermStore(StmPrimitives):
     """Session-scoped semantic memory with per-record expiry."""
-
-    #: The backend implements the engine's primitives (`_scan`, `_scan_due`,
-    #: `_purge`); a store without them can serve turns but not a `ForgettingEngine`.
-    supports_forgetting: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -180,7 +156,7 @@ class ShortTermStore(ABC):
             status=Status.ACTIVE,
             metadata=metadata,
         )
-        self._put(record, vector)
+        self._apply(PutRecord(record, vector))
         return AddResult(accepted=True, reason=decision.reason, record=record, intent=decision)
 
     def query(
@@ -209,10 +185,10 @@ class ShortTermStore(ABC):
         else:
             vector = self._vector("embedding", "", embedding)
         now = self.clock.now()
-        hits = self._query(vector, flt, k, now)
+        hits = self._search(vector, flt, k, now)
         if hits and touch:
             writes = [AccessWrite.after(h.record, now) for h in hits]
-            self._write_access(writes)
+            self._apply(WriteAccess(writes))
             hits = [
                 Hit(record=w.apply(h.record), score=h.score)
                 for h, w in zip(hits, writes, strict=True)
@@ -222,18 +198,19 @@ class ShortTermStore(ABC):
     def get(self, *, user_id: str, record_id: str) -> MemoryRecord | None:
         """One live record of this user, without touching it."""
         check_id("record_id", record_id)
-        found = self._records(
+        found = self._fetch(
             StmFilter(user_id=user_id, record_ids=frozenset({record_id})), self.clock.now()
         )
         return found[0] if found else None
 
     def records(self, *, filter: StmFilter) -> list[MemoryRecord]:
         """Records matching the filter, oldest first, without touching them."""
-        return self._records(filter, self.clock.now())
+        return self._fetch(filter, self.clock.now())
 
     def delete(self, *, filter: StmFilter) -> int:
         """Remove the matching records (live or not when `include_dead`); returns how many."""
-        return self._delete(filter, self.clock.now())
+        deleted: int = self._apply(DeleteRecords(filter, self.clock.now()))
+        return deleted
 
     def count(self, *, filter: StmFilter | None = None) -> int:
         """Live records matching `filter`, or in the whole namespace when None (footprint)."""
@@ -243,12 +220,6 @@ class ShortTermStore(ABC):
         """Live records of the whole namespace and their payload bytes
         (`reference.footprint`) now: the layer's footprint. A read: it changes nothing."""
         return self._usage(self.clock.now())
-
-    def sweep_expired(self, *, batch_size: int = 1000) -> int:
-        """Remove up to `batch_size` records whose expires_at has passed; returns how many."""
-        if batch_size < 1:
-            raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
-        return self._sweep(self.clock.now(), batch_size)
 
     def flush_access(self) -> int:
         """Write the access statistics held behind the request (`reference.stm.access`);
@@ -281,7 +252,7 @@ class ShortTermStore(ABC):
         unknown = frozenset(u.record_id for u in checked if u.record_id not in known)
         if unknown:
             flt = StmFilter(user_id=user_id, record_ids=unknown)
-            known.update((r.record_id, r) for r in self._records(flt, now))
+            known.update((r.record_id, r) for r in self._fetch(flt, now))
         writes = [
             AccessWrite.after(record, now, update)
             for update in checked
@@ -290,7 +261,7 @@ class ShortTermStore(ABC):
             and record.is_live(now)
         ]
         if writes:
-            self._write_access(writes)
+            self._apply(WriteAccess(writes))
         return len(writes)
 
     def similar(
@@ -310,7 +281,7 @@ class ShortTermStore(ABC):
         total = self._count(flt, now)
         if total == 0:
             return []
-        hits = self._query(vector, flt, total, now)
+        hits = self._search(vector, flt, total, now)
         return [hit for hit in hits if hit.score >= min_score]
 
     def scan(self, *, after: str | None = None, limit: int = 1000) -> list[MemoryRecord]:
@@ -319,7 +290,7 @@ class ShortTermStore(ABC):
         if after is not None:
             check_id("after", after)
         check_k("limit", limit, limit=1_000_000)
-        return self._scan(after, limit)
+        return self._scan(after, limit, None)
 
     def scan_due(
         self, *, now: float, after: str | None = None, limit: int = 1000
@@ -331,7 +302,7 @@ class ShortTermStore(ABC):
         if after is not None:
             check_id("after", after)
         check_k("limit", limit, limit=1_000_000)
-        candidates = self._scan_due(float(now), after, limit)
+        candidates = self._scan(after, limit, float(now))
         due = [r for r in candidates if not r.is_live(now) and r.status is not Status.DELETED]
         return DuePage(due, candidates[-1].record_id if len(candidates) >= limit else None)
 
@@ -344,7 +315,8 @@ class ShortTermStore(ABC):
         """Remove these records of the namespace, whoever owns them; returns how many
         existed. For sweeps, whose pages span users."""
         ids = sorted({check_id("record_ids", r) for r in record_ids})
-        return self._purge(ids) if ids else 0
+        purged: int = self._apply(PurgeRecords(ids)) if ids else 0
+        return purged
 
     def dispose(self) -> None:
         """Release the client. The store is unusable afterwards."""
@@ -365,58 +337,6 @@ class ShortTermStore(ABC):
             return check_embedding(field, embedding)
         vector = self.embedder.embed_one(text)
         return vector if vector.dtype == np.float32 else np.asarray(vector, dtype=np.float64)
-
-    # ------------------------------------------------------------------ backend primitives
-    # `embedding` is what `_vector` returns: a 1-D float32 or float64 array, which a
-    # backend may not keep without copying. Typed Any because backends written when it was
-    # a list of floats still annotate `list[float]` (np.asarray takes either).
-    @abstractmethod
-    def _put(self, record: MemoryRecord, embedding: Any) -> None:
-        """Insert or replace the record with this record_id."""
-
-    @abstractmethod
-    def _query(self, embedding: Any, flt: StmFilter, k: int, now: float) -> list[Hit[MemoryRecord]]:
-        """Top-k by cosine similarity (score = 1 - cosine distance) among matching records;
-        ties broken by record_id ascending."""
-
-    @abstractmethod
-    def _write_access(self, writes: list[AccessWrite]) -> None:
-        """Store these access statistics (`AccessWrite`: absolute values, of records
-        that were live and owned when read), now or behind the request; every read
-        after this call must return them."""
-
-    @abstractmethod
-    def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
-        """Matching records ordered by (created_at, record_id)."""
-
-    @abstractmethod
-    def _delete(self, flt: StmFilter, now: float) -> int: ...
-
-    @abstractmethod
-    def _count(self, flt: StmFilter | None, now: float) -> int: ...
-
-    @abstractmethod
-    def _sweep(self, now: float, batch_size: int) -> int: ...
-
-    # Engine primitives: not abstract, so a backend that serves turns only (a benchmark's
-    # null store) need not have them; `supports_forgetting` says whether it does.
-    def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
-        """Records of the namespace with record_id > after (any), by record_id, at most limit."""
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _usage(self, now: float) -> Usage:
-        """Pages through every record (`_scan`); a backend that keeps counters overrides."""
-        return scanned_usage(self._scan, self.embedder.dim, now)
-
-    def _scan_due(self, now: float, after: str | None, limit: int) -> list[MemoryRecord]:
-        """Up to `limit` records with record_id > `after`, in record_id order, among which
-        every record past `expires_at` or not active (more may come: `scan_due` keeps
-        the due ones)."""
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
-
-    def _purge(self, record_ids: list[str]) -> int:
-        """Delete these records whatever their user or state; how many existed."""
-        raise NotImplementedError(f"{type(self).__name__} does not support forgetting")
 
 
 def _check_updates(updates: Sequence[RetentionUpdate]) -> list[RetentionUpdate]:

@@ -40,49 +40,56 @@ How `query` stays exact (the in-memory backend is its oracle):
   with `$in` (Chroma scans for a `$ne`).
 
 Scores match the in-memory store's to ~1e-8, not bit for bit: Chroma normalises vectors
-for cosine and gives back one within an ulp of float32 of what it was given. A sweep
-smaller than the backlog removes *some* expired records, not the earliest to expire
-(Chroma cannot order a `get` by metadata); only reads with `include_dead` can tell.
-"""
+for cosine and gives back one within an ulp of float32 of what it was given."""
 
 from __future__ import annotations
 
 import bisect
 import contextlib
 import functools
-import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-import httpx
 import numpy as np
 from chromadb.errors import ChromaError, NotFoundError
 
 from reference.clock import Clock
-from reference.errors import BackendUnavailable, ConfigurationError
+from reference.errors import ConfigurationError
 from reference.keys import Namespace
-from reference.models import Hit, MemoryRecord, MemoryType, Status
-from reference.resilience import DEFAULT_RETRY, SHORT_TERM, RetryPolicy, call_with_retry
+from reference.models import Hit, MemoryRecord
+from reference.resilience import DEFAULT_RETRY, RetryPolicy, call_with_retry
 from reference.stm.access import AccessBuffer, AccessWrite, lay_records
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
-from reference.stm.memory_store import cosine_scores, storable_record, storable_vector, top_k
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
+from reference.stm.chroma_access import ChromaAccessWriter
+from reference.stm.chroma_collection import RetryingCollection, translated, unavailable
+from reference.stm.chroma_rows import (
+    NOT_ACTIVE,
+    Row,
+    filter_ids,
+    lay_rows,
+    rank,
+    records_of,
+    rows_of,
+    to_metadata,
+    where_of,
+)
+from reference.stm.filters import StmFilter
+from reference.stm.memory_store import cosine_scores, storable_record, storable_vector
+from reference.stm.primitives import (
+    DeleteRecords,
+    PurgeRecords,
+    PutRecord,
+    StmWrite,
+    WriteAccess,
+)
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 
-#: Stored as expires_at for a record that never expires: a range filter cannot match a
-#: missing key, and `expires_at > now` must hold for such a record.
-NO_EXPIRY = 1e300
-#: Prefix of caller metadata keys, so they never collide with the store's own keys.
-USER_KEY_PREFIX = "m_"
 #: Score slack when deciding that no unfetched record can tie the k-th: Chroma's HNSW
 #: distances are float32, the re-scored similarities float64.
 _SCORE_SLACK = 1e-5
 
 _ROW = ["metadatas", "documents", "embeddings"]
-_log = logging.getLogger(__name__)
-#: Every status but active, as an `$in` (Chroma answers `$ne` with a scan: 1.4 ms against
-#: 0.35 ms at 3,000 records).
-_NOT_ACTIVE = sorted(s.value for s in Status if s is not Status.ACTIVE)
 
 
 #: The collection's index settings for writes. Chroma applies writes to the HNSW index
@@ -96,10 +103,8 @@ _NOT_ACTIVE = sorted(s.value for s in Status if s is not Status.ACTIVE)
 HNSW_WRITES = {"space": "cosine", "sync_threshold": 200}
 
 
-class ChromaShortTermStore(ShortTermStore):
+class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
     """Short-term memory in a ChromaDB collection (embedded or over HTTP)."""
-
-    supports_forgetting: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -139,9 +144,9 @@ class ChromaShortTermStore(ShortTermStore):
 
         self.server = describe_chroma(client)
         self.retry = retry
-        with _unavailable(self.server):
+        with unavailable(self.server):
             collection = call_with_retry(
-                lambda: _translated(self.server)(client.get_or_create_collection)(
+                lambda: translated(self.server)(client.get_or_create_collection)(
                     name=namespace.stm_collection,
                     configuration={"hnsw": {**HNSW_WRITES, "ef_search": ef_search}},
                     embedding_function=None,
@@ -149,7 +154,7 @@ class ChromaShortTermStore(ShortTermStore):
                 idempotent=True,
                 policy=retry,
             )
-            self._collection: Any = _RetryingCollection(collection, self.server, retry)
+            self._collection: Any = RetryingCollection(collection, self.server, retry)
             space = (collection.configuration.get("hnsw") or {}).get("space")
             self._batch = int(client.get_max_batch_size())
         if space != "cosine":
@@ -159,13 +164,33 @@ class ChromaShortTermStore(ShortTermStore):
             )
 
     # ------------------------------------------------------------------ primitives
+    def _apply(self, op: StmWrite) -> Any:
+        if isinstance(op, PutRecord):
+            return self._put(op.record, op.embedding)
+        if isinstance(op, WriteAccess):
+            if self._access.put(op.writes):
+                self._flush_behind()
+            return None
+        if isinstance(op, DeleteRecords):
+            ids = self._matching_ids(op.filter, op.now)
+            self._delete_ids(ids)
+            return len(ids)
+        if isinstance(op, PurgeRecords):
+            return self._purge(op.record_ids)
+        raise TypeError(f"not a short-term write: {op!r}")
+
+    def _scan(self, after: str | None, limit: int, due_at: float | None) -> list[MemoryRecord]:
+        if due_at is None:
+            return self._scan_all(after, limit)
+        return self._scan_due(due_at, after, limit)
+
     def _put(self, record: MemoryRecord, embedding: list[float]) -> None:
         storable_record(record)
         vector = storable_vector("embedding", embedding)
-        metadata = _to_metadata(record)
+        metadata = to_metadata(record)
         if self._access.discard([record.record_id]):  # replaced: its old statistics go too
             self._access.wait()  # and a batch in flight must not land on the new record
-        with _unavailable(self.server):
+        with unavailable(self.server):
             if not self.fresh_ids:  # a caller's id may name a stored record
                 old = self._collection.get(ids=[record.record_id], include=["metadatas"])
                 # upsert merges metadata; None removes the caller keys the new record lacks.
@@ -179,14 +204,14 @@ class ChromaShortTermStore(ShortTermStore):
                 documents=[record.text],
             )
 
-    def _query(
+    def _search(
         self, embedding: list[float], flt: StmFilter, k: int, now: float
     ) -> list[Hit[MemoryRecord]]:
         query = storable_vector("embedding", embedding)
-        where = _where(flt, now, live=False)
+        where = where_of(flt, now, live=False)
         if where is None:
             return []
-        with _unavailable(self.server):
+        with unavailable(self.server):
             # The ids first, then the rows of a small session: reading up to `scan_limit`
             # rows to learn whether a session is small costs more than this second get
             # saves when it is not (`memharness bench --size small`, whose session is
@@ -197,9 +222,9 @@ class ChromaShortTermStore(ShortTermStore):
                 return []
             if len(ids) <= self.scan_limit:
                 rows = self._access.overlaid(
-                    lambda: _rows(self._collection.get(ids=ids, include=_ROW)), _lay_rows
+                    lambda: rows_of(self._collection.get(ids=ids, include=_ROW)), lay_rows
                 )
-                return _rank(rows, embedding, flt, k, now)
+                return rank(rows, embedding, flt, k, now)
             return self._knn(query, embedding, ids, where, flt, k, now)
 
     def _knn(
@@ -224,12 +249,12 @@ class ChromaShortTermStore(ShortTermStore):
                 result = self._collection.query(
                     query_embeddings=[query], where=where, n_results=n, include=_ROW
                 )
-            return _rows(result, nested=True)
+            return rows_of(result, nested=True)
 
         n = min(len(ids), k + max(k, 10))
         while True:
-            rows = self._access.overlaid(functools.partial(nearest, n), _lay_rows)
-            hits = _rank(rows, embedding, flt, k + 1, now)
+            rows = self._access.overlaid(functools.partial(nearest, n), lay_rows)
+            hits = rank(rows, embedding, flt, k + 1, now)
             if len(rows) < n or n >= len(ids):
                 return hits[:k]
             floor = float(cosine_scores(np.stack([r[2] for r in rows]), embedding).min())
@@ -237,64 +262,12 @@ class ChromaShortTermStore(ShortTermStore):
                 return hits[:k]
             n = min(len(ids), n * 2)
 
-    def _write_access(self, writes: list[AccessWrite]) -> None:
-        if self._access.put(writes):
-            self._flush_behind()
-
-    def flush_access(self) -> int:
-        return self._access.flush(self._store_access)
-
-    def _flush_behind(self) -> None:
-        """Flush on a background thread (one at a time), so no request waits for it."""
-        with self._flusher_lock:
-            if self._flusher is not None and self._flusher.is_alive():
-                return
-            self._flusher = threading.Thread(
-                target=self._flush_quietly, name="stm-access-flush", daemon=True
-            )
-            self._flusher.start()
-
-    def _flush_quietly(self) -> None:
-        try:
-            self.flush_access()
-        except BackendUnavailable as exc:  # kept: the next flush (a sweep's) raises it
-            _log.warning("short-term access statistics not written yet: %s", exc)
-
-    def wait_for_flush(self) -> None:
-        """Return once no background flush of access statistics is running."""
-        with self._flusher_lock:
-            flusher = self._flusher
-        if flusher is not None:
-            flusher.join()
-
-    def _store_access(self, writes: list[AccessWrite]) -> None:
-        # update, never upsert: a record deleted by another process stays deleted (Chroma
-        # skips ids it does not have); a collection deleted by another (a namespace
-        # dropped under this store) holds no record to write to.
-        with _unavailable(self.server), contextlib.suppress(NotFoundError):
-            for start in range(0, len(writes), self._batch):
-                batch = writes[start : start + self._batch]
-                self._collection.update(
-                    ids=[w.record_id for w in batch],
-                    metadatas=[
-                        {
-                            "last_accessed_at": float(w.last_accessed_at),
-                            "access_count": int(w.access_count),
-                            "expires_at": NO_EXPIRY
-                            if w.expires_at is None
-                            else float(w.expires_at),
-                            "importance": float(w.importance),
-                        }
-                        for w in batch
-                    ],
-                )
-
-    def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
+    def _scan_all(self, after: str | None, limit: int) -> list[MemoryRecord]:
         # Chroma cannot order a `get` or filter ids by range, so the page is cut from the
         # sorted id list of the namespace: O(namespace) per page, fine for a short-lived
         # layer, and correct while records come and go between pages.
         def page() -> list[MemoryRecord]:
-            with _unavailable(self.server):
+            with unavailable(self.server):
                 ids = sorted(self._collection.get(include=[])["ids"])
                 start = 0 if after is None else bisect.bisect_right(ids, after)
                 return self._fetch_records(ids[start : start + limit])
@@ -309,10 +282,10 @@ class ChromaShortTermStore(ShortTermStore):
         # its records are read in full; ids removed in between are made up from the next.
         # Records with buffered accesses are candidates too: their stored expiry may be
         # stale (`scan_due` keeps the due ones after the overlay).
-        where = {"$or": [{"expires_at": {"$lte": now}}, {"status": {"$in": _NOT_ACTIVE}}]}
+        where = {"$or": [{"expires_at": {"$lte": now}}, {"status": {"$in": NOT_ACTIVE}}]}
 
         def page() -> list[MemoryRecord]:
-            with _unavailable(self.server):
+            with unavailable(self.server):
                 stored = self._collection.get(where=where, include=[])["ids"]
             ids = sorted({*stored, *self._access.ids()})
             position = 0 if after is None else bisect.bisect_right(ids, after)
@@ -327,35 +300,30 @@ class ChromaShortTermStore(ShortTermStore):
         return sorted(records, key=lambda r: r.record_id)
 
     def _purge(self, record_ids: list[str]) -> int:
-        with _unavailable(self.server):
+        with unavailable(self.server):
             found = self._collection.get(ids=record_ids, include=[])["ids"]
         self._delete_ids(found)
         return len(found)
 
-    def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+    def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         # The where narrows by expiry; liveness is decided in Python (`flt.matches`): the
         # status, and an expiry a buffered access of this user may have moved (then the
         # where does not narrow by expiry at all).
         def matching() -> list[MemoryRecord]:
             live = not flt.include_dead and not self._access.has_user(flt.user_id)
-            where = _where(flt, now, live=live)
+            where = where_of(flt, now, live=live)
             if where is None:
                 return []
-            with _unavailable(self.server):
+            with unavailable(self.server):
                 result = self._collection.get(
-                    ids=_ids(flt), where=where, include=["metadatas", "documents"]
+                    ids=filter_ids(flt), where=where, include=["metadatas", "documents"]
                 )
-            return _records_of(result)
+            return records_of(result)
 
         records = self._access.overlaid(matching, lay_records)
         return sorted(
             (r for r in records if flt.matches(r, now)), key=lambda r: (r.created_at, r.record_id)
         )
-
-    def _delete(self, flt: StmFilter, now: float) -> int:
-        ids = self._matching_ids(flt, now)
-        self._delete_ids(ids)
-        return len(ids)
 
     def _count(self, flt: StmFilter | None, now: float) -> int:
         if flt is not None:
@@ -365,8 +333,8 @@ class ChromaShortTermStore(ShortTermStore):
         # record whose liveness they change counts as they have it.
         def stored() -> tuple[int, list[MemoryRecord]]:
             unexpired = {"expires_at": {"$gt": now}}
-            inactive = {"$and": [unexpired, {"status": {"$in": _NOT_ACTIVE}}]}
-            with _unavailable(self.server):
+            inactive = {"$and": [unexpired, {"status": {"$in": NOT_ACTIVE}}]}
+            with unavailable(self.server):
                 live = len(self._collection.get(where=unexpired, include=[])["ids"])
                 live -= len(self._collection.get(where=inactive, include=[])["ids"])
             return live, self._fetch_records(self._access.ids())
@@ -382,15 +350,6 @@ class ChromaShortTermStore(ShortTermStore):
             return live, records
 
         return self._access.overlaid(stored, corrected)[0]
-
-    def _sweep(self, now: float, batch_size: int) -> int:
-        self.flush_access()  # an access may have moved an expiry: the stored ones must be right
-        with _unavailable(self.server):
-            found = self._collection.get(
-                where={"expires_at": {"$lte": now}}, limit=batch_size, include=[]
-            )
-        self._delete_ids(found["ids"])
-        return len(found["ids"])
 
     def drop(self) -> None:
         self._access.discard(self._access.ids())  # nothing left to write them to
@@ -411,16 +370,16 @@ class ChromaShortTermStore(ShortTermStore):
     # ------------------------------------------------------------------ helpers
     def _matching_ids(self, flt: StmFilter, now: float) -> list[str]:
         if not flt.include_dead:  # status, and any buffered access, checked in Python
-            return [r.record_id for r in self._records(flt, now)]
-        where = _where(flt, now, live=False)
+            return [r.record_id for r in self._fetch(flt, now)]
+        where = where_of(flt, now, live=False)
         if where is None:
             return []
-        with _unavailable(self.server):
-            found = self._collection.get(ids=_ids(flt), where=where, include=[])
+        with unavailable(self.server):
+            found = self._collection.get(ids=filter_ids(flt), where=where, include=[])
         return list(found["ids"])
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
-        with _unavailable(self.server):
+        with unavailable(self.server):
             for start in range(0, len(ids), self._batch):
                 self._collection.delete(ids=list(ids[start : start + self._batch]))
         self._access.discard(ids)  # deleted: nothing to write
@@ -429,224 +388,7 @@ class ChromaShortTermStore(ShortTermStore):
         """These records as stored (those that exist), in no particular order."""
         if not ids:
             return []
-        with _unavailable(self.server):
-            return _records_of(
+        with unavailable(self.server):
+            return records_of(
                 self._collection.get(ids=list(ids), include=["metadatas", "documents"])
             )
-
-
-# --------------------------------------------------------------------------- translation
-
-
-def scope_of(user_id: str, session_id: str) -> str:
-    """The `scope` metadata value; '/' is outside the id alphabet, so no two pairs collide."""
-    return f"{user_id}/{session_id}"
-
-
-def _to_metadata(record: MemoryRecord) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        f"{USER_KEY_PREFIX}{key}": value for key, value in record.metadata.items()
-    }
-    metadata.update(
-        user_id=record.user_id,
-        session_id=record.session_id,
-        scope=scope_of(record.user_id, record.session_id),
-        type=record.type.value,
-        created_at=float(record.created_at),
-        last_accessed_at=float(record.last_accessed_at),
-        access_count=int(record.access_count),
-        importance=float(record.importance),
-        expires_at=NO_EXPIRY if record.expires_at is None else float(record.expires_at),
-        status=record.status.value,
-    )
-    return metadata
-
-
-def _to_record(record_id: str, document: str | None, md: dict[str, Any]) -> MemoryRecord:
-    expires_at = float(md["expires_at"])
-    return MemoryRecord(
-        record_id=record_id,
-        user_id=md["user_id"],
-        session_id=md["session_id"],
-        text=document or "",
-        type=MemoryType(md["type"]),
-        created_at=float(md["created_at"]),
-        last_accessed_at=float(md["last_accessed_at"]),
-        access_count=int(md["access_count"]),
-        importance=float(md["importance"]),
-        expires_at=None if expires_at >= NO_EXPIRY else expires_at,
-        status=Status(md["status"]),
-        metadata={
-            key[len(USER_KEY_PREFIX) :]: value
-            for key, value in md.items()
-            if key.startswith(USER_KEY_PREFIX)
-        },
-    )
-
-
-def _ids(flt: StmFilter) -> list[str] | None:
-    return None if flt.record_ids is None else sorted(flt.record_ids)
-
-
-def _where(flt: StmFilter, now: float, *, live: bool) -> dict[str, Any] | None:
-    """The filter as a Chroma `where`; None when it cannot match anything."""
-    if (flt.record_ids is not None and not flt.record_ids) or (
-        flt.types is not None and not flt.types
-    ):
-        return None
-    clauses: list[dict[str, Any]] = [
-        {"scope": scope_of(flt.user_id, flt.session_id)}
-        if flt.session_id is not None
-        else {"user_id": flt.user_id}
-    ]
-    if flt.types is not None:
-        clauses.append({"type": {"$in": sorted(t.value for t in flt.types)}})
-    if live:
-        clauses.extend(_live_clauses(now))
-    return _and(clauses)
-
-
-def _live_clauses(now: float) -> list[dict[str, Any]]:
-    # Status is checked in Python by the readers that use this (`_records`): an equality
-    # that every record matches costs Chroma a scan (+0.8 ms at 3,000 records), and no
-    # public operation leaves a short-term record inactive.
-    return [{"expires_at": {"$gt": now}}]
-
-
-def _and(clauses: list[dict[str, Any]]) -> dict[str, Any]:
-    # Chroma refuses an $and of fewer than two clauses.
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
-Row = tuple[MemoryRecord, str, np.ndarray]
-
-
-def _records_of(result: Any) -> list[MemoryRecord]:
-    """The records of a get result with metadatas and documents."""
-    return [
-        _to_record(record_id, doc, md)
-        for record_id, doc, md in zip(
-            result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True
-        )
-    ]
-
-
-def _lay_rows(rows: list[Row], pending: Mapping[str, AccessWrite]) -> list[Row]:
-    """Rows with the buffered access statistics of their records."""
-    return [
-        (pending[rid].apply(record), rid, vector) if rid in pending else (record, rid, vector)
-        for record, rid, vector in rows
-    ]
-
-
-def _rows(result: Any, *, nested: bool = False) -> list[Row]:
-    """(record, record_id, vector) triples of a get result, or of the one query of a query."""
-
-    def column(name: str) -> list[Any]:
-        values = result[name]
-        return list(values[0] if nested else values)
-
-    ids = column("ids")
-    documents, metadatas, vectors = column("documents"), column("metadatas"), column("embeddings")
-    return [
-        (_to_record(record_id, documents[i], metadatas[i]), record_id, np.asarray(vectors[i]))
-        for i, record_id in enumerate(ids)
-    ]
-
-
-def _rank(
-    rows: list[Row], embedding: list[float], flt: StmFilter, k: int, now: float
-) -> list[Hit[MemoryRecord]]:
-    live = [row for row in rows if flt.matches(row[0], now)]
-    if not live:
-        return []
-    scores = cosine_scores(np.stack([row[2] for row in live]), embedding)
-    best = top_k(
-        ((float(score), row[1], row[0]) for score, row in zip(scores, live, strict=True)), k
-    )
-    return [Hit(record=record, score=score) for score, _, record in best]
-
-
-@contextlib.contextmanager
-def _unavailable(server: str) -> Iterator[None]:
-    """Turns a lost connection to a Chroma server into `BackendUnavailable`."""
-    try:
-        yield
-    except (httpx.TransportError, ConnectionError) as exc:
-        if isinstance(exc, BackendUnavailable):
-            raise
-        raise _as_unavailable(exc, server) from exc
-
-
-def _as_unavailable(exc: Exception, server: str) -> BackendUnavailable:
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, httpx.TimeoutException):
-        detail = f"no reply in time ({detail})"
-    return BackendUnavailable(detail, layer=SHORT_TERM, server=server, in_doubt=True)
-
-
-def _translated(server: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def wrap(call: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(call)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return call(*args, **kwargs)
-            except (httpx.TransportError, ConnectionError) as exc:
-                if isinstance(exc, BackendUnavailable):
-                    raise
-                raise _as_unavailable(exc, server) from exc
-
-        return run
-
-    return wrap
-
-
-#: A read that met a delete in flight on the server (another process purging, e.g. the
-#: maintenance process's sweep): Chroma's plan found an id its index had just dropped.
-#: The read is repeated at once; the delete has finished by then.
-_READ_RACE = "Error finding id"
-_READ_RACE_TRIES = 3
-_READS = frozenset({"get", "query", "count"})
-
-
-def _reread_on_race(call: Callable[..., Any]) -> Callable[..., Any]:
-    """`call` (a read), repeated up to `_READ_RACE_TRIES` times while Chroma reports the
-    read/delete race (`_READ_RACE`); any other error, or the race persisting, is raised."""
-
-    @functools.wraps(call)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        for attempt in range(1, _READ_RACE_TRIES + 1):
-            try:
-                return call(*args, **kwargs)
-            except ChromaError as exc:
-                if _READ_RACE not in str(exc) or attempt == _READ_RACE_TRIES:
-                    raise
-        raise AssertionError("unreachable")
-
-    return run
-
-
-class _RetryingCollection:
-    """A Chroma collection whose calls are retried under the store's policy: the store
-    calls only get, query, upsert, update and delete by id, all safe to repeat. A read
-    that races a concurrent delete on the server is repeated at once (`_READ_RACE`)."""
-
-    _CALLS = frozenset({"get", "query", "upsert", "update", "delete", "count"})
-
-    def __init__(self, collection: Any, server: str, retry: RetryPolicy) -> None:
-        self._inner = collection
-        self._server = server
-        self._retry = retry
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name not in self._CALLS:
-            return attr
-        call = _translated(self._server)(_reread_on_race(attr) if name in _READS else attr)
-
-        def retried(*args: Any, **kwargs: Any) -> Any:
-            return call_with_retry(
-                lambda: call(*args, **kwargs), idempotent=True, policy=self._retry
-            )
-
-        return retried

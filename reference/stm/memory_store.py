@@ -18,7 +18,7 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,8 +29,16 @@ from reference.footprint import Usage, record_bytes
 from reference.keys import Namespace
 from reference.models import Hit, MemoryRecord, Status
 from reference.stm.access import AccessWrite
-from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore, StmFilter
-from reference.text import Embedder, IntentFilter, PiiMasker
+from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
+from reference.stm.filters import StmFilter
+from reference.stm.primitives import (
+    DeleteRecords,
+    PurgeRecords,
+    PutRecord,
+    StmWrite,
+    WriteAccess,
+)
+from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 
 T = TypeVar("T")
 
@@ -100,8 +108,6 @@ def top_k(scored: Iterable[tuple[float, str, T]], k: int) -> list[tuple[float, s
 class InMemoryShortTermStore(ShortTermStore):
     """Short-term memory in process dicts, with exact cosine top-k."""
 
-    supports_forgetting: ClassVar[bool] = True
-
     def __init__(
         self,
         *,
@@ -140,6 +146,22 @@ class InMemoryShortTermStore(ShortTermStore):
         self._sorted_ids: list[str] | None = None
 
     # ------------------------------------------------------------------ primitives
+    def _apply(self, op: StmWrite) -> Any:
+        if isinstance(op, PutRecord):
+            return self._put(op.record, op.embedding)
+        if isinstance(op, WriteAccess):
+            return self._write_access(op.writes)
+        if isinstance(op, DeleteRecords):
+            return self._delete(op.filter, op.now)
+        if isinstance(op, PurgeRecords):
+            return self._purge(op.record_ids)
+        raise TypeError(f"not a short-term write: {op!r}")
+
+    def _scan(self, after: str | None, limit: int, due_at: float | None) -> list[MemoryRecord]:
+        if due_at is None:
+            return self._scan_all(after, limit)
+        return self._scan_due(due_at, after, limit)
+
     def _put(self, record: MemoryRecord, embedding: np.ndarray) -> None:
         storable_record(record)
         vector = np.asarray(embedding, dtype=np.float32).astype(np.float64)  # a copy
@@ -163,7 +185,7 @@ class InMemoryShortTermStore(ShortTermStore):
                 self._usage_total[0] += 1
                 self._usage_total[1] += size
 
-    def _query(
+    def _search(
         self, embedding: np.ndarray, flt: StmFilter, k: int, now: float
     ) -> list[Hit[MemoryRecord]]:
         # `cosine_scores` bit for bit, with each row's norm computed at `_put`, and the
@@ -200,7 +222,7 @@ class InMemoryShortTermStore(ShortTermStore):
                     self._by_id[write.record_id] = write.apply(record)
                     self._due.set(write.record_id, _due_at(self._by_id[write.record_id]))
 
-    def _records(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
+    def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         with self._lock:
             found = self._matching(flt, now)
         return sorted(found, key=lambda r: (r.created_at, r.record_id))
@@ -218,21 +240,7 @@ class InMemoryShortTermStore(ShortTermStore):
                 return sum(1 for r in self._by_id.values() if r.is_live(now))
             return len(self._matching(flt, now))
 
-    def _sweep(self, now: float, batch_size: int) -> int:
-        # Earliest expiry first; Chroma picks in its own order. Only the count is part
-        # of the contract: expired records are invisible to every live read anyway.
-        removed = 0
-        with self._lock:
-            for record_id in self._due.due(now):
-                record = self._by_id[record_id]
-                if record.expires_at is not None and record.expires_at <= now:
-                    self._remove(record_id)
-                    removed += 1
-                    if removed >= batch_size:
-                        break
-        return removed
-
-    def _scan(self, after: str | None, limit: int) -> list[MemoryRecord]:
+    def _scan_all(self, after: str | None, limit: int) -> list[MemoryRecord]:
         with self._lock:
             if self._sorted_ids is None:
                 self._sorted_ids = sorted(self._by_id)
