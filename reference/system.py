@@ -7,7 +7,8 @@ session's STM records also become LTM episodes once it ends (TTL, or `close_sess
 
 With a `ForgettingEngine` (`build_memory_system` always attaches one), the strategy
 governs every step: new records get its deadlines, retrieval re-ranks and stores each
-access, a forget command is carried out instead of being stored, PII in promoted values
+access, a forget command is carried out instead of being stored (`forgetting.dialogue`:
+"forget everything" may first ask for confirmation), PII in promoted values
 is sealed, and each turn counts as the user's activity. Sweeps and events run outside
 turns: `sweep` (e.g. at `strategy.sweep_interval_s`, from the simulator), `handle_event`
 for one event in process, or a bus attached to the engine that `sweep` consumes first
@@ -26,14 +27,13 @@ import numpy as np
 
 from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput, LayerFailure, note_layer_failure
+from reference.forgetting.dialogue import ForgetTurn, forget_turn
 from reference.forgetting.engine import ForgettingEngine
 from reference.forgetting.plans import Consolidation, EventOutcome, SweepStats
 from reference.ids import new_id
 from reference.ltm.base import LongTermStore
 from reference.ltm.filters import LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType
-from reference.policy.forget_commands import parse_forget_command
-from reference.policy.intent import memoised
 from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
@@ -114,15 +114,14 @@ class MemorySystem:
             masked = self.pii.mask(text)
             timings["pii"] = _ms_since(mark)
 
-            forgotten = None
+            forgetting = ForgetTurn()
             if self.engine is not None:
                 self.engine.note_activity(user_id)
                 self.engine.note_session(user_id, session_id)
-                command = _forget_command(masked)
-                if command is not None:
-                    forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
-                    if command.scope != "topic":
-                        window = []
+                forgetting = forget_turn(
+                    self.engine, state, masked, user_id=user_id, session_id=session_id
+                )
+                window = [] if forgetting.clears_window else window
 
             mark = time.perf_counter()
             vector = self.embedder.embed_one(masked)
@@ -131,7 +130,7 @@ class MemorySystem:
             mark = time.perf_counter()
             stm_hits = self._stm_hits(user_id, session_id, vector, touch=True)
             said_before = any(hit.record.text == masked for hit in stm_hits)
-            if forgotten is not None:
+            if forgetting.handled:  # a forget command, or the answer to its question
                 decision = IntentDecision(keep=False, kind=None, reason="forget command")
                 added = AddResult(
                     accepted=False, reason=decision.reason, record=None, intent=decision
@@ -173,7 +172,9 @@ class MemorySystem:
             ltm_hits=ltm_hits,
             promoted=promoted,
             timings_ms=timings,
-            forgotten=forgotten,
+            forgotten=forgetting.forgotten,
+            reply=forgetting.reply,
+            confirmation=forgetting.confirmation,
         )
 
     def recall(
@@ -390,11 +391,6 @@ class MemorySystem:
         if engine is not None:
             engine.note_written(fact)
         return fact
-
-
-# Every turn asks whether its text is a forget command: a pure function of the text,
-# memoised as the intent rules are (commands are frozen, so sharing them is safe).
-_forget_command = memoised(parse_forget_command)
 
 
 def _ms_since(mark: float) -> float:

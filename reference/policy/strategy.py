@@ -25,6 +25,7 @@ from reference.policy.rules import (
     ConsolidationRule,
     DecayRule,
     EventRule,
+    ForgetCommandsRule,
     ImportanceRule,
     PiiRule,
     Seconds,
@@ -52,7 +53,7 @@ class Strategy(Block):
     importance: ImportanceRule | None = None
     decay: DecayRule | None = None
     events: tuple[EventRule, ...] = ()
-    forget_commands: bool = True
+    forget_commands: ForgetCommandsRule = ForgetCommandsRule()
     pii: PiiRule | None = None
     archival: ArchivalRule | None = None
     sweep_interval_s: Seconds = 300.0
@@ -121,9 +122,14 @@ class Strategy(Block):
         don't use it: the default `promotion: rules` (which takes no `consolidation`
         block, so both are left out) and a rule's quiet options (`ScopedRule`: `types`,
         `layers`, `ttl_from`, left out of the dump itself). Any other value of these
-        counts like every other field.
+        counts like every other field. `forget_commands` without confirmation hashes
+        as its `enabled` bool, as it was before it became a block.
         """
         config = self.model_dump(mode="json", exclude={"name", "description"})
+        # `forget_commands: true` / `false` hash as the bool they were before the block.
+        commands = self.forget_commands
+        if (commands.confirm_everything, commands.confirm_within_s) == (False, 120.0):
+            config["forget_commands"] = commands.enabled
         if self.promotion == "rules":
             del config["promotion"], config["consolidation"]
         blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
