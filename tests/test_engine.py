@@ -671,8 +671,11 @@ def test_forgetting_everything_erases_the_user_from_every_layer(
     seed(system, BOB, "b1")
     system.turn(user_id=ALICE, session_id="s2", text="Please book a taxi to the airport at 6am.")
     system.sweep()  # the activity is on record
-    said = system.turn(user_id=ALICE, session_id="s1", text="Forget everything about me.")
+    asked = system.turn(user_id=ALICE, session_id="s1", text="Forget everything about me.")
+    assert asked.confirmation == "asked" and asked.forgotten is None  # hybrid asks first
+    said = system.turn(user_id=ALICE, session_id="s1", text="Yes, delete everything.")
     report = said.forgotten
+    assert said.confirmation == "confirmed" and said.reply
     assert report is not None and report.scope == "everything"
     assert (report.sessions_removed, len(report.stm_removed), len(report.ltm_erased)) == (2, 4, 2)
     assert said.context_ids == [] and said.stm_hits == [] and said.ltm_hits == []
