@@ -106,6 +106,11 @@ class SayStep(_Strict):
     sensitive: bool = False
     pii: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     metadata: dict[str, MetaValue] = Field(default_factory=dict)
+    #: The user's answer to "forget everything" (the turn right after a `scope:
+    #: everything` forget in this session): true confirms, false refuses. Ground truth:
+    #: under a strategy that asks (`forget_commands.confirm_everything`), that forget
+    #: erases only on `confirms: true` within the strategy's `confirm_within_s`.
+    confirms: bool | None = None
 
     @field_validator("pii")
     @classmethod

@@ -26,6 +26,7 @@ from memharness.sim.probes import (
 from memharness.sim.tally import Latencies, ShardResult
 from memharness.sim.truth import UserTruth
 from reference.forgetting.consolidation import episode_source
+from reference.forgetting.plans import ForgetReport
 from reference.models import Event, Fact, MemoryRecord
 from reference.policy.decisions import Memory
 from reference.policy.oracle import OracleAdvice
@@ -51,7 +52,8 @@ class ReplayedShard(Protocol):
 
     k: int
     max_leaks: int
-    truth: dict[int, UserTruth]
+
+    def truths(self, strategy: Strategy) -> dict[int, UserTruth]: ...
     sessions: dict[tuple[int, str], str]
 
 
@@ -61,6 +63,7 @@ class Replay:
     def __init__(self, shard: ReplayedShard, strategy: Strategy) -> None:
         self.shard = shard
         self.strategy = strategy
+        self.truth = shard.truths(strategy)  # ground truth under this strategy's setting
         self.system: MemorySystem
         self.advice: OracleAdvice | None = None
         self.result = ShardResult()
@@ -84,7 +87,7 @@ class Replay:
         if found is None:
             return None
         user, facts = found
-        return self.shard.truth[user].needed_until(facts)
+        return self.truth[user].needed_until(facts)
 
     def _facts_of(self, memory: Memory | None) -> tuple[int, tuple[str, ...]] | None:
         if isinstance(memory, MemoryRecord):
@@ -102,9 +105,9 @@ class Replay:
         self.pii_dirty.add(u.user_id)
         self.result.turns += is_turn(step)  # the count `scenarios stats` gives
         if isinstance(step, SayStep):
-            self.say(u, step)
+            self.say(u, step, index)
         elif isinstance(step, ForgetStep):
-            self.forget(u, step)
+            self.forget(u, step, index)
         elif isinstance(step, EventStep):
             self.result.events += 1
             self.event(u, step)
@@ -124,8 +127,10 @@ class Replay:
         self.latencies.record_all(result.timings_ms)
         return result
 
-    def say(self, u: SimUser, step: SayStep) -> None:
+    def say(self, u: SimUser, step: SayStep, index: int) -> None:
         result = self._turn(u, step.session, step.say, step.at, dict(step.metadata))
+        if result.forgotten is not None or index in self.truth[u.index].erased_by:
+            self._forgotten(u, step.at, index, result.forgotten, step.say)  # a confirmation
         facts = tuple(f.id for f in step.facts)
         refs: list[Ref] = []
         if result.stm.record is not None:
@@ -149,7 +154,7 @@ class Replay:
         if self.advice is not None:  # the oracle learns what the new memories carry
             for memory in (result.stm.record, result.promoted):
                 if memory is not None:
-                    self.advice.note(memory, self.shard.truth[u.index].needed_until(facts))
+                    self.advice.note(memory, self.truth[u.index].needed_until(facts))
         if step.discloses_pii:  # ground truth: the script marks it, whatever was masked
             item = PiiItem(u.user_id, step.at, self._pii_values(step), refs)
             self.result.pii_items += 1
@@ -185,7 +190,7 @@ class Replay:
                 self.causes.remove(_key(ref), step.at, f"event {step.event}", detail)
 
     def _needed_live(self, u: SimUser, at: float) -> list[Ref]:
-        truth = self.shard.truth[u.index]
+        truth = self.truth[u.index]
         found = []
         for ref in self.user_refs.get(u.index, []):
             if _key(ref) in self.causes.removed:
@@ -198,23 +203,31 @@ class Replay:
                 found.append(ref)
         return found
 
-    def forget(self, u: SimUser, step: ForgetStep) -> None:
+    def forget(self, u: SimUser, step: ForgetStep, index: int) -> None:
         result = self._turn(u, step.session, step.forget, step.at, {})
-        report = result.forgotten
+        self._forgotten(u, step.at, index, result.forgotten, step.forget)
+
+    def _forgotten(
+        self, u: SimUser, at: float, index: int, report: ForgetReport | None, said: str
+    ) -> None:
+        """After a turn that was (or, by the script, should have been) a forget command or
+        its confirmation: name it as the cause of what it removed, and count as a leak
+        every fact the ground truth says it erased that is still stored."""
         if report is not None:
-            detail = f"{report.scope} forget command {step.forget!r}"
+            detail = f"{report.scope} forget command {said!r}"
             removed = [("stm", r) for r in report.stm_removed] + [
                 ("ltm", f) for f in report.ltm_erased
             ]
             for ident in removed:
                 key = self.keys.get(ident)
                 if key is not None:
-                    self.causes.remove(key, step.at, "forget command", detail)
-        for fact_id in step.facts:  # gone from every layer, right away
+                    self.causes.remove(key, at, "forget command", detail)
+        for fact_id in self.truth[u.index].erased_by.get(index, ()):  # gone, right away
             if any(self._stored(u, ref) for ref in self.refs.get((u.index, fact_id), [])):
-                self._leak(u, step.at, fact_id, "still stored after the forget command")
+                self._leak(u, at, fact_id, "still stored after the forget command")
 
     def probe(self, u: SimUser, step: ProbeStep, index: int) -> None:
+        step = self.truth[u.index].judged(step)  # its lists under this strategy
         session_id = self.shard.sessions[(u.index, step.session)]
         mark = time.perf_counter()
         recall = self.system.recall(
@@ -235,7 +248,7 @@ class Replay:
             for layer, layer_hits in layers
         }
         found = {layer: {f for facts in carried[layer] for f in facts} for layer, _ in layers}
-        truth = self.shard.truth[u.index]
+        truth = self.truth[u.index]
         verdicts = judge(
             step,
             found["stm"] | found["ltm"],

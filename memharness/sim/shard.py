@@ -28,6 +28,7 @@ from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
 from reference.keys import Namespace
 from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import ForgetCommandsRule
 from reference.policy.strategy import Strategy
 from reference.system import MemorySystem
 
@@ -45,7 +46,7 @@ class ShardReplayer:
         self.users = users
         self.k = k
         self.max_leaks = max_leaks
-        self.truth = {u.index: UserTruth.of(u.user) for u in users}
+        self._truths: dict[ForgetCommandsRule, dict[int, UserTruth]] = {}
         self.sessions: dict[tuple[int, str], str] = {}
         for u in users:
             names = dict.fromkeys(getattr(s, "session", None) for s in u.user.timeline)
@@ -60,6 +61,14 @@ class ShardReplayer:
         # ticks and samples into it.
         self.steps: list[tuple[float, int, int, int, Any]] = [e for u in users for e in _steps(u)]
         self.steps.sort(key=_ORDER)
+
+    def truths(self, strategy: Strategy) -> dict[int, UserTruth]:
+        """Each user's ground truth under the strategy's `forget_commands` setting (the
+        only part of a strategy the truth depends on), computed once per setting."""
+        rule = strategy.forget_commands
+        if rule not in self._truths:
+            self._truths[rule] = {u.index: UserTruth.of(u.user, rule) for u in self.users}
+        return self._truths[rule]
 
     def texts(self) -> list[str]:
         """Every text a replay embeds, to embed ahead in batches (the embedder's cache)."""
