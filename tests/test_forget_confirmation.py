@@ -10,13 +10,16 @@ unrelated (then the request is dropped and the message is an ordinary turn).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from reference.clock import VirtualClock
 from reference.forgetting.dialogue import PENDING_KEY
 from reference.ltm.filters import REDACTED
 from reference.policy.confirmation import language_of, parse_confirmation, reply_text
-from reference.policy.loading import load_strategy
+from reference.policy.loading import load_strategy, load_strategy_file
 from reference.policy.strategy import StrategyError, validate_strategy
 from tests.test_engine import (  # noqa: F401 (fixtures)
     ALICE,
@@ -76,7 +79,8 @@ def test_the_setting_in_strategy_files() -> None:
     assert load_strategy("hybrid").forget_commands.confirm_within_s == 120
     assert not load_strategy("keep_all").forget_commands.confirm_everything
     base = {"name": "s", "description": "d"}
-    assert not validate_strategy({**base, "forget_commands": False}, source=None).forget_commands.enabled
+    off = validate_strategy({**base, "forget_commands": False}, source=None)
+    assert not off.forget_commands.enabled
     block = {"confirm_everything": True, "confirm_within_s": "5m"}
     rule = validate_strategy({**base, "forget_commands": block}, source=None).forget_commands
     assert (rule.enabled, rule.confirm_everything, rule.confirm_within_s) == (True, True, 300)
@@ -97,11 +101,7 @@ def test_the_setting_in_strategy_files() -> None:
         ({"enabled": False, "confirm_everything": True}, "forget_commands"),
     ],
 )
-def test_bad_values_name_file_line_and_field(tmp_path, value, field) -> None:  # type: ignore[no-untyped-def]
-    import yaml
-
-    from reference.policy.loading import load_strategy_file
-
+def test_bad_values_name_file_line_and_field(tmp_path: Path, value: object, field: str) -> None:
     path = tmp_path / "mine.yaml"
     text = "name: mine\ndescription: d\n" + yaml.safe_dump({"forget_commands": value})
     path.write_text(text)
@@ -109,7 +109,7 @@ def test_bad_values_name_file_line_and_field(tmp_path, value, field) -> None:  #
         load_strategy_file(path)
     message = str(err.value)
     assert "mine.yaml" in message and "forget_commands" in message and field in message
-    assert "line 3" in message or ":3" in message or "line 4" in message or ":4" in message
+    assert "mine.yaml:3" in message or "mine.yaml:4" in message  # the block's line
 
 
 def asking(make_system: MakeSystem, **params: object) -> object:  # noqa: F811
@@ -225,5 +225,5 @@ def test_forget_commands_off_erases_nothing(make_system: MakeSystem) -> None:  #
     for text in ("forget everything about me", "forget my address", "重置对话"):
         said = system.turn(user_id=ALICE, session_id="s1", text=text)
         assert said.forgotten is None and said.reply is None
-    assert {"address", "shipping"} <= stored(system)[1]
-    assert ALL_STM <= stored(system)[0]
+    assert stored(system)[1] >= {"address", "shipping"}
+    assert stored(system)[0] >= ALL_STM

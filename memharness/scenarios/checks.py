@@ -233,4 +233,3 @@ _CONFIRMS_ALONE = (
     "answers a forget command of scope everything: it must be the user's next turn "
     "(say or forget) in that session after one"
 )
-

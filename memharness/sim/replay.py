@@ -52,9 +52,9 @@ class ReplayedShard(Protocol):
 
     k: int
     max_leaks: int
+    sessions: dict[tuple[int, str], str]
 
     def truths(self, strategy: Strategy) -> dict[int, UserTruth]: ...
-    sessions: dict[tuple[int, str], str]
 
 
 class Replay:
