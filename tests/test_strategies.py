@@ -278,8 +278,9 @@ FINGERPRINTS = {
     "importance": "974cf97ac32f",
     "recency_decay": "3d1425d51a78",
     "event_driven": "ce086d163485",
-    "hybrid": "ece87c10a7e8",
-    "hybrid_rules": "4b8f276726cd",
+    # hybrid and hybrid_rules ask before forgetting everything (a change of behaviour)
+    "hybrid": "4f8bcfc13bd4",
+    "hybrid_rules": "501221eb9cac",
     "oracle": "536d484f4d12",
 }
 
