@@ -83,6 +83,8 @@ def forget_turn(
     language = language_of(masked)
     pending = state.task_state.get(PENDING_KEY)
     if isinstance(pending, dict):
+        # A bare "ok" to a question asked in Chinese is answered in Chinese.
+        language = "zh" if language == "zh" or pending.get("language") == "zh" else "en"
         _write_pending(engine, state, user_id, session_id, None)
         answer = parse_confirmation(masked)
         if answer == "confirm":
