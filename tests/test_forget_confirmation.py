@@ -227,3 +227,14 @@ def test_forget_commands_off_erases_nothing(make_system: MakeSystem) -> None:  #
         assert said.forgotten is None and said.reply is None
     assert stored(system)[1] >= {"address", "shipping"}
     assert stored(system)[0] >= ALL_STM
+
+
+def test_a_new_command_drops_the_request_and_is_carried_out(make_system: MakeSystem) -> None:  # noqa: F811
+    system = asking(make_system)
+    seed(system)
+    system.turn(user_id=ALICE, session_id="s1", text="forget everything about me")
+    said = system.turn(user_id=ALICE, session_id="s1", text="forget my address")
+    assert said.confirmation == "dropped" and said.forgotten is not None
+    assert said.forgotten.scope == "topic" and said.reply is not None
+    assert system.turn(user_id=ALICE, session_id="s1", text="yes").forgotten is None
+    assert stored(system)[1] == {"shipping"}

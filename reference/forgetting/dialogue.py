@@ -21,10 +21,13 @@ conversation, on time. The reference has no authentication of its own: the user 
 the identity the caller vouches for, as for every other call.
 
 The time is the engine's clock, so a virtual clock decides "on time" in simulations.
+The request lives in the session: a session that expires before the deadline (its TTL
+is 30 minutes by default, the deadline 2) takes the request with it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -98,7 +101,7 @@ def forget_turn(
         # Neither: the request is dropped, and the message is a turn of its own.
         turn = _command_turn(engine, state, masked, language, user_id, session_id)
         if turn.handled:
-            return turn
+            return dataclasses.replace(turn, confirmation=turn.confirmation or "dropped")
         return ForgetTurn(reply=reply_text("cancelled", language), confirmation="dropped")
     return _command_turn(engine, state, masked, language, user_id, session_id)
 
