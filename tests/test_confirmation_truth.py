@@ -125,3 +125,4 @@ def test_replays_meet_the_truth(tmp_path: Path, name: str) -> None:
     # Under hybrid the refused, late and dropped requests keep their facts, which the
     # probes need (5, and jack's table); keep_all erased all but the table at once.
     assert result.needed == (6 if name == "hybrid" else 1)
+    assert result.over_forgotten == 0  # nothing erased that the script did not confirm
