@@ -31,7 +31,9 @@ _SURNAMES = frozenset(
 _COMPOUND_SURNAMES = ("欧阳", "司马", "上官", "诸葛", "东方", "皇甫", "慕容", "令狐", "夏侯")
 _TITLES = ("先生", "女士", "小姐", "老师", "经理", "总", "师傅", "医生", "阿姨", "叔叔", "同学")
 # Last characters of place names jieba tags as people (王府井, 李家村), rare in given names.
-_PLACE_TAILS = frozenset("井桥门湖街路园村城寺庙府宫庄店楼")
+_PLACE_TAILS = frozenset("井桥门湖街路园村城寺庙府宫庄店楼区市省县镇")
+_DEMONSTRATIVES = frozenset("这那一两几每哪某该")
+_COMMON_WORD_FREQ = 1_000
 _CUE_RE = re.compile(r"(?:我叫|我的名字是|我的名字叫|名字叫|联系人[:：]?|收件人[:：]?|姓名[:：]?)\s*")
 _CJK_NAME_RE = re.compile(r"[\u4e00-\u9fff]{2,4}")
 
@@ -39,7 +41,8 @@ _STREET_ENDS = ("路", "街", "大道", "道", "巷", "弄", "胡同", "里")
 _ESTATE_ENDS = ("小区", "花园", "大厦", "公寓", "新村", "家园", "苑", "广场", "中心")
 _ADMIN_ENDS = ("省", "自治区", "市", "区", "县", "镇", "乡", "村", "街道")
 _UNIT_WORDS = frozenset(("号", "栋", "幢", "单元", "室", "楼", "层", "号楼", "号院", "座", "期", "-", "#"))
-_UNIT_ENDS = ("号", "栋", "幢", "单元", "室", "号楼", "号院", "层")
+_UNIT_ENDS = ("号", "栋", "幢", "单元", "室", "号楼", "号院", "层", "段", "座")
+_NUMERALS = frozenset("一二三四五六七八九十百零两")
 _NOT_PLACE_FLAGS = ("v", "d", "r", "c", "p", "u", "y", "e", "o", "t", "m", "q")
 _DIGITS_RE = re.compile(r"\d+", re.ASCII)
 _ADMIN_PREFIX_RE = re.compile(r"^(?:[\u4e00-\u9fff]{1,7}?(?:自治区|省|市|新区|区|县))+")
@@ -85,16 +88,16 @@ def _names(norm: str, tokens: list[tuple[str, str, int]]) -> list[tuple[int, int
     while i < len(tokens):
         word, flag, start = tokens[i]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ("", "", 0)
-        if flag.startswith("nr") and len(word) == 1 and word in _SURNAMES and (
+        if len(word) == 1 and word in _SURNAMES and (
             nxt[1].startswith("nr") and 1 <= len(nxt[0]) <= 2
         ):
-            word, i = word + nxt[0], i + 1  # 刘 / 秀英: jieba split surname and given name
+            word, flag, i = word + nxt[0], "nr", i + 1  # 刘 / 秀英, 林 / 志强: split by jieba
             nxt = tokens[i + 1] if i + 1 < len(tokens) else ("", "", 0)
         elif flag == "ns" and word.startswith(_COMPOUND_SURNAMES) and nxt[1].startswith("nr"):
             word, i = word + nxt[0], i + 1  # 欧阳 / 娜娜
             nxt = tokens[i + 1] if i + 1 < len(tokens) else ("", "", 0)
         is_name = flag.startswith("nr") or word.startswith(_COMPOUND_SURNAMES)
-        if is_name and 2 <= len(word) <= 4 and _is_surname_led(word) and word[-1] not in _PLACE_TAILS:
+        if is_name and _is_person(word, tokens[i - 1][0] if i else ""):
             if not word.endswith(_TITLES) and not nxt[0].startswith(_TITLES[:5]):
                 found.append((start, start + len(word)))
         i += 1
@@ -108,6 +111,20 @@ def _names(norm: str, tokens: list[tuple[str, str, int]]) -> list[tuple[int, int
     return found
 
 
+def _is_person(word: str, before: str) -> bool:
+    """Whether an `nr` word is a person's name and not a common word or a measure word."""
+    if not (2 <= len(word) <= 4 and _is_surname_led(word)) or word[-1] in _PLACE_TAILS:
+        return False
+    if before[-1:] in _DEMONSTRATIVES or before[-1:].isdigit():
+        return False  # 这张卡, 一张纸: 张 is a measure word there
+    # Very frequent dictionary words tagged `nr` are mostly ordinary words (谢谢, 安静).
+    return (_frequency(word) or 0) < _COMMON_WORD_FREQ
+
+
+def _frequency(word: str) -> int | None:
+    return _tokenizer().tokenizer.FREQ.get(word)
+
+
 def _cued_name_len(chars: str, tokens: list[tuple[str, str, int]], start: int) -> int:
     """Length of the name after a cue: jieba's word there if 2-4 long, else 3 (or 2)."""
     for word, _flag, pos in tokens:
@@ -119,7 +136,7 @@ def _cued_name_len(chars: str, tokens: list[tuple[str, str, int]], start: int) -
 def _is_address_word(word: str, flag: str) -> bool:
     if word.isascii() and word.isdigit():
         return True
-    if word in _UNIT_WORDS:
+    if word in _UNIT_WORDS or (flag == "m" and all(ch in _NUMERALS for ch in word)):
         return True
     if flag.startswith(_NOT_PLACE_FLAGS) and flag not in ("m",):
         return False
@@ -133,7 +150,7 @@ def _addresses(tokens: list[tuple[str, str, int]]) -> list[tuple[int, int]]:
         j = i
         while j < len(tokens) and (
             _is_address_word(tokens[j][0], tokens[j][1])
-            or _street_name_part(tokens, j)
+            or _street_name_part(tokens, j, inside=j > i)
         ):
             j += 1
         run = tokens[i:j]
@@ -148,14 +165,23 @@ def _addresses(tokens: list[tuple[str, str, int]]) -> list[tuple[int, int]]:
     return found
 
 
-def _street_name_part(tokens: list[tuple[str, str, int]], j: int) -> bool:
-    """A plain word right before a street or estate word: 体育 / 西路, 阳光 / 花园."""
+def _street_name_part(tokens: list[tuple[str, str, int]], j: int, *, inside: bool) -> bool:
+    """A plain word just before a street or estate word: 体育 / 西路, 阳光 / 花园, 解放碑 / 八 / 一路.
+
+    Inside a run of address words any word can name a street (解放 / 大道); before one,
+    verbs and function words cannot (寄到 / 中山路).
+    """
     word, flag = tokens[j][0], tokens[j][1]
-    if j + 1 >= len(tokens) or not ("\u4e00" <= word[0] <= "\u9fff") or len(word) > 4:
+    if not ("\u4e00" <= word[0] <= "\u9fff") or len(word) > 4:
         return False
-    if flag in ("v", "vd", "r", "p", "u", "c", "d", "uj", "ul", "ud"):
+    if not inside and flag in ("v", "vd", "r", "p", "u", "c", "d", "uj", "ul", "ud"):
         return False
-    return tokens[j + 1][0].endswith(_STREET_ENDS + _ESTATE_ENDS)
+    ahead = [w for w, f, _p in tokens[j + 1 : j + 3]]
+    if ahead and ahead[0].endswith(_STREET_ENDS + _ESTATE_ENDS):
+        return True
+    return len(ahead) == 2 and all(ch in _NUMERALS for ch in ahead[0]) and ahead[1].endswith(
+        _STREET_ENDS
+    )
 
 
 def _is_address(run: list[tuple[str, str, int]]) -> bool:
@@ -163,7 +189,7 @@ def _is_address(run: list[tuple[str, str, int]]) -> bool:
     has_number = any(w.isascii() and w.isdigit() for w in words) or any(
         _DIGITS_RE.search(w) for w in words
     )
-    has_street = any(w.endswith(_STREET_ENDS + _ESTATE_ENDS) and len(w) >= 2 for w in words)
+    has_street = any(w.endswith(_STREET_ENDS + _ESTATE_ENDS) for w in words)
     has_unit = any(w.endswith(_UNIT_ENDS) or w in _UNIT_WORDS for w in words)
     return has_number and has_street and has_unit
 

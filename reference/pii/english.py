@@ -16,12 +16,15 @@ from pathlib import Path
 
 _NAMES_FILE = Path(__file__).with_name("given_names_en.txt")
 
-_CAP = r"[A-Z][a-z]+(?:['-][A-Z]?[a-z]+)?"
+_CAP = r"[A-Z][a-z]+(?:['-][A-Z][a-z]+)?"
 _WORD_RE = re.compile(_CAP, re.ASCII)
 # A cue that makes the next capitalised word(s) a name whatever the word is.
 _CUE_RE = re.compile(
     r"(?:\b(?:[Mm]y name is|[Mm]y name's|[Cc]all me|[Nn]amed|"
-    r"[Ii] am|[Ii]'m|[Ss]igned,?)\s+|\b(?:Mr|Mrs|Ms|Miss|Dr|Prof|Mx)\.?\s+)"
+    r"[Ii] am|[Ii]'m|[Ss]igned,?)\s+|\b(?:Mr|Mrs|Ms|Miss|Dr|Prof|Mx)\.?\s+|"
+    r"\b(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er) (?:friend|wife|husband|son|daughter|mom|mum|dad|"
+    r"mother|father|sister|brother|cousin|aunt|uncle|grandma|grandpa|grandmother|grandfather|"
+    r"neighbou?r|colleague|boss|manager|partner|boyfriend|girlfriend|niece|nephew),?\s+)"
     rf"(?P<name>{_CAP}(?:\s+{_CAP})?)",
     re.ASCII,
 )
@@ -53,7 +56,7 @@ _ADDRESS_RE = re.compile(
     r"(?:\b(?:Apt|Apartment|Flat|Unit|Suite)\.?\s*#?\d+[A-Za-z]?,?\s+)?"
     r"\b(?P<number>\d{1,5}[A-Za-z]?(?:-\d{1,5})?)\s+"
     rf"(?P<street>(?:(?:North|South|East|West|N|S|E|W)\.?\s+)?(?:{_CAP}\s+){{1,3}}?)"
-    rf"(?P<suffix>{_SUFFIXES})\b\.?"
+    rf"(?P<suffix>{_SUFFIXES})\b"
     r"(?:,?\s*(?:Apt|Apartment|Flat|Unit|Suite|#)\.?\s*#?\d+[A-Za-z]?)?"
     rf"(?:,\s*(?P<city>{_CAP}(?:\s{_CAP})?)(?![a-z]))?"
     rf"(?:,?\s*(?:{_US_STATES})\b(?:\s+\d{{5}}(?:-\d{{4}})?)?)?"
