@@ -23,6 +23,7 @@ REGIONS = ("CN", "US", "GB", "DE", "FR")
 # A stretch that could hold a phone number: an optional + or (, digits and separators.
 _CANDIDATE_RE = re.compile(r"(?:\+|\(\s*)?\d[\d \-.()/]{5,}\d", re.ASCII)
 _MIN_DIGITS = 7
+_MOBILE_SHAPED_RE = re.compile(r"1\d{10}", re.ASCII)
 _CONTEXT = 8  # characters before a candidate the matcher sees (letters glued to it reject it)
 
 
@@ -32,6 +33,8 @@ def find_phones(norm: str) -> list[tuple[int, int]]:
     for cand in _CANDIDATE_RE.finditer(norm):
         if sum(ch.isdigit() for ch in cand.group()) < _MIN_DIGITS:
             continue
+        if _MOBILE_SHAPED_RE.fullmatch(cand.group()):
+            continue  # 11 bare digits from 1: a Chinese mobile or a near-miss, not +1 281...
         lo = max(0, cand.start() - _CONTEXT)
         hi = min(len(norm), cand.end() + 1)
         window = norm[lo:hi]
