@@ -160,8 +160,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             times = timings_ms(part, RegexPiiMasker(cache_size=0, chinese_words=chinese), args.reps)
             if times:
                 p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
-                print(f"detect per utterance, {label}: median {statistics.median(times):.3f} ms,"
-                      f" p95 {p95:.3f} ms ({len(times)} timings)")
+                print(
+                    f"detect per utterance, {label}: median {statistics.median(times):.3f} ms,"
+                    f" p95 {p95:.3f} ms ({len(times)} timings)"
+                )
 
 
 if __name__ == "__main__":

@@ -23,9 +23,17 @@ POSITIVES = [
     ("My manager is Will Turner.", "Will Turner", "name"),
     ("我叫王小明。", "王小明", "name"),
     ("李娜给我打了电话。", "李娜", "name"),
-    ("Ship it to 350 Fifth Avenue, New York, NY 10118.", "350 Fifth Avenue, New York, NY 10118", "address"),
+    (
+        "Ship it to 350 Fifth Avenue, New York, NY 10118.",
+        "350 Fifth Avenue, New York, NY 10118",
+        "address",
+    ),
     ("我的地址是上海市浦东新区世纪大道100号。", "上海市浦东新区世纪大道100号", "address"),
-    ("寄到广州市天河区体育西路123号5栋2单元301室", "广州市天河区体育西路123号5栋2单元301室", "address"),
+    (
+        "寄到广州市天河区体育西路123号5栋2单元301室",
+        "广州市天河区体育西路123号5栋2单元301室",
+        "address",
+    ),
 ]
 
 NEGATIVES = [

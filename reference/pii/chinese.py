@@ -34,13 +34,17 @@ _TITLES = ("先生", "女士", "小姐", "老师", "经理", "总", "师傅", "�
 _PLACE_TAILS = frozenset("井桥门湖街路园村城寺庙府宫庄店楼区市省县镇")
 _DEMONSTRATIVES = frozenset("这那一两几每哪某该")
 _COMMON_WORD_FREQ = 1_000
-_CUE_RE = re.compile(r"(?:我叫|我的名字是|我的名字叫|名字叫|联系人[:：]?|收件人[:：]?|姓名[:：]?)\s*")
+_CUE_RE = re.compile(
+    r"(?:我叫|我的名字是|我的名字叫|名字叫|联系人[:：]?|收件人[:：]?|姓名[:：]?)\s*"
+)
 _CJK_NAME_RE = re.compile(r"[\u4e00-\u9fff]{2,4}")
 
 _STREET_ENDS = ("路", "街", "大道", "道", "巷", "弄", "胡同", "里")
 _ESTATE_ENDS = ("小区", "花园", "大厦", "公寓", "新村", "家园", "苑", "广场", "中心")
 _ADMIN_ENDS = ("省", "自治区", "市", "区", "县", "镇", "乡", "村", "街道")
-_UNIT_WORDS = frozenset(("号", "栋", "幢", "单元", "室", "楼", "层", "号楼", "号院", "座", "期", "-", "#"))
+_UNIT_WORDS = frozenset(
+    ("号", "栋", "幢", "单元", "室", "楼", "层", "号楼", "号院", "座", "期", "-", "#")
+)
 _UNIT_ENDS = ("号", "栋", "幢", "单元", "室", "号楼", "号院", "层", "段", "座")
 _NUMERALS = frozenset("一二三四五六七八九十百零两")
 _NOT_PLACE_FLAGS = ("v", "d", "r", "c", "p", "u", "y", "e", "o", "t", "m", "q")
@@ -87,9 +91,12 @@ def _names(norm: str, tokens: list[tuple[str, str, int]]) -> list[tuple[int, int
     i = 0
     while i < len(tokens):
         word, flag, start = tokens[i]
+        first = i
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ("", "", 0)
-        if len(word) == 1 and word in _SURNAMES and (
-            nxt[1].startswith("nr") and 1 <= len(nxt[0]) <= 2
+        if (
+            len(word) == 1
+            and word in _SURNAMES
+            and (nxt[1].startswith("nr") and 1 <= len(nxt[0]) <= 2)
         ):
             word, flag, i = word + nxt[0], "nr", i + 1  # 刘 / 秀英, 林 / 志强: split by jieba
             nxt = tokens[i + 1] if i + 1 < len(tokens) else ("", "", 0)
@@ -97,9 +104,10 @@ def _names(norm: str, tokens: list[tuple[str, str, int]]) -> list[tuple[int, int
             word, i = word + nxt[0], i + 1  # 欧阳 / 娜娜
             nxt = tokens[i + 1] if i + 1 < len(tokens) else ("", "", 0)
         is_name = flag.startswith("nr") or word.startswith(_COMPOUND_SURNAMES)
-        if is_name and _is_person(word, tokens[i - 1][0] if i else ""):
-            if not word.endswith(_TITLES) and not nxt[0].startswith(_TITLES[:5]):
-                found.append((start, start + len(word)))
+        before = tokens[first - 1][0] if first else ""
+        titled = word.endswith(_TITLES) or nxt[0].startswith(_TITLES)
+        if is_name and not titled and _is_person(word, before):
+            found.append((start, start + len(word)))
         i += 1
     for cue in _CUE_RE.finditer(norm):
         m = _CJK_NAME_RE.match(norm, cue.end())
@@ -166,7 +174,7 @@ def _addresses(tokens: list[tuple[str, str, int]]) -> list[tuple[int, int]]:
 
 
 def _street_name_part(tokens: list[tuple[str, str, int]], j: int, *, inside: bool) -> bool:
-    """A plain word just before a street or estate word: 体育 / 西路, 阳光 / 花园, 解放碑 / 八 / 一路.
+    """A plain word before a street or estate word: 体育 / 西路, 阳光 / 花园, 解放碑 / 八 / 一路.
 
     Inside a run of address words any word can name a street (解放 / 大道); before one,
     verbs and function words cannot (寄到 / 中山路).
@@ -179,8 +187,10 @@ def _street_name_part(tokens: list[tuple[str, str, int]], j: int, *, inside: boo
     ahead = [w for w, f, _p in tokens[j + 1 : j + 3]]
     if ahead and ahead[0].endswith(_STREET_ENDS + _ESTATE_ENDS):
         return True
-    return len(ahead) == 2 and all(ch in _NUMERALS for ch in ahead[0]) and ahead[1].endswith(
-        _STREET_ENDS
+    return (
+        len(ahead) == 2
+        and all(ch in _NUMERALS for ch in ahead[0])
+        and ahead[1].endswith(_STREET_ENDS)
     )
 
 

@@ -14,6 +14,11 @@ import re
 from functools import cache
 from pathlib import Path
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 _NAMES_FILE = Path(__file__).with_name("given_names_en.txt")
 
 _CAP = r"[A-Z][a-z]+(?:['-][A-Z][a-z]+)?"
@@ -29,17 +34,17 @@ _CUE_RE = re.compile(
     re.ASCII,
 )
 # After a cue like "I'm", words that say what the speaker is, not who.
-_NOT_NAMES = frozenset(
+_NOT_NAMES = _words(
     "Sorry Fine Good Okay Ok Not So Just Here Back Home Glad Happy Sure Still Going Really "
     "Very Also Done Tired Busy Free Ready Looking Trying Thinking Afraid Excited New Off "
     "From In On At The A An Your Yes No Thanks Hello Hi Chinese English American British "
     "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March "
-    "April May June July August September October November December Street Fighter".split()
+    "April May June July August September October November December Street Fighter"
 )
 # Words after a given name that are not a surname.
-_NOT_SURNAMES = _NOT_NAMES | frozenset(
+_NOT_SURNAMES = _NOT_NAMES | _words(
     "I Is Are And Or But Said Says Told Called Asked Will Can Could Would Should Has Had "
-    "Was Were Did Does Street Avenue Road Lane Drive Park Square".split()
+    "Was Were Did Does Street Avenue Road Lane Drive Park Square"
 )
 
 _SUFFIXES = (

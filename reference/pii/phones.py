@@ -23,7 +23,7 @@ REGIONS = ("CN", "US", "GB", "DE", "FR")
 # A stretch that could hold a phone number: an optional + or (, digits and separators.
 _CANDIDATE_RE = re.compile(r"(?:\+|\(\s*)?\d[\d \-.()/]{5,}\d", re.ASCII)
 _MIN_DIGITS = 7
-_MOBILE_SHAPED_RE = re.compile(r"1\d{10}", re.ASCII)
+_KEYWORD_RE = re.compile(r"(?i)phone|tel\b|call|ring|number|电话|座机|号码|致电|打")
 _CONTEXT = 8  # characters before a candidate the matcher sees (letters glued to it reject it)
 
 
@@ -33,8 +33,14 @@ def find_phones(norm: str) -> list[tuple[int, int]]:
     for cand in _CANDIDATE_RE.finditer(norm):
         if sum(ch.isdigit() for ch in cand.group()) < _MIN_DIGITS:
             continue
-        if _MOBILE_SHAPED_RE.fullmatch(cand.group()):
-            continue  # 11 bare digits from 1: a Chinese mobile or a near-miss, not +1 281...
+        if cand.group().isdigit() and not (
+            cand.group().startswith("0")
+            and _KEYWORD_RE.search(norm, max(0, cand.start() - 20), cand.start())
+        ):
+            # Digits alone, no separator: an order number, an amount or a code as often as a
+            # phone (1 281 234 5678 is a US number, 12812345678 a mistyped Chinese mobile).
+            # Only with a leading 0 and a phone word just before ("tel 02079460958").
+            continue
         lo = max(0, cand.start() - _CONTEXT)
         hi = min(len(norm), cand.end() + 1)
         window = norm[lo:hi]
