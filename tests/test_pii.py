@@ -316,7 +316,7 @@ def test_mixed_text(masker: RegexPiiMasker) -> None:
         assert text[m.start : m.end] == m.text
     masked = masker.mask(text)
     assert masked == (
-        "我叫张三，身份证1101**********2316，手机 138****5678，邮箱 z***@example.cn，"
+        "我叫张**，身份证1101**********2316，手机 138****5678，邮箱 z***@example.cn，"
         f"银行卡 {CARD_16[:4]}********{CARD_16[-4:]}，护照 E*****678。订单号 20240501123 已发货。"
     )
     assert masker.mask(masked) == masked
