@@ -8,6 +8,7 @@ import pytest
 
 from bench.pii_detector import Labelled, load, score
 from reference.pii import RegexPiiMasker
+from reference.text_interfaces import PiiMatch
 
 DETECTOR = RegexPiiMasker(cache_size=0)
 
@@ -50,6 +51,8 @@ NEGATIVES = [
     "昨天和陈经理开会了。",
     "我3号去上海出差。",
     "退款打到这张卡。",
+    "欧阳",  # a compound surname alone: its mask (欧阳**) would be found again, forever
+    "我叫欧阳",
 ]
 
 
@@ -114,3 +117,13 @@ def test_a_label_not_in_its_text_is_an_error_naming_the_entry(tmp_path: Path) ->
     bad.write_text('- {text: "hello", pii: [{value: "Bob", kind: name}]}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.yaml: entry 1: field 'pii.value'"):
         load(bad)
+
+
+def test_a_mask_found_again_is_hidden_whole_so_masking_ends() -> None:
+    class Finder(RegexPiiMasker):
+        # Finds "abc" as a card: the card mask keeps 4 + 4 characters, so "abc" stays.
+        def detect(self, text: str) -> list[PiiMatch]:
+            start = text.find("abc")
+            return [] if start < 0 else [PiiMatch("bank_card", start, start + 3, "abc")]
+
+    assert Finder(cache_size=0).mask("x abc y") == "x *** y"

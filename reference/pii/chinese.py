@@ -114,15 +114,19 @@ def _names(norm: str, tokens: list[tuple[str, str, int]]) -> list[tuple[int, int
         if m is None or any(a <= m.start() < b for a, b in found):
             continue
         end = m.start() + _cued_name_len(m.group(), tokens, m.start())
-        if end - m.start() >= 2:
+        surname = 2 if m.group().startswith(_COMPOUND_SURNAMES) else 1
+        if end - m.start() > surname:
             found.append((m.start(), end))
     return found
 
 
 def _is_person(word: str, before: str) -> bool:
     """Whether an `nr` word is a person's name and not a common word or a measure word."""
+    surname = 2 if word.startswith(_COMPOUND_SURNAMES) else 1
     if not (2 <= len(word) <= 4 and _is_surname_led(word)) or word[-1] in _PLACE_TAILS:
         return False
+    if len(word) <= surname:
+        return False  # a surname alone (欧阳) is not a name, and its mask would be itself
     if before[-1:] in _DEMONSTRATIVES or before[-1:].isdigit():
         return False  # 这张卡, 一张纸: 张 is a measure word there
     # Very frequent dictionary words tagged `nr` are mostly ordinary words (谢谢, 安静).

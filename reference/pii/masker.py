@@ -262,7 +262,12 @@ class RegexPiiMasker(PiiMasker):
         # round strictly shrinks what can match and the loop ends (one round in practice).
         # Looping to the fixed point is what makes mask idempotent.
         while matches := self.detect(text):
-            text = _apply(text, matches)
+            masked = _apply(text, matches)
+            if masked == text:
+                # A kind's shape-keeping mask was found again as it stands: hide all of it,
+                # so the loop still ends (a mask that keeps a value found must not hang a turn).
+                masked = _apply(text, matches, keep_shape=False)
+            text = masked
         return text
 
 
@@ -318,12 +323,15 @@ def _resolve(candidates: dict[str, list[PiiMatch]]) -> list[PiiMatch]:
     return taken
 
 
-def _apply(text: str, matches: list[PiiMatch]) -> str:
+def _apply(text: str, matches: list[PiiMatch], *, keep_shape: bool = True) -> str:
     parts: list[str] = []
     pos = 0
     for m in matches:
         parts.append(text[pos : m.start])
-        parts.append(_mask_match(m))
+        if keep_shape:
+            parts.append(_mask_match(m))
+        else:
+            parts.append("".join(ch if ch.isspace() else MASK for ch in m.text))
         pos = m.end
     parts.append(text[pos:])
     return "".join(parts)
