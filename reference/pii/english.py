@@ -22,7 +22,8 @@ def _words(text: str) -> frozenset[str]:
 _NAMES_FILE = Path(__file__).with_name("given_names_en.txt")
 
 _CAP = r"[A-Z][a-z]+(?:['-][A-Z][a-z]+)?"
-_WORD_RE = re.compile(_CAP, re.ASCII)
+# Letters or digits glued on either side: part of a longer token (a code, a key), not a name.
+_WORD_RE = re.compile(rf"(?<![A-Za-z0-9]){_CAP}(?![A-Za-z0-9])", re.ASCII)
 # A cue that makes the next capitalised word(s) a name whatever the word is.
 _CUE_RE = re.compile(
     r"(?:\b(?:[Mm]y name is|[Mm]y name's|[Cc]all me|[Nn]amed|"
@@ -30,7 +31,7 @@ _CUE_RE = re.compile(
     r"\b(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er) (?:friend|wife|husband|son|daughter|mom|mum|dad|"
     r"mother|father|sister|brother|cousin|aunt|uncle|grandma|grandpa|grandmother|grandfather|"
     r"neighbou?r|colleague|boss|manager|partner|boyfriend|girlfriend|niece|nephew),?\s+)"
-    rf"(?P<name>{_CAP}(?:\s+{_CAP})?)",
+    rf"(?P<name>{_CAP}(?:\s+{_CAP})?)(?![A-Za-z0-9])",
     re.ASCII,
 )
 # After a cue like "I'm", words that say what the speaker is, not who.
