@@ -23,6 +23,7 @@ REGIONS = ("CN", "US", "GB", "DE", "FR")
 # A stretch that could hold a phone number: an optional + or (, digits and separators.
 _CANDIDATE_RE = re.compile(r"(?:\+|\(\s*)?\d[\d \-.()/]{5,}\d", re.ASCII)
 _MIN_DIGITS = 7
+_DECIMAL_RE = re.compile(r"\d+\.\d{1,2}", re.ASCII)
 _KEYWORD_RE = re.compile(r"(?i)phone|tel\b|call|ring|number|电话|座机|号码|致电|打")
 _CONTEXT = 8  # characters before a candidate the matcher sees (letters glued to it reject it)
 
@@ -33,6 +34,8 @@ def find_phones(norm: str) -> list[tuple[int, int]]:
     for cand in _CANDIDATE_RE.finditer(norm):
         if sum(ch.isdigit() for ch in cand.group()) < _MIN_DIGITS:
             continue
+        if _DECIMAL_RE.fullmatch(cand.group()):
+            continue  # 1767225600.0, 12345678.50: a number with a fraction, not a phone
         if cand.group().isdigit() and not (
             cand.group().startswith("0")
             and _KEYWORD_RE.search(norm, max(0, cand.start() - 20), cand.start())
