@@ -53,6 +53,8 @@ def find_phones(norm: str) -> list[tuple[int, int]]:
                 for m in phonenumbers.PhoneNumberMatcher(
                     window, region, leniency=phonenumbers.Leniency.VALID
                 )
+                # The context is there to reject glued letters, not to find numbers in it.
+                if lo + m.end > cand.start() and lo + m.start >= cand.start() - 1
             ]
             if spans:
                 found.extend(s for s in spans if s not in found)
