@@ -1,6 +1,6 @@
 """Interfaces of the text components a turn uses: embedder, intent filter, PII masker.
 
-Implementations live in `embedding.py`, `policy/intent.py` and `pii.py`.
+Implementations live in `embedding.py`, `policy/intent.py` and `pii/`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ Names: a capitalised word from `given_names_en.txt`, with the capitalised words 
 cue or a surname. Addresses: a house number, one to three capitalised street words and a
 street suffix ("12 Elm Street", "221B Baker St."), with an optional unit, city, state and
 ZIP code or UK postcode after it; a full UK postcode on its own counts as well.
+
+Why patterns and not `usaddress` (a CRF address parser): usaddress labels every token of
+whatever it is given, so on whole utterances it finds streets in ordinary sentences. On
+the English utterances of tests/data (an utterance counts as an address when usaddress
+tags an AddressNumber, a StreetName and a StreetNamePostType in it) it scored precision
+0.69 (tuning set) and 0.75 (held-out), against 1.00 for these patterns.
 """
 
 from __future__ import annotations
