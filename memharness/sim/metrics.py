@@ -32,6 +32,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from memharness.sim.pii_scoring import detector_figures
 from memharness.sim.tally import LATENCY_OPS, LAYERS, ShardResult, new_histogram
 
 #: The counts `merge` adds up over shards.
@@ -39,7 +40,7 @@ TALLIES = (
     "turns", "probes", "events", "needed", "retrieved", "retrieved_stm", "retrieved_ltm",
     "missed", "over_forgotten", "unreachable", "unstored", "stale_probes", "leaked",
     "ceiling_needed", "ceiling_found", "pii_items", "pii_raw_at_end", "pii_sealed_items",
-    "pii_sealed_at_end",
+    "pii_sealed_at_end", "pii_unmeasured",
 )  # fmt: skip
 
 
@@ -64,9 +65,11 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         total.probe_records.extend(s.probe_records)
         total.pii_raw_s.extend(s.pii_raw_s)
         total.pii_sealed_s.extend(s.pii_sealed_s)
+        total.pii_detector.update(s.pii_detector)
     # Shards run side by side: the strategy took as long as its slowest shard.
     slowest = max(shards, key=lambda s: s.wall_s, default=ShardResult())
     wall = slowest.wall_s
+    detector = detector_figures(total.pii_detector)
     metrics = {
         "recall_at_k": _share(total.retrieved, total.needed),
         "recall_stm_at_k": _share(total.retrieved_stm, total.needed),
@@ -83,6 +86,10 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         "pii_sealed_items": total.pii_sealed_items,
         "pii_sealed_max_s": _bounded_max(total.pii_sealed_s, open_items=total.pii_sealed_at_end),
         "pii_sealed_at_end": total.pii_sealed_at_end,
+        "pii_unmeasured": total.pii_unmeasured,
+        "pii_detector": detector,
+        "pii_detector_recall": detector.get("all", {}).get("recall"),
+        "pii_detector_precision": detector.get("all", {}).get("precision"),
         "turns": total.turns,
         "probes": total.probes,
         "probes_recorded": len(total.probe_records),
