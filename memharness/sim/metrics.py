@@ -13,8 +13,14 @@ shares add up to 1 (`probes.py` has the rules). Leakage counts erased facts that
 back, retrieved by a probe or still stored after their forget command (must be 0).
 The ceiling (`ceiling.py`) is the recall@k of a dense search over every said turn, the
 same under every strategy.
-PII: the items are the statements the scenario marks (`sensitive: true`, or `pii:` values),
-whatever the memory's detector found. `pii_raw_max_s` is the longest time from such a
+PII: the items are the statements whose personal values the scenario marks (`pii:`),
+whatever the memory's detector found, and exactly those values are followed; a statement
+marked `sensitive: true` with no values is not an item but `pii_unmeasured` (nothing to
+follow: the detector is never asked). `pii_detector` scores the memory's detector against
+the marks, per kind and over `all` (`pii_scoring.py`): recall per marked kind (a value
+is found when detected spans cover it, whatever kind they name), precision per detected
+kind on users marked `pii_complete` only (a detection overlapping no marked value is a
+false positive); `pii_detector_recall` and `_precision` are its `all` row. `pii_raw_max_s` is the longest time from such a
 statement until no layer showed its values in plaintext (an STM or LTM text, an LTM value
 as stored): 0 when the memory masked them on the way in. It is None when an item was still
 in plaintext at the end of the run (`pii_raw_at_end` of them): its time has no bound the
