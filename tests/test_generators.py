@@ -147,9 +147,7 @@ def test_newer_pii_kinds_leave_every_other_draw_as_it_was() -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("memharness.scenarios.pii_values.NEW_KINDS_SHARE", 0.0)
         first_kinds = list(iter_users(domain="travel", users=60, seed=9, mixture=only_first))
-    assert [shape(steps) for _, steps, _ in users] == [
-        shape(steps) for _, steps, _ in first_kinds
-    ]
+    assert [shape(steps) for _, steps, _ in users] == [shape(steps) for _, steps, _ in first_kinds]
     changed = sum(a != b for (_, a, _), (_, b, _) in zip(users, first_kinds, strict=True))
     assert 0 < changed < len(users)
 

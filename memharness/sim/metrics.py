@@ -20,15 +20,16 @@ follow: the detector is never asked). `pii_detector` scores the memory's detecto
 the marks, per kind and over `all` (`pii_scoring.py`): recall per marked kind (a value
 is found when detected spans cover it, whatever kind they name), precision per detected
 kind on users marked `pii_complete` only (a detection overlapping no marked value is a
-false positive); `pii_detector_recall` and `_precision` are its `all` row. `pii_raw_max_s` is the longest time from such a
-statement until no layer showed its values in plaintext (an STM or LTM text, an LTM value
-as stored): 0 when the memory masked them on the way in. It is None when an item was still
-in plaintext at the end of the run (`pii_raw_at_end` of them): its time has no bound the
-run can give. `pii_sealed_max_s` is, over the items a layer held sealed (the encrypted
-original in an LTM value, recoverable with the key: `pii_sealed_items` of them), the
-longest time from the statement until no layer did (anonymised or deleted); None when
-none was sealed (a strategy that does not seal) or one was still sealed at the end
-(`pii_sealed_at_end`). Both to the resolution of the sweep ticks.
+false positive); `pii_detector_recall` and `_precision` are its `all` row.
+`pii_raw_max_s` is the longest time from such a statement until no layer showed its
+values in plaintext (an STM or LTM text, an LTM value as stored): 0 when the memory
+masked them on the way in. It is None when an item was still in plaintext at the end of
+the run (`pii_raw_at_end` of them): its time has no bound the run can give.
+`pii_sealed_max_s` is, over the items a layer held sealed (the encrypted original in an
+LTM value, recoverable with the key: `pii_sealed_items` of them), the longest time from
+the statement until no layer did (anonymised or deleted); None when none was sealed (a
+strategy that does not seal) or one was still sealed at the end (`pii_sealed_at_end`).
+Both to the resolution of the sweep ticks.
 """
 
 from __future__ import annotations
