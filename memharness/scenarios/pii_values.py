@@ -113,7 +113,7 @@ def _landline(rng: random.Random) -> str:
 def _landline_phone(rng: random.Random, lang: Lang) -> PiiDisclosure:
     value = _landline(rng)
     if lang == "en":
-        said = f"You can reach me on my office landline, {value}."
+        said = f"My office landline is {value}, you can reach me there."
         return PiiDisclosure("landline", "phone", value, said, "What is my office landline?")
     said = f"我的办公室座机是{value}，有事可以打。"
     return PiiDisclosure("landline", "phone", value, said, "我的办公室座机是多少？")
