@@ -24,6 +24,7 @@ import click
 from pydantic import SecretStr
 
 from memharness.cli_settings import settings_from_options
+from memharness.pii_detector_table import detector_terminal
 from memharness.progress import Progress
 from memharness.run_inputs import file_scenario, generated_users, suite_files
 from memharness.scenarios import ScenarioError
@@ -300,6 +301,9 @@ def run(
                 layers = layer_terminal(section, explain_ceiling=explain)
                 if layers:
                     click.echo("\n" + layers, nl=False)
+                detector = detector_terminal(section)
+                if detector:
+                    click.echo("\n" + detector, nl=False)
                 ceiling_told = ceiling_told or explain
     except KeyboardInterrupt:
         status = "interrupted"

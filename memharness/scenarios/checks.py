@@ -152,6 +152,21 @@ def check_adversarial(
                 problems.append((("adversarial", a, "evidence", e), message))
 
 
+def pii_findings(user: User, base: Loc) -> list[tuple[Loc, str]]:
+    """Warnings, not errors: statements marked `sensitive: true` that list no `pii`
+    value. The scenario replays, but their PII residency cannot be measured (a run counts
+    them as `pii_unmeasured`) and the detector cannot be scored on them."""
+    return [
+        (
+            (*base, "timeline", s, "sensitive"),
+            "marked sensitive but lists no `pii` values: unmeasurable (list the personal"
+            " values as said, e.g. pii: [{value: ..., kind: phone}])",
+        )
+        for s, step in enumerate(user.timeline)
+        if isinstance(step, SayStep) and step.pii_unmeasured
+    ]
+
+
 def check_user(user: User, base: Loc, problems: list[tuple[Loc, str]]) -> set[str]:
     """Check one user's timeline, appending to `problems`; returns the user's fact ids."""
     return check_timeline(enumerate(user.timeline), base, problems)

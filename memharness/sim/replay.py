@@ -155,19 +155,13 @@ class Replay:
             for memory in (result.stm.record, result.promoted):
                 if memory is not None:
                     self.advice.note(memory, self.truth[u.index].needed_until(facts))
-        if step.discloses_pii:  # ground truth: the script marks it, whatever was masked
-            item = PiiItem(u.user_id, step.at, self._pii_values(step), refs)
+        if step.pii:  # ground truth: the values the script marks, whatever was masked
+            item = PiiItem(u.user_id, step.at, step.pii_values, refs)
             self.result.pii_items += 1
             if not resolved(self.system, self.result, item, step.at):
                 self.pii.append(item)
-
-    def _pii_values(self, step: SayStep) -> tuple[str, ...]:
-        """The values of a marked statement: those the script lists (`pii:`); for a
-        statement only marked `sensitive`, what the reference's detector finds in it, or
-        else the whole statement (so that at least a verbatim copy is seen)."""
-        if step.pii:
-            return tuple(step.pii)
-        return tuple(m.text for m in self.system.pii.detect(step.say)) or (step.say,)
+        elif step.sensitive:  # marked, but no value to follow: counted, never guessed
+            self.result.pii_unmeasured += 1
 
     def _follow(self, user: int, refs: list[Ref]) -> None:
         """Follow the memories at `refs` (they carry scenario facts) for `causes`."""

@@ -17,11 +17,13 @@ from __future__ import annotations
 import operator
 import resource
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple
 from typing import Any
 
 from memharness.sim.ceiling import CeilingTally, Embed, user_ceiling
+from memharness.sim.pii_scoring import Detect, user_tally
 from memharness.sim.replay import Replay, SimUser
 from memharness.sim.tally import ShardResult
 from memharness.sim.truth import UserTruth
@@ -57,6 +59,7 @@ class ShardReplayer:
         self.steps_done = 0
         self.users_done = 0
         self.ceiling: CeilingTally | None = None  # `measure_ceiling`, or the first replay
+        self.detector: Counter[str] | None = None  # `score_detector`, in the first replay
         # Every step of the shard in replay order, sorted once: a replay merges its
         # ticks and samples into it.
         self.steps: list[tuple[float, int, int, int, Any]] = [e for u in users for e in _steps(u)]
@@ -92,6 +95,13 @@ class ShardReplayer:
             )
         return self.ceiling
 
+    def score_detector(self, detect: Detect) -> Counter[str]:
+        """The PII detector against the script's marks (`pii_scoring.py`), scored once:
+        the reference builds the same detector under every strategy."""
+        if self.detector is None:
+            self.detector = sum((user_tally(u.user, detect) for u in self.users), Counter())
+        return self.detector
+
     def run(
         self,
         build: Callable[[VirtualClock, Namespace, OracleAdvice | None], MemorySystem],
@@ -115,6 +125,7 @@ class ShardReplayer:
         run.system, run.advice = system, advice
         ceiling = self.measure_ceiling(embed=system.embedder.embed, mask=system.pii.mask)
         run.result.ceiling_needed, run.result.ceiling_found = astuple(ceiling)
+        run.result.pii_detector = Counter(self.score_detector(system.pii.detect))
         began = time.perf_counter()
         try:
             for _, kind, payload in self._merged(ticks, samples, peak_samples):
