@@ -34,6 +34,7 @@ from reference.ltm.filters import LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType
 from reference.policy.forget_commands import parse_forget_command
 from reference.policy.intent import memoised
+from reference.policy.memory_types import memory_type
 from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
@@ -112,6 +113,11 @@ class MemorySystem:
 
             mark = time.perf_counter()
             masked = self.pii.mask(text)
+            # What the masking hid, by kind: an identity or card number types the
+            # utterance `sensitive` (reference.policy.memory_types).
+            disclosed = (
+                frozenset(m.kind for m in self.pii.detect(text)) if masked != text else frozenset()
+            )
             timings["pii"] = _ms_since(mark)
 
             forgotten = None
@@ -139,7 +145,7 @@ class MemorySystem:
                 candidate = None
             else:
                 added, candidate = self._add(
-                    user_id, session_id, masked, vector, message_id, metadata
+                    user_id, session_id, masked, vector, message_id, metadata, disclosed
                 )
             timings["stm"] = _ms_since(mark)
 
@@ -309,9 +315,11 @@ class MemorySystem:
         vector: np.ndarray,
         message_id: str,
         metadata: dict[str, MetadataValue] | None,
+        disclosed: frozenset[str] = frozenset(),
     ) -> tuple[AddResult, FactCandidate | None]:
         """Store the utterance in STM, tagged with the fact it states (its key is the
-        `topic` events and forget commands match), under the strategy's deadline and with
+        `topic` events and forget commands match), under the strategy's deadline for its
+        type (`memory_type`: sensitive, entity, knowledge or the intent's kind) and with
         the fact's initial importance. A `speaker` in the metadata scopes the key."""
         decision = self.stm.intent_filter.classify(masked)
         if not decision.keep:
@@ -324,7 +332,12 @@ class MemorySystem:
         if candidate is not None:
             tags.update(topic=candidate.key, category=candidate.category.value)
             importance = candidate.importance
-        kind = decision.kind or MemoryType.CONVERSATION
+        kind = memory_type(
+            masked,
+            decision.kind or MemoryType.CONVERSATION,
+            category=None if candidate is None else candidate.category,
+            disclosed=disclosed,
+        )
         expiry = (
             self.engine.stm_expiry(kind, importance=importance) if self.engine is not None else {}
         )
@@ -335,6 +348,7 @@ class MemorySystem:
             embedding=vector,
             metadata=tags,
             intent=decision,
+            type=kind,
             importance=importance,
             **expiry,
         )
