@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from reference.models import MemoryType
 from reference.policy.chitchat import chitchat_reason
-from reference.policy.entities import named_entity
+from reference.policy.entities import named_entity, stated_knowledge
 from reference.policy.forget_commands import parse_forget_command
 from reference.policy.intent_patterns import KINDS_BY_PRIORITY, STABLE
 from reference.policy.lexicon import safety_kind, sensitive_word_kind
@@ -145,8 +145,10 @@ def _classify(text: str) -> IntentDecision:
             if is_question(stripped):
                 return IntentDecision(True, MemoryType.INSTRUCTION, "question")
             return IntentDecision(True, MemoryType.FACT, "health or safety fact")
-        if named_entity(content) is not None and not is_question(stripped):
-            return IntentDecision(True, MemoryType.FACT, "named entity")
+        if not is_question(stripped) and (
+            named_entity(content) is not None or stated_knowledge(content) is not None
+        ):
+            return IntentDecision(True, MemoryType.FACT, "named entity or stated knowledge")
         if sensitive_word_kind(lower) is not None and not is_question(stripped):
             # Health, identity or money: kept (and typed `sensitive`, memory_types).
             return IntentDecision(True, MemoryType.FACT, "sensitive disclosure")
