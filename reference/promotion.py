@@ -47,10 +47,10 @@ from dataclasses import dataclass, replace
 
 from reference.errors import InvalidInput
 from reference.models import Category, MemoryType
+from reference.policy.entities import named_entity, stated_knowledge
 from reference.policy.field_keys import parse_field
 from reference.policy.intent import MEMO_MAX_CHARS, MEMO_SIZE, is_question, is_stable_preference
 from reference.policy.lexicon import first_topic, safety_word, scoped_key, slug
-from reference.policy.entities import named_entity, stated_knowledge
 from reference.policy.remember import explicit_request
 from reference.policy.vocabulary import PROFILE_KEYS, TOPICS
 

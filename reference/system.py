@@ -113,11 +113,7 @@ class MemorySystem:
 
             mark = time.perf_counter()
             masked = self.pii.mask(text)
-            # What the masking hid, by kind: an identity or card number types the
-            # utterance `sensitive` (reference.policy.memory_types).
-            disclosed = (
-                frozenset(m.kind for m in self.pii.detect(text)) if masked != text else frozenset()
-            )
+            disclosed = [m.kind for m in self.pii.detect(text)] if masked != text else []
             timings["pii"] = _ms_since(mark)
 
             forgotten = None
@@ -315,12 +311,12 @@ class MemorySystem:
         vector: np.ndarray,
         message_id: str,
         metadata: dict[str, MetadataValue] | None,
-        disclosed: frozenset[str] = frozenset(),
+        disclosed: list[str],
     ) -> tuple[AddResult, FactCandidate | None]:
         """Store the utterance in STM, tagged with the fact it states (its key is the
         `topic` events and forget commands match), under the strategy's deadline for its
-        type (`memory_type`: sensitive, entity, knowledge or the intent's kind) and with
-        the fact's initial importance. A `speaker` in the metadata scopes the key."""
+        `memory_type` (`disclosed`: PII kinds masked) and the fact's initial importance.
+        A `speaker` in the metadata scopes the key."""
         decision = self.stm.intent_filter.classify(masked)
         if not decision.keep:
             return AddResult(False, decision.reason, None, decision), None
@@ -332,12 +328,9 @@ class MemorySystem:
         if candidate is not None:
             tags.update(topic=candidate.key, category=candidate.category.value)
             importance = candidate.importance
-        kind = memory_type(
-            masked,
-            decision.kind or MemoryType.CONVERSATION,
-            category=None if candidate is None else candidate.category,
-            disclosed=disclosed,
-        )
+        category = None if candidate is None else candidate.category
+        intent = decision.kind or MemoryType.CONVERSATION
+        kind = memory_type(masked, intent, category=category, disclosed=disclosed)
         expiry = (
             self.engine.stm_expiry(kind, importance=importance) if self.engine is not None else {}
         )

@@ -100,11 +100,15 @@ def test_field_of_a_key(key: str, field: str | None) -> None:
 
 def test_a_bare_field_selects_its_family_a_qualified_one_its_key() -> None:
     family = KeySelector.of(["address"])
-    assert [k for k in ("address", "delivery_address", "work_address", "phone", "seat")
-            if family.matches(k)] == ["address", "delivery_address", "work_address"]
+    assert [
+        k
+        for k in ("address", "delivery_address", "work_address", "phone", "seat")
+        if family.matches(k)
+    ] == ["address", "delivery_address", "work_address"]
     delivery = KeySelector.of(["收货地址"])
-    assert [k for k in ("address", "delivery_address", "work_address")
-            if delivery.matches(k)] == ["delivery_address"]
+    assert [k for k in ("address", "delivery_address", "work_address") if delivery.matches(k)] == [
+        "delivery_address"
+    ]
     home = KeySelector.of(["home_address"])
     assert [k for k in ("address", "delivery_address") if home.matches(k)] == ["address"]
     assert KeySelector.of(["电话"]).matches("work_phone")
@@ -218,9 +222,7 @@ def system(
 
 def _profile(system: MemorySystem) -> dict[str, tuple[int, str, Status]]:
     facts = system.ltm.facts(
-        filter=LtmFilter(
-            user_id="ann", categories=frozenset({Category.PROFILE}), include_dead=True
-        )
+        filter=LtmFilter(user_id="ann", categories=frozenset({Category.PROFILE}), include_dead=True)
     )
     return {f.key: (f.version, system.reveal(f)["value"], f.status) for f in facts}
 
@@ -243,7 +245,11 @@ def _profile(system: MemorySystem) -> dict[str, tuple[int, str, Status]]:
     ],
 )
 def test_a_restated_value_supersedes_its_own_qualified_key(
-    system: MemorySystem, clock: VirtualClock, home: str, delivery: str, restated: str,
+    system: MemorySystem,
+    clock: VirtualClock,
+    home: str,
+    delivery: str,
+    restated: str,
     new_home: str,
 ) -> None:
     system.turn(user_id="ann", session_id="s1", text=home)

@@ -110,7 +110,8 @@ def test_named_entities(text: str, role: str, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["My manager is nice.", "我的老板是个好人。", "My dog is sleeping.", "Who is my dentist?"]
+    "text",
+    ["My manager is nice.", "我的老板是个好人。", "My dog is sleeping.", "Who is my dentist?"],
 )
 def test_a_role_without_a_name_is_no_entity(text: str) -> None:
     assert named_entity(text) is None or FILTER.classify(text).kind is MemoryType.INSTRUCTION
@@ -203,7 +204,9 @@ def make(
         system.drop()
 
 
-@pytest.mark.parametrize("text", ["I was diagnosed with high blood pressure.", "我的工资是每月两万。"])
+@pytest.mark.parametrize(
+    "text", ["I was diagnosed with high blood pressure.", "我的工资是每月两万。"]
+)
 def test_a_sensitive_utterance_expires_by_the_sensitive_ttl(
     make, clock: VirtualClock, text: str
 ) -> None:
@@ -226,15 +229,19 @@ def test_a_sensitive_episode_expires_by_the_sensitive_ttl(make, clock: VirtualCl
     assert plain.stm.record is not None
     done = system.close_session(user_id="ann", session_id="s1")
     episodes = {e.text: e.expires_at for e in done.episodes}
-    assert episodes["I was diagnosed with high blood pressure."] == said.stm.record.created_at + HOUR
+    assert (
+        episodes["I was diagnosed with high blood pressure."] == said.stm.record.created_at + HOUR
+    )
     assert episodes["I went to Paris last week."] is None  # hybrid keeps episodes
 
 
-def test_knowledge_updated_archives_knowledge_under_its_keys(
-    make, clock: VirtualClock
-) -> None:
+def test_knowledge_updated_archives_knowledge_under_its_keys(make, clock: VirtualClock) -> None:
     system = make("hybrid")
-    for text in ("Our return policy is 30 days.", "公司的退货政策是30天。", "My dentist is Dr. Lee."):
+    for text in (
+        "Our return policy is 30 days.",
+        "公司的退货政策是30天。",
+        "My dentist is Dr. Lee.",
+    ):
         result = system.turn(user_id="ann", session_id="s1", text=text)
         assert result.promoted is not None, text
     clock.advance(DAY)

@@ -292,12 +292,10 @@ def _not_after(strategy: Strategy, record: MemoryRecord) -> float | None:
     """A sensitive utterance's episode expires by the strategy's `ttl.by_type.sensitive`
     from when it was said, as its STM record would: consolidation must not keep what the
     strict TTL removes. None: no such bound."""
-    ttl = strategy.ttl
-    if record.type is not MemoryType.SENSITIVE or ttl is None:
+    if record.type is not MemoryType.SENSITIVE or strategy.ttl is None:
         return None
-    if MemoryType.SENSITIVE not in ttl.by_type or ttl.by_type[MemoryType.SENSITIVE] is None:
-        return None
-    return record.created_at + ttl.by_type[MemoryType.SENSITIVE]
+    ttl = strategy.ttl.by_type.get(MemoryType.SENSITIVE)
+    return None if ttl is None else record.created_at + ttl
 
 
 def _superseded(ltm: LongTermStore, user_id: str, records: list[MemoryRecord]) -> frozenset[str]:

@@ -21,7 +21,9 @@ _ZH_ROLE_WORDS = "|".join(
     sorted((re.escape(w) for w in _ROLES if not w.isascii()), key=len, reverse=True)
 )
 _TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Miss|Prof|Doctor)\.?\s+)"
-_EN_NAME = rf"(?:{_TITLE}?[A-Z][a-z][A-Za-z'-]*(?:\s+[A-Z][a-z][A-Za-z'-]*)?|[\u4e00-\u9fff]{{2,4}})"
+_EN_NAME = (
+    rf"(?:{_TITLE}?[A-Z][a-z][A-Za-z'-]*(?:\s+[A-Z][a-z][A-Za-z'-]*)?|[\u4e00-\u9fff]{{2,4}})"
+)
 _MODIFIER = r"(?:(?i:new|current|old|family|regular|usual)\s+)?"
 # "my dentist is Dr. Lee", "my dog's name is Max", "my manager is called John Smith".
 _ENTITY_IS_EN = re.compile(

@@ -82,8 +82,15 @@ FIELDS: dict[str, Field] = {
         aliases={},
     ),
     "phone": Field(
-        words=("phone number", "phone", "telephone number", "telephone", "number", "电话号码",
-               "电话"),
+        words=(
+            "phone number",
+            "phone",
+            "telephone number",
+            "telephone",
+            "number",
+            "电话号码",
+            "电话",
+        ),
         default="mobile",
         qualifiers={
             "mobile": ("mobile", "cell", "cellphone", "手机", "移动"),
@@ -104,8 +111,15 @@ FIELDS: dict[str, Field] = {
         },
     ),
     "email": Field(
-        words=("email address", "e-mail address", "email", "e-mail", "邮箱", "电子邮箱",
-               "邮箱地址"),
+        words=(
+            "email address",
+            "e-mail address",
+            "email",
+            "e-mail",
+            "邮箱",
+            "电子邮箱",
+            "邮箱地址",
+        ),
         default="personal",
         qualifiers={
             "personal": ("personal", "private", "home", "个人", "私人"),

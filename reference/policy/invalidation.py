@@ -89,9 +89,7 @@ def _stm_matches(
     return all(_same(record.metadata.get(f), event.payload[f]) for f in rule.match_on)
 
 
-def _fact_matches(
-    fact: Fact, rule: EventRule, event: Event, keys: KeySelector | None
-) -> bool:
+def _fact_matches(fact: Fact, rule: EventRule, event: Event, keys: KeySelector | None) -> bool:
     if not _in_scope(fact, rule, event):
         return False
     if fact.category is Category.EPISODE:
@@ -103,9 +101,7 @@ def _fact_matches(
     return all(_same(fact.value.get(f), event.payload[f]) for f in rule.match_on)
 
 
-def _episode_matches(
-    fact: Fact, rule: EventRule, event: Event, keys: KeySelector | None
-) -> bool:
+def _episode_matches(fact: Fact, rule: EventRule, event: Event, keys: KeySelector | None) -> bool:
     # An episode is an STM record consolidated into LTM: in scope where the rule reaches
     # that record in STM (`types` by its `kind`) or names episodes in LTM (no
     # `categories`, or `episode` among them); then matched as the record (keys by its

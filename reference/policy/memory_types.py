@@ -14,14 +14,14 @@
 A phone number or an e-mail address is contact data, not sensitive here: the PII rule
 masks and seals it, and the assistant needs it.
 
-**Entity** (`reference.policy.entities.named_entity`): a person, pet or thing the user names in a role the
+**Entity** (`entities.named_entity`): a person, pet or thing the user names in a role the
 vocabulary knows (`type_vocabulary.ENTITY_ROLES`): "my dentist is Dr. Lee", "my manager
 is 王伟", "my dog Max ...", "我的经理叫王伟", "我家的狗叫旺财". It is stored in LTM as
 an `entity` under the role ("dentist", "manager", "dog"), so a new name for the same
 role supersedes the old one in either language. A role without a name ("my manager is
 nice") is not an entity.
 
-**Knowledge** (`reference.policy.entities.stated_knowledge`): a rule or figure of the user's world stated as
+**Knowledge** (`entities.stated_knowledge`): a rule or figure of the user's world stated as
 "the/our X is Y" where X ends in a noun of `type_vocabulary.KNOWLEDGE_NOUNS`: "our
 return policy is 30 days", "the API rate limit is 100 requests per minute",
 "公司的退货政策是30天". Stored in LTM as `knowledge` under X ("return_policy",
@@ -59,8 +59,8 @@ _HEALTH_SAFETY = frozenset({"allergy", "medication", "condition"})
 
 
 def sensitive_kind(text: str, disclosed: Iterable[str] = ()) -> str | None:
-    """"health", "identity" or "financial" when the utterance discloses such data, else
-    None. `disclosed`: the kinds the PII detector found in the raw utterance."""
+    """The sensitive kind the utterance discloses ("health", "identity", "financial"),
+    or None. `disclosed`: the kinds the PII detector found in the raw utterance."""
     lower = text.lower()
     safety = safety_kind(lower)
     if safety in _HEALTH_SAFETY:
