@@ -211,7 +211,7 @@ def system(
         backend="memory",
         data_dir=data_dir,
         prefix=namespace.prefix,
-        encryption_key=generate_key(),  # type: ignore[arg-type]
+        encryption_key=generate_key(),
     )
     built = build_memory_system(
         settings, clock=clock, embedder=embedder, namespace=namespace, strategy="hybrid"

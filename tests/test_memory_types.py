@@ -4,7 +4,7 @@ what the strategies' rules for them then do (the `sensitive` TTL, `knowledge_upd
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -183,7 +183,7 @@ def test_an_allergy_stays_a_long_term_fact_while_its_utterance_is_sensitive() ->
 @pytest.fixture
 def make(
     clock: VirtualClock, namespace: Namespace, data_dir: Path, embedder: Embedder
-) -> Iterator[object]:
+) -> Iterator[Callable[[str], MemorySystem]]:
     built: list[MemorySystem] = []
 
     def factory(strategy: str) -> MemorySystem:
@@ -191,7 +191,7 @@ def make(
             backend="memory",
             data_dir=data_dir,
             prefix=namespace.prefix,
-            encryption_key=generate_key(),  # type: ignore[arg-type]
+            encryption_key=generate_key(),
         )
         system = build_memory_system(
             settings, clock=clock, embedder=embedder, namespace=namespace, strategy=strategy
@@ -208,7 +208,7 @@ def make(
     "text", ["I was diagnosed with high blood pressure.", "我的工资是每月两万。"]
 )
 def test_a_sensitive_utterance_expires_by_the_sensitive_ttl(
-    make, clock: VirtualClock, text: str
+    make: Callable[[str], MemorySystem], clock: VirtualClock, text: str
 ) -> None:
     for name, ttl in (("hybrid", HOUR), ("typed_ttl", HOUR), ("keep_all", None)):
         system = make(name)
@@ -219,7 +219,9 @@ def test_a_sensitive_utterance_expires_by_the_sensitive_ttl(
         assert record.expires_at == expected, name
 
 
-def test_a_sensitive_episode_expires_by_the_sensitive_ttl(make, clock: VirtualClock) -> None:
+def test_a_sensitive_episode_expires_by_the_sensitive_ttl(
+    make: Callable[[str], MemorySystem], clock: VirtualClock
+) -> None:
     system = make("hybrid")
     said = system.turn(
         user_id="ann", session_id="s1", text="I was diagnosed with high blood pressure."
@@ -235,7 +237,9 @@ def test_a_sensitive_episode_expires_by_the_sensitive_ttl(make, clock: VirtualCl
     assert episodes["I went to Paris last week."] is None  # hybrid keeps episodes
 
 
-def test_knowledge_updated_archives_knowledge_under_its_keys(make, clock: VirtualClock) -> None:
+def test_knowledge_updated_archives_knowledge_under_its_keys(
+    make: Callable[[str], MemorySystem], clock: VirtualClock
+) -> None:
     system = make("hybrid")
     for text in (
         "Our return policy is 30 days.",
@@ -255,7 +259,9 @@ def test_knowledge_updated_archives_knowledge_under_its_keys(make, clock: Virtua
     }
 
 
-def test_a_new_name_for_a_role_supersedes_the_old_one(make, clock: VirtualClock) -> None:
+def test_a_new_name_for_a_role_supersedes_the_old_one(
+    make: Callable[[str], MemorySystem], clock: VirtualClock
+) -> None:
     system = make("hybrid")
     system.turn(user_id="ann", session_id="s1", text="My manager is John Smith.")
     clock.advance(DAY)
