@@ -34,6 +34,7 @@ from reference.ids import new_id
 from reference.ltm.base import LongTermStore
 from reference.ltm.filters import LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType
+from reference.policy.memory_types import memory_type
 from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
@@ -112,6 +113,7 @@ class MemorySystem:
 
             mark = time.perf_counter()
             masked = self.pii.mask(text)
+            disclosed = [m.kind for m in self.pii.detect(text)] if masked != text else []
             timings["pii"] = _ms_since(mark)
 
             forgetting = ForgetTurn()
@@ -138,7 +140,7 @@ class MemorySystem:
                 candidate = None
             else:
                 added, candidate = self._add(
-                    user_id, session_id, masked, vector, message_id, metadata
+                    user_id, session_id, masked, vector, message_id, metadata, disclosed
                 )
             timings["stm"] = _ms_since(mark)
 
@@ -310,10 +312,12 @@ class MemorySystem:
         vector: np.ndarray,
         message_id: str,
         metadata: dict[str, MetadataValue] | None,
+        disclosed: list[str],
     ) -> tuple[AddResult, FactCandidate | None]:
         """Store the utterance in STM, tagged with the fact it states (its key is the
-        `topic` events and forget commands match), under the strategy's deadline and with
-        the fact's initial importance. A `speaker` in the metadata scopes the key."""
+        `topic` events and forget commands match), under the strategy's deadline for its
+        `memory_type` (`disclosed`: PII kinds masked) and the fact's initial importance.
+        A `speaker` in the metadata scopes the key."""
         decision = self.stm.intent_filter.classify(masked)
         if not decision.keep:
             return AddResult(False, decision.reason, None, decision), None
@@ -325,7 +329,9 @@ class MemorySystem:
         if candidate is not None:
             tags.update(topic=candidate.key, category=candidate.category.value)
             importance = candidate.importance
-        kind = decision.kind or MemoryType.CONVERSATION
+        category = None if candidate is None else candidate.category
+        intent = decision.kind or MemoryType.CONVERSATION
+        kind = memory_type(masked, intent, category=category, disclosed=disclosed)
         expiry = (
             self.engine.stm_expiry(kind, importance=importance) if self.engine is not None else {}
         )
@@ -336,6 +342,7 @@ class MemorySystem:
             embedding=vector,
             metadata=tags,
             intent=decision,
+            type=kind,
             importance=importance,
             **expiry,
         )

@@ -183,11 +183,18 @@ class Executor:
                 importance=score,
                 actor=batch.actor,
                 embedding=vector,
-                expires_at=self.expires_at(Category.EPISODE, importance=score),
+                expires_at=_earliest(
+                    self.expires_at(Category.EPISODE, importance=score), episode.not_after
+                ),
             )
             self.written(fact)
             written.append(fact)
         return written
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    """The earlier of two deadlines (None: never)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 __all__ = ["Executor"]

@@ -33,10 +33,12 @@ _NO_FACT_CHANGES = FactChanges()
 @fast_init
 @dataclass(frozen=True, slots=True)
 class EpisodeWrite:
-    """An LTM episode to write from an STM record, with its initial importance."""
+    """An LTM episode to write from an STM record, with its initial importance and the
+    latest expiry it may have (None: the strategy's rule for episodes alone)."""
 
     record: MemoryRecord
     importance: float
+    not_after: float | None = None
 
 
 @fast_init
