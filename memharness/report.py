@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memharness.diagnostics import disagreement_section, layer_table
+from memharness.monitoring_tables import monitoring_markdown
 from memharness.report_plots import PLOT_KINDS, PNG_TITLES, plot_stems, write_plots
 from memharness.result_figures import error_line, metric, peak, peak_total
 from memharness.run_verdict import verdict_markdown
@@ -229,6 +230,7 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
         out += [
             summary_table(scenario),
             *_diagnostics(Path(run_dir), scenario),
+            *monitoring_markdown(scenario),
             *(f"![{PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
         ]
     verdict = verdict_markdown(results)

@@ -191,6 +191,7 @@ def run(
     scenario, then each across all the scenarios (recall/footprint frontier, worst
     scenario) with the one a stated rule recommends; write the report (summary.md)."""
     # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
+    from memharness.monitoring_tables import monitoring_terminal
     from memharness.report import write_report
     from memharness.run_tables import layer_terminal, summary_terminal
     from memharness.run_verdict import verdict_terminal
@@ -300,6 +301,9 @@ def run(
                 layers = layer_terminal(section, explain_ceiling=explain)
                 if layers:
                     click.echo("\n" + layers, nl=False)
+                monitoring = monitoring_terminal(section)
+                if monitoring:
+                    click.echo("\n" + monitoring, nl=False)
                 ceiling_told = ceiling_told or explain
     except KeyboardInterrupt:
         status = "interrupted"

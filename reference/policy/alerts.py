@@ -64,14 +64,14 @@ def raised(rule: AlertRule | None, monitoring: dict[str, Any] | None) -> list[di
             )
     cleanup = monitoring.get("cleanup") or {}
     success = cleanup.get("success_rate")
-    if rule.min_cleanup_success is not None and success is not None:
-        if success < rule.min_cleanup_success:
-            alert(
-                "min_cleanup_success",
-                rule.min_cleanup_success,
-                success,
-                f"cleanup success {success:.2%} (at least {rule.min_cleanup_success:.2%})",
-            )
+    least = rule.min_cleanup_success
+    if least is not None and success is not None and success < least:
+        alert(
+            "min_cleanup_success",
+            least,
+            success,
+            f"cleanup success {success:.2%} (at least {least:.2%})",
+        )
     longest = cleanup.get("max_s")
     if rule.max_cleanup_s is not None and longest is not None and longest > rule.max_cleanup_s:
         alert(

@@ -123,9 +123,9 @@ class Strategy(Block):
         Run results are keyed by fingerprint, so an option a strategy leaves at such a
         default stays out of the hash, and adding one never re-keys the strategies that
         don't use it: the default `promotion: rules` (which takes no `consolidation`
-        block, so both are left out), no `alerts` block, and a rule's quiet options (`ScopedRule`: `types`,
-        `layers`, `ttl_from`, left out of the dump itself). Any other value of these
-        counts like every other field.
+        block, so both are left out), no `alerts` block, and a rule's quiet options
+        (`ScopedRule`: `types`, `layers`, `ttl_from`, left out of the dump itself). Any
+        other value of these counts like every other field.
         """
         config = self.model_dump(mode="json", exclude={"name", "description"})
         if self.promotion == "rules":
