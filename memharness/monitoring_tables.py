@@ -15,8 +15,8 @@ MONITORING_COLUMNS = (
     _NAME,
     Column("hit_rate", "hit rate", "%"),
     Column("cleanup_success", "cleanup ok", "%"),
-    Column("cleanup_max_s", "cleanup max", "s"),
-    Column("cleanup_mean_s", "cleanup mean", "s"),
+    Column("cleanup_max_ms", "cleanup max", "ms"),
+    Column("cleanup_mean_ms", "cleanup mean", "ms"),
     Column("growth", "most written in a day", "text"),
     Column("lifetime", "mean lifetime (ended / open at end)", "text"),
     Column("alerts", "alerts", "count"),
@@ -35,12 +35,16 @@ def monitoring_row(strategy: dict[str, Any]) -> dict[str, Any] | None:
         "strategy": str(strategy.get("label") or strategy.get("name") or "?"),
         "hit_rate": (figures.get("retrieval") or {}).get("hit_rate"),
         "cleanup_success": cleanup.get("success_rate"),
-        "cleanup_max_s": cleanup.get("max_s"),
-        "cleanup_mean_s": cleanup.get("mean_s"),
+        "cleanup_max_ms": _ms(cleanup.get("max_s")),
+        "cleanup_mean_ms": _ms(cleanup.get("mean_s")),
         "growth": ", ".join(f"{kind} {n}" for kind, n in growth.items()) or "-",
         "lifetime": ", ".join(_lifetime(kind, f) for kind, f in lifetime.items()) or "-",
         "alerts": len(strategy.get("alerts") or []),
     }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
 
 
 def _lifetime(kind: str, figures: dict[str, Any]) -> str:
