@@ -132,6 +132,26 @@ def test_a_forget_command_that_leaves_its_fact_is_a_failed_cleanup(tmp_path: Pat
     assert cleanup["success_rate"] == sweeps / (sweeps + 1)
 
 
+EVENT = """
+name: event
+users:
+  - id: bo
+    timeline:
+      - {at: 0, session: s1, say: My company is Acme., facts: [{id: co, type: profile}]}
+      - {at: 100, event: profile_updated, payload: {fields: [company]}}
+      - {at: 200, session: s1, probe: What is my company?, needed: [co]}
+"""
+
+
+def test_what_an_event_removes_ends_when_the_event_comes(tmp_path: Path) -> None:
+    monitoring = _figures(tmp_path, load_strategy("event_driven"), EVENT)["monitoring"]
+    # The statement is an STM profile record and a promoted LTM profile fact; the event
+    # invalidates both 100 s after they were written, so the probe finds nothing.
+    assert monitoring["growth"]["per_day"] == {"profile": [2]}
+    assert monitoring["lifetime"] == {"profile": {"ended": 2, "mean_s": 100.0, "open_at_end": 0}}
+    assert monitoring["retrieval"] == {"probes": 1, "hits": 0, "hit_rate": 0.0}
+
+
 def test_a_probe_that_needs_nothing_is_not_counted(tmp_path: Path) -> None:
     script = SCRIPT.replace("needed: [colour]", "forbidden: [flight]")
     monitoring = _figures(tmp_path, parse_strategy(ONE_HOUR, source="t"), script)["monitoring"]

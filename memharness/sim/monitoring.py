@@ -84,6 +84,7 @@ class Monitor:
         self.tally = MonitorTally()
         #: (layer, id) -> (user, type, first written, the ref `layer_reads.live` reads).
         self.open: dict[tuple[str, str], tuple[str, str, float, Any]] = {}
+        self.by_user: dict[str, set[tuple[str, str]]] = {}  # user -> their open memories
 
     def written(self, memory: MemoryRecord | Fact, at: float, ref: Any) -> None:
         kind = kind_of(memory)
@@ -94,11 +95,13 @@ class Monitor:
             self.open[ident] = (user, kind, first, ref)
         else:
             self.open[ident] = (memory.user_id, kind, at, ref)
+            self.by_user.setdefault(memory.user_id, set()).add(ident)
 
     def ended(self, layer: str, ident: str, at: float) -> None:
         entry = self.open.pop((layer, ident), None)
         if entry is not None:
-            _, kind, first, _ = entry
+            user, kind, first, _ = entry
+            self.by_user[user].discard((layer, ident))
             self.tally.ended[kind] += 1
             self.tally.lifetime_s[kind] += at - first
 
@@ -138,8 +141,8 @@ class Monitor:
             return
         gone = [
             ident
-            for ident, (user, _, _, ref) in self.open.items()
-            if user == user_id and is_live(user_id, ref) is None
+            for ident in sorted(self.by_user.get(user_id, ()))
+            if is_live(user_id, self.open[ident][3]) is None
         ]
         for layer, ident in gone:
             self.ended(layer, ident, at)
