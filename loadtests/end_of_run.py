@@ -193,7 +193,7 @@ def report_run(environment: Environment, run: LoadRun) -> None:
 def write_counters(run: LoadRun, run_dir: Path) -> Path | None:
     """`metrics.prom`: the serving processes' monitoring counters (`reference.
     monitoring`), added up over the workers, in Prometheus' text format; None when no
-    process served under a strategy."""
+    process sent any."""
     states = list(run.worker_counters.values()) if run.workers else [run.counters_final]
     states = [s for s in states if s]
     if not states:

@@ -30,7 +30,7 @@ figures never mix with another's, and tests do not collide):
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -62,10 +62,10 @@ class MemoryCounters:
         self.clock = clock
         self.written: Counter[tuple[str, str]] = Counter()  # (layer, type)
         self.ended: Counter[tuple[str, str, str]] = Counter()  # (layer, type, how)
-        self.lifetime_s: Counter[tuple[str, str]] = Counter()  # (layer, type): sum
+        self.lifetime_s: defaultdict[tuple[str, str], float] = defaultdict(float)  # sum
         self.lifetimes: Counter[tuple[str, str]] = Counter()  # (layer, type): lifetimes summed
         self.cleanups: Counter[tuple[str, str]] = Counter()  # (operation, outcome)
-        self.cleanup_s: Counter[str] = Counter()  # operation -> wall seconds
+        self.cleanup_s: defaultdict[str, float] = defaultdict(float)  # operation -> seconds
         self.cleanup_max_s: dict[str, float] = {}
         self.retrievals: Counter[bool] = Counter()  # hit -> count
 

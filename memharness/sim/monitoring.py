@@ -28,7 +28,7 @@ after an event that removed something are that user's open memories read back
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +48,8 @@ class MonitorTally:
 
     writes: Counter[tuple[str, int]] = field(default_factory=Counter)  # (type, day) -> n
     ended: Counter[str] = field(default_factory=Counter)  # type -> memories that ended
-    lifetime_s: Counter[str] = field(default_factory=Counter)  # type -> sum of lifetimes
+    #: Per type, the sum of the lifetimes of the memories that ended.
+    lifetime_s: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     open_at_end: Counter[str] = field(default_factory=Counter)
     sweeps: int = 0
     sweeps_failed: int = 0
@@ -61,9 +62,10 @@ class MonitorTally:
 
     def __add__(self, other: MonitorTally) -> MonitorTally:
         total = MonitorTally()
-        for name in ("writes", "ended", "lifetime_s", "open_at_end"):
-            getattr(total, name).update(getattr(self, name))
-            getattr(total, name).update(getattr(other, name))
+        for name in ("writes", "ended", "lifetime_s", "open_at_end"):  # summed per key
+            for part in (self, other):
+                for key, value in getattr(part, name).items():
+                    getattr(total, name)[key] += value
         for name in ("sweeps", "sweeps_failed", "forgets", "forgets_failed", "cleanup_s"):
             setattr(total, name, getattr(self, name) + getattr(other, name))
         for name in ("needing_probes", "hit_probes"):
