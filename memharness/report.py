@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memharness.diagnostics import disagreement_section, layer_table
+from memharness.monitoring_tables import monitoring_markdown
 from memharness.pii_detector_table import detector_markdown
 from memharness.report_plots import PLOT_KINDS, PNG_TITLES, plot_stems, write_plots
 from memharness.result_figures import error_line, metric, peak, peak_total
@@ -236,6 +237,7 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
             summary_table(scenario),
             *_diagnostics(Path(run_dir), scenario),
             *detector_markdown(scenario),
+            *monitoring_markdown(scenario),
             *(f"![{PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
         ]
     verdict = verdict_markdown(results)

@@ -192,6 +192,7 @@ def run(
     scenario, then each across all the scenarios (recall/footprint frontier, worst
     scenario) with the one a stated rule recommends; write the report (summary.md)."""
     # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
+    from memharness.monitoring_tables import monitoring_terminal
     from memharness.report import write_report
     from memharness.run_tables import layer_terminal, summary_terminal
     from memharness.run_verdict import verdict_terminal
@@ -304,6 +305,9 @@ def run(
                 detector = detector_terminal(section)
                 if detector:
                     click.echo("\n" + detector, nl=False)
+                monitoring = monitoring_terminal(section)
+                if monitoring:
+                    click.echo("\n" + monitoring, nl=False)
                 ceiling_told = ceiling_told or explain
     except KeyboardInterrupt:
         status = "interrupted"

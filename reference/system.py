@@ -160,6 +160,8 @@ class MemorySystem:
             note_layer_failure(exc, LayerFailure(layer, _ms_since(mark), dict(timings)))
             raise
         timings["turn"] = _ms_since(started)
+        if self.engine is not None:  # one increment (`reference.monitoring`)
+            self.engine.counters.retrievals[bool(stm_hits or ltm_hits)] += 1
 
         return TurnResult(
             user_id=user_id,
@@ -196,10 +198,13 @@ class MemorySystem:
             check_k("k", k)
         self._move_clock(at)
         vector = self.embedder.embed_one(self.pii.mask(query))
-        return Recall(
+        found = Recall(
             stm_hits=self._stm_hits(user_id, session_id, vector, touch=False, k=k),
             ltm_hits=self._ltm_hits(user_id, vector, touch=False, k=k),
         )
+        if self.engine is not None:  # counted in process only (`reference.monitoring`)
+            self.engine.counters.retrievals[bool(found.stm_hits or found.ltm_hits)] += 1
+        return found
 
     def sweep(self, *, dry_run: bool = False, at: float | datetime | None = None) -> SweepStats:
         """One sweep of every layer by the forgetting engine (see `ForgettingEngine.sweep`)."""

@@ -30,6 +30,8 @@ LTM value, recoverable with the key: `pii_sealed_items` of them), the longest ti
 the statement until no layer did (anonymised or deleted); None when none was sealed (a
 strategy that does not seal) or one was still sealed at the end (`pii_sealed_at_end`).
 Both to the resolution of the sweep ticks.
+Monitoring (growth per memory type per day, lifetime per type, cleanup success and
+duration, retrieval hit rate) is `monitoring.py`'s, under the result's `monitoring` key.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from memharness.sim.monitoring import figures as monitoring_figures
 from memharness.sim.pii_scoring import detector_figures
 from memharness.sim.tally import LATENCY_OPS, LAYERS, ShardResult, new_histogram
 
@@ -119,6 +122,7 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         },
         "footprint": footprint(shards),
         "latency_ms": latency([s.histograms for s in shards]),
+        "monitoring": monitoring_figures([s.monitor for s in shards]),
     }
 
 

@@ -14,6 +14,7 @@ from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep
 from memharness.scenarios.stats import is_turn
 from memharness.sim.causes import Causes, Key
 from memharness.sim.layer_reads import PiiItem, Ref, footprint, live, resolved
+from memharness.sim.monitoring import Monitor
 from memharness.sim.probes import (
     TALLY,
     Verdict,
@@ -78,6 +79,7 @@ class Replay:
         self.causes = Causes()
         self.keys: dict[tuple[str, str], Key] = {}  # (layer, id) -> its current version
         self.user_refs: dict[int, list[Ref]] = {}  # user -> where their facts were stored
+        self.monitor = Monitor()  # growth, lifetime, cleanup, hit rate (`monitoring.py`)
 
     # ------------------------------------------------------------------ the oracle
     def oracle_until(self, memory: Memory) -> float | None:
@@ -137,10 +139,12 @@ class Replay:
             self.stm_facts[result.stm.record.record_id] = (u.index, facts)
             self.stm_sessions[result.stm.record.record_id] = result.stm.record.session_id
             refs.append(("stm", result.stm.record.record_id))
+            self.monitor.written(result.stm.record, step.at, refs[-1])
         if result.promoted is not None:
             fact = result.promoted
             self.ltm_facts[(fact.fact_id, fact.version)] = (u.index, facts)
             refs.append(("ltm", fact.category.value, fact.key, fact.fact_id, fact.version))
+            self.monitor.written(fact, step.at, refs[-1])
             older = self.keys.get(("ltm", fact.fact_id))
             if older is not None and older[2] != fact.version:
                 what = f"{fact.category.value}/{fact.key}"
@@ -176,8 +180,12 @@ class Replay:
         # (read-only reads), to name it as the cause of what it removed.
         watched = self._needed_live(u, step.at) if self.strategy.events else []
         mark = time.perf_counter()
-        self.system.handle_event(event, at=step.at)
+        outcome = self.system.handle_event(event, at=step.at)
         self.result.inside_s += time.perf_counter() - mark
+        removed = outcome.stm_removed + outcome.ltm_archived + outcome.ltm_deleted
+        self.monitor.event(
+            u.user_id, removed, step.at, lambda user, ref: live(self.system, user, ref)
+        )
         for ref in watched:
             if not self._stored(u, ref):
                 detail = f"invalidated by event {step.event!r}"
@@ -216,9 +224,12 @@ class Replay:
                 key = self.keys.get(ident)
                 if key is not None:
                     self.causes.remove(key, at, "forget command", detail)
+        failed = False
         for fact_id in self.truth[u.index].erased_by.get(index, ()):  # gone, right away
             if any(self._stored(u, ref) for ref in self.refs.get((u.index, fact_id), [])):
                 self._leak(u, at, fact_id, "still stored after the forget command")
+                failed = True
+        self.monitor.forgot(report, at, failed=failed)
 
     def probe(self, u: SimUser, step: ProbeStep, index: int) -> None:
         step = self.truth[u.index].judged(step)  # its lists under this strategy
@@ -251,6 +262,7 @@ class Replay:
         )
         res = self.result
         res.probes += 1
+        self.monitor.probe(step.needed, found["stm"] | found["ltm"])
         for fact_id, verdict in verdicts.items():
             if verdict is Verdict.LEAK:
                 self._leak(u, step.at, fact_id, f"retrieved by probe {step.probe!r}")
@@ -309,6 +321,7 @@ class Replay:
         spent = time.perf_counter() - mark
         self.result.inside_s += spent
         self.latencies.record("sweep", spent * 1000.0)
+        self.monitor.swept(stats, at, _episode_ref)
         for layer in stats.by_layer.values():
             if layer.decisions:
                 self.pii_dirty.update(d.user_id for d in layer.decisions)
@@ -354,6 +367,8 @@ class Replay:
         taken[at] = footprint(self.system)
 
     def finish(self) -> None:
+        self.monitor.finish()
+        self.result.monitor = self.monitor.tally
         end = self.system.clock.now()
         for item in self.pii:
             # Not resolved: its time has no end within the run.
@@ -377,3 +392,7 @@ def _key(ref: Ref) -> Key:
     if ref[0] == "stm":
         return "stm", ref[1], 0
     return "ltm", ref[3], ref[4]  # type: ignore[misc]
+
+
+def _episode_ref(fact: Fact) -> Ref:
+    return "ltm", fact.category.value, fact.key, fact.fact_id, fact.version

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from memharness.sim.monitoring import MonitorTally
+
 LAYERS = ("session", "stm", "ltm")
 #: Operations whose latency a replay records (ms): a turn's parts, probes and sweeps.
 LATENCY_OPS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "recall", "sweep")
@@ -70,6 +72,8 @@ class ShardResult:
     #: rest of `wall_s` is the harness's own bookkeeping.
     inside_s: float = 0.0
     peak_rss_mb: float = 0.0  # of the process that replayed the shard, over its life
+    #: Growth, lifetime, cleanup and hit rate counts (`monitoring.py`).
+    monitor: MonitorTally = field(default_factory=MonitorTally)
 
 
 class Latencies:

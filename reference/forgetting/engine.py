@@ -38,6 +38,7 @@ from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
+from reference.monitoring import MemoryCounters
 from reference.policy.expiry import expires_at_on_write, on_access
 from reference.policy.forget_commands import ForgetCommand
 from reference.policy.oracle import OracleAdvice
@@ -112,6 +113,8 @@ class ForgettingEngine:
         # advice came are not in its index): the first sweep after `advise` scans.
         self._oracle_scanned = False
         self._bus: tuple[EventBus, str, str] | None = None
+        #: Growth, lifetimes, cleanups and retrieval hits (`reference.monitoring`).
+        self.counters = MemoryCounters(clock)
 
     # ------------------------------------------------------------------ write
     def stm_expiry(self, kind: MemoryType, *, importance: float = 5.0) -> dict[str, Any]:
@@ -245,6 +248,7 @@ class ForgettingEngine:
     def note_written(self, memory: MemoryRecord | Fact) -> None:
         """A turn wrote `memory` (a record, or a fact's new version): under an oracle
         strategy, the advice learns until when it is needed."""
+        self.counters.note_written(memory)
         if self.strategy.oracle and self.oracle is not None:
             self.oracle.written(memory)
 
@@ -255,15 +259,18 @@ class ForgettingEngine:
         check_id("session_id", session_id)
         started = time.perf_counter()
         search = TopicSearch(self.embedder, self.pii, self.forget_min_similarity)
-        plan = plan_forget(
-            command,
-            stm=self.stm,
-            ltm=self.ltm,
-            search=search,
-            user_id=user_id,
-            session_id=session_id,
-        )
-        return plan.report(command, self.executor().apply(plan.batch), started)
+        with self.counters.timed("forget"):
+            plan = plan_forget(
+                command,
+                stm=self.stm,
+                ltm=self.ltm,
+                search=search,
+                user_id=user_id,
+                session_id=session_id,
+            )
+            report = plan.report(command, self.executor().apply(plan.batch), started)
+        self.counters.removed("forget", stm=len(report.stm_removed), ltm=len(report.ltm_erased))
+        return report
 
     # ------------------------------------------------------------------ events
     def handle_event(self, event: Event) -> EventOutcome:
@@ -272,8 +279,12 @@ class ForgettingEngine:
         if not isinstance(event, Event):
             raise InvalidInput("event", f"must be an Event, got {type(event).__name__}")
         user_id = check_id("event.user_id", event.user_id)
-        batch = plan_event(event, stm=self.stm, ltm=self.ltm, strategy=self.strategy)
-        done = self.executor().apply(batch)
+        with self.counters.timed("event"):
+            batch = plan_event(event, stm=self.stm, ltm=self.ltm, strategy=self.strategy)
+            done = self.executor().apply(batch)
+        self.counters.removed(
+            "event", stm=done.stm_removed, ltm=done.ltm.archived + done.ltm.deleted
+        )
         return EventOutcome(
             event.name, user_id, done.stm_removed, done.ltm.archived, done.ltm.deleted
         )
@@ -362,6 +373,7 @@ class ForgettingEngine:
             expires_at=self.ltm_expires_at,
             written=self.note_written,
             before_batch=before_batch,
+            counters=self.counters,
         )
 
 

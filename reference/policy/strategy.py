@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
+from reference.policy.alerts import AlertRule
 from reference.policy.rules import (
     ArchivalRule,
     Block,
@@ -63,6 +64,9 @@ class Strategy(Block):
     #: LTM episodes (`reference.forgetting.consolidation`).
     promotion: Promotion = "rules"
     consolidation: ConsolidationRule | None = None
+    #: Thresholds on the monitoring figures (`reference.policy.alerts`): they change no
+    #: decision, only what a run reports.
+    alerts: AlertRule | None = None
     # Last, so that its validator sees the rule blocks above.
     oracle: bool = False
 
@@ -120,10 +124,10 @@ class Strategy(Block):
         Run results are keyed by fingerprint, so an option a strategy leaves at such a
         default stays out of the hash, and adding one never re-keys the strategies that
         don't use it: the default `promotion: rules` (which takes no `consolidation`
-        block, so both are left out) and a rule's quiet options (`ScopedRule`: `types`,
-        `layers`, `ttl_from`, left out of the dump itself). Any other value of these
-        counts like every other field. `forget_commands` without confirmation hashes
-        as its `enabled` bool, as it was before it became a block.
+        block, so both are left out), no `alerts` block, and a rule's quiet options
+        (`ScopedRule`: `types`, `layers`, `ttl_from`, left out of the dump itself). Any
+        other value of these counts like every other field. `forget_commands` without
+        confirmation hashes as its `enabled` bool, as it was before it became a block.
         """
         config = self.model_dump(mode="json", exclude={"name", "description"})
         # `forget_commands: true` / `false` hash as the bool they were before the block.
@@ -132,6 +136,8 @@ class Strategy(Block):
             config["forget_commands"] = commands.enabled
         if self.promotion == "rules":
             del config["promotion"], config["consolidation"]
+        if self.alerts is None:
+            del config["alerts"]
         blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
