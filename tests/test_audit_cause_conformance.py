@@ -136,7 +136,14 @@ def test_a_bad_cause_is_refused_before_anything_changes(
     ltm_store: LongTermStore, cause: object, message: str
 ) -> None:
     with pytest.raises(InvalidInput, match=message):
-        ltm_store.upsert(user_id="u1", category="profile", key="k", value={}, text="t", cause=cause)
+        ltm_store.upsert(
+            user_id="u1",
+            category="profile",
+            key="k",
+            value={},
+            text="t",
+            cause=cause,  # type: ignore[arg-type]
+        )
     with pytest.raises(InvalidInput, match=message):
         FactChanges(archive=frozenset({"f1"}), causes={"f1": cause})  # type: ignore[dict-item]
     assert ltm_store.audit_log(user_id="u1") == []

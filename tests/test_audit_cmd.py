@@ -15,10 +15,12 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from psycopg import sql
+from pydantic import SecretStr
 
 from memharness.audit_cmd import FIELDS, parse_moment
 from memharness.cli import main
 from reference.clock import VirtualClock, format_ts
+from reference.crypto import generate_key
 from reference.factory import build_memory_system
 from reference.keys import Namespace
 from reference.ltm.embedded_pg import start_embedded_postgres
@@ -26,6 +28,7 @@ from reference.ltm.filters import LtmFilter
 from reference.models import Event, Status
 from reference.policy.loading import load_strategy
 from reference.policy.rules import DAY_S
+from reference.settings import Settings
 from reference.text_interfaces import Embedder
 from tests.conftest import T0
 from tests.test_engine import drop_embedded_namespace, settings
@@ -163,3 +166,38 @@ def test_a_bad_time_is_an_error_naming_the_option(text: str) -> None:
     with pytest.raises(click.BadParameter, match=repr(text)) as raised:
         parse_moment("--since", text)
     assert raised.value.param_hint == "--since"
+
+
+@pytest.mark.parametrize(
+    ("said", "cause"),
+    [
+        (f"forget my phone {PHONE}", "forget command: topic phone"),
+        (f"忘记我的手机号{PHONE}", "forget command: topic phone"),
+        ("please forget my address 12 Baker Street", "forget command: topic address"),
+        ("forget about john.smith@example.com", "forget command: topic (no known key)"),
+        ("forget everything about me", "forget command: everything"),
+    ],
+)
+def test_a_forget_commands_cause_names_its_scope_never_its_words(
+    said: str, cause: str, clock: VirtualClock, embedder: Embedder
+) -> None:
+    system = build_memory_system(
+        Settings(backend="memory", encryption_key=SecretStr(generate_key())),
+        clock=clock,
+        embedder=embedder,
+        strategy=load_strategy("hybrid").with_params({"promotion": "rules", "consolidation": None}),
+    )
+    for text in (f"My phone is {PHONE}", "My address is 12 Baker Street, London."):
+        system.turn(user_id=ALICE, session_id="s1", text=text)
+    system.ltm.upsert(
+        user_id=ALICE,
+        category="profile",
+        key="email",
+        value={"value": "john.smith@example.com"},
+        text="my email is john.smith@example.com",
+    )
+    clock.advance(60)
+    system.turn(user_id=ALICE, session_id="s1", text=said)
+    erased = [e for e in system.ltm.audit_entries(user_id=ALICE) if e.action == "erase"]
+    assert erased and {e.cause for e in erased} == {cause}
+    system.dispose()
