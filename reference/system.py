@@ -251,7 +251,9 @@ class MemorySystem:
         return {
             "session": self.session.delete_user(user_id=user_id),
             "stm": self.stm.delete(filter=StmFilter(user_id=user_id, include_dead=True)),
-            "ltm": self.ltm.delete(filter=LtmFilter(user_id=user_id, include_dead=True)),
+            "ltm": self.ltm.delete(
+                filter=LtmFilter(user_id=user_id, include_dead=True), cause="delete_user_data"
+            ),
         }
 
     def dispose(self) -> None:
@@ -395,6 +397,7 @@ class MemorySystem:
             text=masked,
             importance=candidate.importance,
             actor="promotion",
+            cause=f"promotion: {candidate.category.value} stated in a turn",
             embedding=vector,
             expires_at=None
             if engine is None

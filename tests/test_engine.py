@@ -463,8 +463,8 @@ def test_events_published_while_the_consumer_is_down_apply_once_at_the_next_swee
         applied = engine.handle_event
         calls: list[EventOutcome] = []
 
-        def crash_once(event: Event) -> EventOutcome:
-            calls.append(applied(event))
+        def crash_once(event: Event, **kwargs: Any) -> EventOutcome:
+            calls.append(applied(event, **kwargs))
             if len(calls) == 1:
                 raise RuntimeError("consumer died before acknowledging")
             return calls[-1]

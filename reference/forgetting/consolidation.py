@@ -247,9 +247,13 @@ def plan_session(
     every = stm.records(filter=_every(user_id, session_id))
     records = [r for r in every if r.is_live(ended_at)]
     chosen, dropped = _chosen(ltm, strategy, user_id, records)
+    cause = f"consolidation of session {session_id}"
+    superseded = _superseded(ltm, user_id, records)
+    why = f"{cause}: a later statement of its topic supersedes it"
     return ChangeBatch(
         actor=CONSOLIDATION_ACTOR,
-        ltm=FactChanges(delete=_superseded(ltm, user_id, records)),
+        cause=cause,
+        ltm=FactChanges(delete=superseded, causes=dict.fromkeys(superseded, why)),
         episodes=tuple(EpisodeWrite(record, score, until) for record, score, until in chosen),
         stm_remove=frozenset(r.record_id for r in every),
         consolidated=(user_id, session_id),

@@ -273,14 +273,17 @@ class ForgettingEngine:
         return report
 
     # ------------------------------------------------------------------ events
-    def handle_event(self, event: Event) -> EventOutcome:
-        """Apply the strategy's invalidations for one business event. Idempotent: a
-        redelivered event finds its memories already archived or gone."""
+    def handle_event(self, event: Event, *, event_id: str | None = None) -> EventOutcome:
+        """Apply the strategy's invalidations for one business event (`event_id`: its id
+        on the bus, kept in the audit's cause). Idempotent: a redelivered event finds its
+        memories already archived or gone."""
         if not isinstance(event, Event):
             raise InvalidInput("event", f"must be an Event, got {type(event).__name__}")
         user_id = check_id("event.user_id", event.user_id)
         with self.counters.timed("event"):
-            batch = plan_event(event, stm=self.stm, ltm=self.ltm, strategy=self.strategy)
+            batch = plan_event(
+                event, stm=self.stm, ltm=self.ltm, strategy=self.strategy, event_id=event_id
+            )
             done = self.executor().apply(batch)
         self.counters.removed(
             "event", stm=done.stm_removed, ltm=done.ltm.archived + done.ltm.deleted
@@ -311,8 +314,8 @@ class ForgettingEngine:
             total += settled
         return total
 
-    def _apply(self, _id: str, event: Event) -> None:
-        self.handle_event(event)
+    def _apply(self, event_id: str, event: Event) -> None:
+        self.handle_event(event, event_id=event_id)
 
     # ------------------------------------------------------------------ sweeps
     def sweep(self, *, dry_run: bool = False, full_scan: bool = False) -> SweepStats:

@@ -154,7 +154,7 @@ class Executor:
         if batch.ltm:
             out.ltm = self.ltm.apply_changes(batch.ltm, actor=batch.actor)
         for flt in batch.ltm_erase:
-            self.ltm.erase(filter=flt, actor=batch.actor)
+            self.ltm.erase(filter=flt, actor=batch.actor, cause=batch.cause)
         if batch.episodes:
             out.episodes = self._write_episodes(batch)
         if batch.stm_delete is not None:
@@ -199,6 +199,7 @@ class Executor:
                 text=record.text,
                 importance=score,
                 actor=batch.actor,
+                cause=batch.cause,
                 embedding=vector,
                 expires_at=_earliest(
                     self.expires_at(Category.EPISODE, importance=score), episode.not_after

@@ -29,7 +29,7 @@ from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.footprint import Usage
 from reference.keys import Namespace
-from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter
+from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter, check_cause
 from reference.ltm.primitives import (
     Activity,
     ApplyChanges,
@@ -94,10 +94,12 @@ class LongTermStore(LtmPrimitives):
         expires_at: float | None = None,
         actor: str = "system",
         embedding: Sequence[float] | np.ndarray | None = None,
+        cause: str = "",
     ) -> Fact:
         """Insert the fact, or supersede the current value of `(user_id, category, key)`:
-        a new value increments `version` and reactivates an archived fact. The embedding
-        is of `text` unless given."""
+        a new value increments `version` and reactivates an archived fact (its
+        `archive_reason` cleared). The embedding is of `text` unless given; `cause` says
+        why in the audit entry (never the value)."""
         check_id("user_id", user_id)
         cat = check_category("category", category)
         key = check_key("key", key)
@@ -105,6 +107,7 @@ class LongTermStore(LtmPrimitives):
         check_text("text", text)
         check_importance("importance", importance)
         check_id("actor", actor)
+        check_cause("cause", cause)
         if expires_at is not None and not isinstance(expires_at, int | float):
             raise InvalidInput(
                 "expires_at", f"must be an epoch timestamp or None, got {expires_at!r}"
@@ -112,7 +115,7 @@ class LongTermStore(LtmPrimitives):
         vector = self._vector(text, embedding)
         expiry = None if expires_at is None else float(expires_at)
         fact = (user_id, cat, key, value, text, float(importance), expiry, actor, vector)
-        return self._apply(UpsertFact(*fact, self.clock.now()))
+        return self._apply(UpsertFact(*fact, self.clock.now(), cause))
 
     def get(self, *, user_id: str, category: Category | str, key: str) -> Fact | None:
         """The live fact at `(user_id, category, key)`, touched (access stats), or None."""
@@ -147,17 +150,20 @@ class LongTermStore(LtmPrimitives):
         vector = self._vector(text or "", embedding)
         return self._search(vector, flt, k, self.clock.now(), touch=touch)
 
-    def archive(self, *, filter: LtmFilter, actor: str = "system") -> int:
-        """Set matching live facts to archived (no longer returned); returns how many."""
+    def archive(self, *, filter: LtmFilter, actor: str = "system", cause: str = "") -> int:
+        """Set matching live facts to archived (no longer returned), each keeping `cause`
+        as its `archive_reason`; returns how many."""
         check_id("actor", actor)
-        return self._apply(ArchiveFacts(filter, actor, self.clock.now()))
+        check_cause("cause", cause)
+        return self._apply(ArchiveFacts(filter, actor, self.clock.now(), cause))
 
-    def delete(self, *, filter: LtmFilter, actor: str = "system") -> int:
+    def delete(self, *, filter: LtmFilter, actor: str = "system", cause: str = "") -> int:
         """Hard-delete matching facts, archived and expired ones included whatever the
         filter's `include_dead` says; returns how many."""
         check_id("actor", actor)
+        check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._apply(DeleteFacts(everything, actor, self.clock.now()))
+        return self._apply(DeleteFacts(everything, actor, self.clock.now(), cause))
 
     def facts(self, *, filter: LtmFilter) -> list[Fact]:
         """Matching facts ordered by (created_at, fact_id), without touching them."""
@@ -179,6 +185,17 @@ class LongTermStore(LtmPrimitives):
         if fact_id is not None:
             check_id("fact_id", fact_id)
         return self._lookup(AuditLog(user_id, fact_id))
+
+    def audit_entries(
+        self, *, user_id: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[AuditEntry]:
+        """The audit entries of one user (None: every user) written at `since` <= at <=
+        `until` (None: unbounded), in audit_id order: what an audit report lists. A read."""
+        if user_id is not None:
+            check_id("user_id", user_id)
+        low = float("-inf") if since is None else check_timestamp("since", since)
+        high = float("inf") if until is None else check_timestamp("until", until)
+        return self._lookup(AuditLog(user_id, None, low, high))
 
     # ------------------------------------------------------------------ engine API
     def touch(self, *, user_id: str, updates: Sequence[RetentionUpdate]) -> int:
@@ -215,15 +232,17 @@ class LongTermStore(LtmPrimitives):
         hits = self._search(vector, flt, total, now, touch=False)
         return [hit for hit in hits if hit.score >= min_score]
 
-    def erase(self, *, filter: LtmFilter, actor: str = "forget") -> int:
+    def erase(self, *, filter: LtmFilter, actor: str = "forget", cause: str = "") -> int:
         """Erase: hard-delete the matching facts (dead ones included) and, in the same
         transaction, redact the values of every audit entry of the user that the filter
         matches (by fact_id, category and key, whether or not the fact still exists) or
         that belongs to a deleted fact. Each erased fact gets an 'erase' audit entry.
-        Returns how many facts were deleted."""
+        Returns how many facts were deleted. `cause` is kept as it is: it must not hold
+        the erased value (name the command's scope or topic, not its text)."""
         check_id("actor", actor)
+        check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._apply(EraseFacts(everything, actor, self.clock.now()))
+        return self._apply(EraseFacts(everything, actor, self.clock.now(), cause))
 
     def scan(self, *, after: str | None = None, limit: int = 1000) -> list[Fact]:
         """Up to `limit` facts of the whole namespace (every user and status) with

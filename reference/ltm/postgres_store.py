@@ -36,9 +36,7 @@ from reference.ltm.postgres_forgetting import (
     PostgresForgetting,
     value_sealed_at,
 )
-from reference.ltm.primitives import (
-    UpsertFact,
-)
+from reference.ltm.primitives import AuditLog, UpsertFact
 from reference.models import AuditEntry, Category, Fact, Hit
 from reference.resilience import (
     DEFAULT_RETRY,
@@ -50,7 +48,7 @@ from reference.text_interfaces import Embedder
 
 _AUDIT_COLUMNS = [
     *("fact_id", "user_id", "category", "key", "action", "actor", "at", "version"),
-    *("old_value", "new_value"),
+    *("old_value", "new_value", "cause"),
 ]
 _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s)"
 _UPSERT_ATTEMPTS = 5
@@ -103,7 +101,19 @@ class PostgresLongTermStore(
     # ------------------------------------------------------------------ primitives
     @pg_guarded(idempotent=False)
     def _upsert(self, op: UpsertFact) -> Fact:
-        user_id, category, key, value, text, importance, expires_at, actor, embedding, now = op
+        (
+            user_id,
+            category,
+            key,
+            value,
+            text,
+            importance,
+            expires_at,
+            actor,
+            embedding,
+            now,
+            cause,
+        ) = op
         storable_json("value", value)
         storable_text("key", key)
         storable_text("text", text)
@@ -134,7 +144,8 @@ class PostgresLongTermStore(
                 raise MemoryStoreError(f"upsert of {key!r}: too many concurrent writers")
             fact = _fact(row)
             action, old_value = ("insert", None) if prior is None else ("update", prior[2])
-            self._write_audit(cur, [audit_draft(fact, action, actor, now, old_value, fact.value)])
+            entry = audit_draft(fact, action, actor, now, old_value, fact.value, cause)
+            self._write_audit(cur, [entry])
         return fact
 
     @pg_guarded(idempotent=lambda kw: not kw["touch"])
@@ -163,20 +174,23 @@ class PostgresLongTermStore(
         return [Hit(record=_fact(r), score=1.0 - float(r[-1])) for r in rows]
 
     @pg_guarded(idempotent=True)
-    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _archive(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         where, params = _where(flt, now)
+        params["cause"] = cause
         with self._transaction() as cur:
             rows = cur.execute(self._sql.archive(where), params).fetchall()
-            entries = [audit_draft(_fact(r), "archive", actor, now, None, None) for r in rows]
+            entries = [
+                audit_draft(_fact(r), "archive", actor, now, None, None, cause) for r in rows
+            ]
             self._write_audit(cur, entries)
         return len(entries)
 
     @pg_guarded(idempotent=True)
-    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _delete(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         where, params = _where(flt, now)
         with self._transaction() as cur:
             rows = cur.execute(self._sql.delete(where), params).fetchall()
-            self._write_audit(cur, _deleted(rows, actor, now))
+            self._write_audit(cur, _deleted(rows, actor, now, cause))
         return len(rows)
 
     @pg_guarded(idempotent=True)
@@ -190,11 +204,15 @@ class PostgresLongTermStore(
         return 0 if row is None else int(row[0])
 
     @pg_guarded(idempotent=True)
-    def _audit_log(self, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+    def _audit_log(self, op: AuditLog) -> list[AuditEntry]:
+        params = {
+            "user_id": op.user_id,
+            "fact_id": op.fact_id,
+            "since": op.since,
+            "until": op.until,
+        }
         with self._transaction(read=True) as cur:
-            rows = cur.execute(
-                self._sql.audit_log, {"user_id": user_id, "fact_id": fact_id}
-            ).fetchall()
+            rows = cur.execute(self._sql.audit_log, params).fetchall()
         return [_audit_entry(r) for r in rows]
 
 
@@ -229,7 +247,8 @@ class _Statements(RenderedStatements):
             " value = EXCLUDED.value, sealed_at = EXCLUDED.sealed_at,"
             " text = EXCLUDED.text, embedding = EXCLUDED.embedding,"
             " importance = EXCLUDED.importance, expires_at = EXCLUDED.expires_at,"
-            " version = f.version + 1, status = 'active', updated_at = EXCLUDED.updated_at"
+            " version = f.version + 1, status = 'active', updated_at = EXCLUDED.updated_at,"
+            " archive_reason = NULL"
             " WHERE f.version = %(prior_version)s"
             " RETURNING {f_cols}"
         )
@@ -238,8 +257,10 @@ class _Statements(RenderedStatements):
             placeholders=sql.SQL(", ").join(sql.Placeholder() * len(_AUDIT_COLUMNS)),
         )
         self.audit_log = q(
-            "SELECT audit_id, {audit_cols} FROM {audit} WHERE user_id = %(user_id)s"
-            " AND (%(fact_id)s::text IS NULL OR fact_id = %(fact_id)s) ORDER BY audit_id"
+            "SELECT audit_id, {audit_cols} FROM {audit}"
+            " WHERE (%(user_id)s::text IS NULL OR user_id = %(user_id)s)"
+            " AND (%(fact_id)s::text IS NULL OR fact_id = %(fact_id)s)"
+            " AND at >= %(since)s::float8 AND at <= %(until)s::float8 ORDER BY audit_id"
         )
 
     # Statements over a filter: `where` is the clause text of `_where`.
@@ -272,8 +293,8 @@ class _Statements(RenderedStatements):
 
     def archive(self, where: str) -> bytes:
         return self._over(
-            "UPDATE {facts} SET status = 'archived', updated_at = %(now)s"
-            " WHERE {where} AND status = 'active' RETURNING {cols}",
+            "UPDATE {facts} SET status = 'archived', updated_at = %(now)s,"
+            " archive_reason = %(cause)s WHERE {where} AND status = 'active' RETURNING {cols}",
             where,
         )
 
@@ -330,10 +351,10 @@ def _audit_row(entry: AuditEntry) -> list[Any]:
     ]
 
 
-def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float) -> list[AuditEntry]:
+def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float, cause: str) -> list[AuditEntry]:
     # A deletion's audit keeps the value it removed; erasure redacts it later.
     facts = [_fact(r) for r in rows]
-    return [audit_draft(f, "delete", actor, now, f.value, None) for f in facts]
+    return [audit_draft(f, "delete", actor, now, f.value, None, cause) for f in facts]
 
 
 def _new_fact_id() -> str:

@@ -37,15 +37,19 @@ class UpsertFact(NamedTuple):
     #: backend may not keep without copying.
     embedding: Any
     now: float
+    #: The audit entry's cause (`AuditEntry.cause`).
+    cause: str = ""
 
 
 class ArchiveFacts(NamedTuple):
     """Set the matching active facts to archived (`updated_at=now`, audit 'archive').
-    Returns how many."""
+    Returns how many. Each archived fact keeps `cause` as its `archive_reason`."""
 
     filter: LtmFilter
     actor: str
     now: float
+    #: The audit entries' cause (and the archived facts' `archive_reason`).
+    cause: str = ""
 
 
 class DeleteFacts(NamedTuple):
@@ -55,6 +59,8 @@ class DeleteFacts(NamedTuple):
     filter: LtmFilter
     actor: str
     now: float
+    #: The audit entries' cause.
+    cause: str = ""
 
 
 class EraseFacts(NamedTuple):
@@ -66,6 +72,8 @@ class EraseFacts(NamedTuple):
     filter: LtmFilter
     actor: str
     now: float
+    #: The audit entries' cause.
+    cause: str = ""
 
 
 class ApplyChanges(NamedTuple):
@@ -112,10 +120,13 @@ LtmWrite = (
 
 
 class AuditLog(NamedTuple):
-    """The user's audit entries (of one fact if `fact_id`), by audit_id."""
+    """The user's audit entries (every user's if `user_id` is None; of one fact if
+    `fact_id`) written at `since` <= at <= `until`, by audit_id."""
 
-    user_id: str
+    user_id: str | None
     fact_id: str | None
+    since: float = float("-inf")
+    until: float = float("inf")
 
 
 class Activity(NamedTuple):
