@@ -157,12 +157,19 @@ class ForgettingEngine:
         return [Hit(record=_accessed(h.record, updates, now), score=h.score) for h in hits]
 
     def retrieve_ltm(
-        self, *, user_id: str, embedding: np.ndarray, k: int, touch: bool
+        self, *, user_id: str, embedding: np.ndarray, k: int, touch: bool, text: str = ""
     ) -> list[Hit[Fact]]:
-        """The user's top-k facts under the strategy; with `touch`, the access is stored."""
+        """The user's top-k facts under the strategy (`text`, the query, is what lexical
+        retrieval searches); with `touch`, the access is stored."""
+        rule = self.strategy.lexical_retrieval
+        how: dict[str, Any] = {}
+        if rule is not None and text:
+            how = {"text": text, "lexical": True, "rrf_k": rule.rrf_k}
         if touch and not self.reranks and not self.access_moves_expiry:
-            return self.ltm.query(user_id=user_id, embedding=embedding, k=k)
-        hits = self.ltm.query(user_id=user_id, embedding=embedding, k=self._fetch(k), touch=False)
+            return self.ltm.query(user_id=user_id, embedding=embedding, k=k, **how)
+        hits = self.ltm.query(
+            user_id=user_id, embedding=embedding, k=self._fetch(k), touch=False, **how
+        )
         now = self.clock.now()
         hits = rerank(hits, strategy=self.strategy, now=now, k=k)
         if not touch or not hits:

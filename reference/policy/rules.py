@@ -252,3 +252,12 @@ class ConsolidationRule(Block):
     is at least `min_importance`. The others leave STM with their session."""
 
     min_importance: float = Field(0.0, ge=0, le=10)
+
+
+class RetrievalRule(Block):
+    """How LTM retrieval ranks: dense (cosine over embeddings) alone, or with `lexical`
+    fused by reciprocal rank with the lexical ranking of the query's terms
+    (`reference.lexical`); `rrf_k` is the fusion constant (larger flattens the ranks)."""
+
+    lexical: bool = True
+    rrf_k: int = Field(60, ge=1, le=100_000)

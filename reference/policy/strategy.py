@@ -27,6 +27,7 @@ from reference.policy.rules import (
     EventRule,
     ImportanceRule,
     PiiRule,
+    RetrievalRule,
     Seconds,
     SlidingRule,
     TtlRule,
@@ -62,6 +63,8 @@ class Strategy(Block):
     #: LTM episodes (`reference.forgetting.consolidation`).
     promotion: Promotion = "rules"
     consolidation: ConsolidationRule | None = None
+    #: LTM retrieval: dense only when absent (or `lexical: false`), else dense + lexical.
+    retrieval: RetrievalRule | None = None
     # Last, so that its validator sees the rule blocks above.
     oracle: bool = False
 
@@ -86,6 +89,11 @@ class Strategy(Block):
     def consolidates(self) -> bool:
         """Whether ended sessions are consolidated into LTM episodes."""
         return self.promotion == "consolidate"
+
+    @property
+    def lexical_retrieval(self) -> RetrievalRule | None:
+        """The lexical retrieval settings when on, else None (dense only)."""
+        return self.retrieval if self.retrieval is not None and self.retrieval.lexical else None
 
     @property
     def consolidation_rule(self) -> ConsolidationRule:
@@ -126,6 +134,8 @@ class Strategy(Block):
         config = self.model_dump(mode="json", exclude={"name", "description"})
         if self.promotion == "rules":
             del config["promotion"], config["consolidation"]
+        if self.retrieval is None:  # dense only, as before the option existed
+            del config["retrieval"]
         blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
