@@ -36,8 +36,8 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 # Letters and digits of any script but CJK (split by jieba), and not the underscore.
 _WORD = re.compile(f"(?:(?![{_CJK}_])\\w)+")
-_ENGLISH_STOP = frozenset(
-    """a about above after again all am an and any are as at be because been before being
+_ENGLISH_STOP_WORDS = """
+    a about above after again all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from
     further had has have having he her here hers herself him himself his how i if in into is
     it its itself just me more most my myself no nor not now of off on once only or other our
@@ -45,12 +45,14 @@ _ENGLISH_STOP = frozenset(
     themselves then there these they this those through to too under until up very was we
     were what when where which while who whom why will with would you your yours yourself
     yourselves s t d ll m re ve don didn doesn isn wasn aren weren won wouldn shouldn couldn
-    hasn haven hadn""".split()
-)
-_CHINESE_STOP = frozenset(
+    hasn haven hadn"""
+_ENGLISH_STOP = frozenset(_ENGLISH_STOP_WORDS.split())
+_CHINESE_STOP_WORDS = (
     "的 了 是 我 你 他 她 它 们 在 和 与 吗 呢 啊 吧 呀 也 都 就 不 有 这 那 个 一 把 被 给 "
-    "让 着 过 很 还 又 要 会 能 说 么 什么 怎么 我们 你们 他们 她们 这个 那个 一个 没有 就是".split()
+    "让 着 过 很 还 又 要 会 能 说 么 什么 怎么 我们 你们 他们 她们 这个 那个 一个 没有 "
+    "就是"
 )
+_CHINESE_STOP = frozenset(_CHINESE_STOP_WORDS.split())
 
 _segmenter: Any = None
 _segmenter_lock = threading.Lock()
@@ -169,4 +171,3 @@ def fuse(rankings: Sequence[Sequence[str]], *, rrf_k: int) -> list[tuple[str, fl
 def lexical_pool(k: int) -> int:
     """How deep each ranking goes before fusion, for a top-`k`."""
     return min(1000, max(50, 10 * k))
-

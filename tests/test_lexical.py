@@ -73,9 +73,10 @@ def test_fusion_order_on_a_hand_computed_case() -> None:
     assert scores["a"] == pytest.approx(1 / 61 + 1 / 63)
     assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
     assert scores["b"] == scores["d"] == pytest.approx(1 / 62)
-    # A smaller k favours the top of each ranking: 1/(1+1) + 0 beats 1/(1+2) + 1/(1+3).
-    assert [fid for fid, _ in fuse([["x", "y"], ["z", "y"]], rrf_k=1)][0] == "y"
-    assert math.isclose(dict(fuse([["x", "y"], ["z", "y"]], rrf_k=1))["y"], 1 / 3 + 1 / 3)
+    # k = 1: y, second in both, scores 1/3 + 1/3 and beats x and z, first in one each.
+    fused = fuse([["x", "y"], ["z", "y"]], rrf_k=1)
+    assert [fid for fid, _ in fused] == ["y", "x", "z"]
+    assert math.isclose(dict(fused)["y"], 1 / 3 + 1 / 3)
 
 
 # ---------------------------------------------------------------------- strategy

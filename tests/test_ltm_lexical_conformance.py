@@ -34,11 +34,19 @@ def test_a_shared_rare_word_lifts_a_dense_stranger_into_the_top_k(ltm_store: Lon
     for i in range(20):  # close to the query, no shared word
         near = query + 0.3 * unit(rng)
         ltm_store.upsert(
-            user_id="u1", category="fact", key=f"near{i}", value={}, text=f"chat {i}",
+            user_id="u1",
+            category="fact",
+            key=f"near{i}",
+            value={},
+            text=f"chat {i}",
             embedding=near,
         )
     far = ltm_store.upsert(
-        user_id="u1", category="fact", key="far", value={}, text="Caroline painted a sunrise",
+        user_id="u1",
+        category="fact",
+        key="far",
+        value={},
+        text="Caroline painted a sunrise",
         embedding=-query,
     )
     text = "When did Caroline paint the sunrise?"
@@ -63,7 +71,11 @@ def test_lexical_retrieval_keeps_the_filters_and_touches_what_it_returns(
         user_id="u1", key="expired", embedding=unit(rng), expires_at=clock.now() + 1, **kw
     )
     ltm_store.upsert(
-        user_id="u1", key="other", category="profile", value={}, text="violin",
+        user_id="u1",
+        key="other",
+        category="profile",
+        value={},
+        text="violin",
         embedding=unit(rng),
     )
     clock.advance(10)
