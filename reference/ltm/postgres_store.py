@@ -172,10 +172,9 @@ class PostgresLongTermStore(
         where, params = _where(flt, now)
         params.update(terms=terms, any_term=" | ".join(map(_tsquery_lexeme, terms)))
         with self._transaction(read=True) as cur:
-            row = cur.execute(self._sql.count(where), params).fetchone()
             rows = cur.execute(self._sql.lexical(where), params).fetchall()
-        total = 0 if row is None else int(row[0])
-        return total, [(fact_id, list(held)) for fact_id, held in rows]
+        total = int(rows[0][0]) if rows else 0  # no candidate: no ranking, the total unused
+        return total, [(fact_id, list(held)) for _, fact_id, held in rows]
 
     @pg_guarded(idempotent=True)
     def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
@@ -286,10 +285,12 @@ class _Statements(RenderedStatements):
         )
 
     def lexical(self, where: str) -> bytes:
-        # The GIN index finds the rows holding any term; each row's terms, in query order.
+        # How many facts are in scope, then (the GIN index finds them) the rows holding
+        # any term, each with its terms in query order.
         return self._over(
-            "SELECT fact_id, ARRAY(SELECT t FROM unnest(%(terms)s::text[]) WITH ORDINALITY"
-            " AS q(t, n) WHERE t = ANY(tsvector_to_array(lexemes)) ORDER BY n)"
+            "SELECT (SELECT count(*) FROM {facts} WHERE {where}), fact_id,"
+            " ARRAY(SELECT t FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(t, n)"
+            " WHERE t = ANY(tsvector_to_array(lexemes)) ORDER BY n)"
             " FROM {facts} WHERE {where} AND lexemes @@ %(any_term)s::tsquery",
             where,
         )
