@@ -12,8 +12,9 @@ PostgreSQL conformance tests compare their orders):
   terms they contain; ties by dense distance, then fact_id.
 - `fuse`: reciprocal rank fusion of the dense and the lexical ranking.
 
-jieba loads its dictionary once per process, on the first Chinese text, with its log
-silenced and its cache file outside the repository (the system temporary directory).
+jieba loads its dictionary once per process (`load_segmenter`, or the first Chinese text),
+with its log silenced and its cache file outside the repository (the system temporary
+directory).
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ def _jieba() -> Any:
                 tokenizer.initialize()
                 _segmenter = tokenizer
     return _segmenter
+
+
+def load_segmenter() -> None:
+    """Load jieba's dictionary now (about a second) rather than on the first Chinese text:
+    what a process that serves reads calls once at start (`ForgettingEngine`)."""
+    _jieba()
 
 
 def lexical_terms(text: str) -> list[str]:

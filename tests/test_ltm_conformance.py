@@ -699,7 +699,7 @@ def test_migration_3_backfills_sealed_at(
         for n, value in enumerate(SEAL_CASES):
             cur.execute(insert, (f"f{n:02d}", f"k{n:02d}", Jsonb(value), vector, T0, T0, T0))
     store.setup()  # applies migration 3
-    assert store.schema_versions() == [1, 2, 3, 4]
+    assert store.schema_versions() == [1, 2, 3, 4, 5]
     column = sql.SQL("SELECT fact_id, value, sealed_at FROM {} ORDER BY fact_id").format(
         sql.Identifier(namespace.facts_table)
     )
@@ -965,14 +965,17 @@ def test_migration_4_admits_episodes_in_a_namespace_made_before_them(
 ):
     store = pg_only(ltm_store_factory())
     with monkeypatch.context() as patch:
-        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:3])
+        # Before the episode category (migration 5, lexemes, is what the store writes).
+        patch.setattr(
+            migrations, "MIGRATIONS", [*migrations.MIGRATIONS[:3], migrations.MIGRATIONS[4]]
+        )
         store.setup()
-    assert store.schema_versions() == [1, 2, 3]
+    assert store.schema_versions() == [1, 2, 3, 5]
     with pytest.raises(psycopg.errors.CheckViolation):
         put(store, "episode:r1", category="episode")
     put(store, "kept", category="fact")
     store.setup()  # applies migration 4
-    assert store.schema_versions() == [1, 2, 3, 4]
+    assert store.schema_versions() == [1, 2, 3, 4, 5]
     assert put(store, "episode:r1", category="episode").category is Category.EPISODE
     with store._transaction() as cur, pytest.raises(psycopg.errors.CheckViolation):
         cur.execute(

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from psycopg import sql
 
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
 from reference.keys import Namespace
+from reference.ltm import migrations
 from reference.ltm.base import LongTermStore
 from reference.ltm.filters import LtmFilter
 from reference.ltm.memory_store import InMemoryLongTermStore
+from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import Category
 from reference.text_interfaces import Embedder
+from tests.conftest import T0
+from tests.fixtures.ltm_backends import LtmStoreFactory
 
 DIM = 384
 WORDS = [
@@ -133,3 +138,27 @@ def test_fused_order_matches_the_in_memory_oracle(
         )
         assert [h.record.key for h in got] == [h.record.key for h in want], text
         assert [h.score for h in got] == [h.score for h in want]
+
+
+def test_migration_5_backfills_the_lexemes_of_older_rows(
+    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
+):
+    store = ltm_store_factory()
+    if not isinstance(store, PostgresLongTermStore):
+        pytest.skip("a PostgreSQL schema migration")
+    with monkeypatch.context() as patch:  # a namespace made before lexical search
+        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:4])
+        store.setup()
+    insert = sql.SQL(
+        "INSERT INTO {} (fact_id, user_id, category, key, value, text, embedding, importance,"
+        " version, status, created_at, updated_at, last_accessed_at, expires_at)"
+        " VALUES (%s, 'u1', 'fact', %s, '{{}}', %s, %s::vector, 5, 1, 'active', %s, %s, %s, NULL)"
+    ).format(sql.Identifier(namespace.facts_table))
+    vector = "[" + ",".join(["1"] + ["0"] * (DIM - 1)) + "]"
+    with store._transaction() as cur:
+        for n, text in enumerate(["Tea in BOSTON", "coffee at home"]):
+            cur.execute(insert, (f"f{n}", f"k{n}", text, vector, T0, T0, T0))
+    store.setup()  # applies migration 5
+    assert store.schema_versions() == [1, 2, 3, 4, 5]
+    hits = store.query(user_id="u1", text="boston", embedding=np.ones(DIM), k=1, lexical=True)
+    assert [h.record.key for h in hits] == ["k0"]

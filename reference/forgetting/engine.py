@@ -35,6 +35,7 @@ from reference.forgetting.executor import Executor
 from reference.forgetting.forgetter import TopicSearch, plan_event, plan_forget
 from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
 from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
+from reference.lexical import load_segmenter
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
@@ -88,6 +89,8 @@ class ForgettingEngine:
             raise InvalidInput("forget_min_similarity", "must be in (0, 1]")
         if not 1 <= overfetch <= 20:
             raise InvalidInput("overfetch", f"must be 1 to 20, got {overfetch}")
+        if strategy.lexical_retrieval is not None:
+            load_segmenter()  # once per process: not on the first Chinese read
         self.strategy = strategy
         self.due_rule = due_rule(strategy)  # what besides expiry makes a fact due
         self.clock = clock
