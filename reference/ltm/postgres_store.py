@@ -170,7 +170,8 @@ class PostgresLongTermStore(
         self, terms: list[str], flt: LtmFilter, now: float
     ) -> tuple[int, list[tuple[str, list[str]]]]:
         where, params = _where(flt, now)
-        params.update(terms=terms, any_term=" | ".join(map(_tsquery_lexeme, terms)))
+        lexemes = [_tsquery_lexeme(term) for term in terms]
+        params.update(terms=terms, term_queries=lexemes, any_term=" | ".join(lexemes))
         with self._transaction(read=True) as cur:
             rows = cur.execute(self._sql.lexical(where), params).fetchall()
         total = int(rows[0][0]) if rows else 0  # no candidate: no ranking, the total unused
@@ -289,8 +290,8 @@ class _Statements(RenderedStatements):
         # any term, each with its terms in query order.
         return self._over(
             "SELECT (SELECT count(*) FROM {facts} WHERE {where}), fact_id,"
-            " ARRAY(SELECT t FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(t, n)"
-            " WHERE t = ANY(tsvector_to_array(lexemes)) ORDER BY n)"
+            " ARRAY(SELECT t FROM unnest(%(terms)s::text[], %(term_queries)s::tsquery[])"
+            " WITH ORDINALITY AS q(t, tq, n) WHERE lexemes @@ tq ORDER BY n)"
             " FROM {facts} WHERE {where} AND lexemes @@ %(any_term)s::tsquery",
             where,
         )
