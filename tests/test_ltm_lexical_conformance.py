@@ -18,7 +18,8 @@ from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import Category
 from reference.text_interfaces import Embedder
 from tests.conftest import T0
-from tests.fixtures.ltm_backends import LtmStoreFactory
+from tests.fixtures.ltm_backends import LTM_BACKENDS, MINIMAL, LtmStoreFactory
+from tests.test_ltm_conformance import MinimalLongTermStore
 
 DIM = 384
 WORDS = [
@@ -26,6 +27,18 @@ WORDS = [
     *("adoption", "agency", "sunrise", "marathon", "北京", "乌龙茶", "海淀区", "上海"),
     *("工作", "喜欢", "音乐会", "周末"),
 ]
+
+
+@pytest.fixture(params=[*LTM_BACKENDS, MINIMAL])
+def ltm_backend(request: pytest.FixtureRequest) -> str:
+    """Every long-term backend, and the minimal one (its `_lexical_matches` is the
+    default, which tokenizes every fact in scope)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def minimal_ltm_store_class() -> type[LongTermStore]:
+    return MinimalLongTermStore
 
 
 def unit(rng: np.random.Generator) -> np.ndarray:
