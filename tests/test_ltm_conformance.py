@@ -776,7 +776,7 @@ def test_setup_is_idempotent_and_safe_in_parallel(
     assert errors == []
     assert ltm_store.get(user_id="u1", category="preference", key="kept") is not None
     if isinstance(ltm_store, PostgresLongTermStore):
-        assert ltm_store.schema_versions() == [1, 2, 3, 4]
+        assert ltm_store.schema_versions() == [1, 2, 3, 4, 5]
         assert others[0].count() == 1
 
 
