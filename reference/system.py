@@ -145,7 +145,7 @@ class MemorySystem:
             timings["stm"] = _ms_since(mark)
 
             mark = time.perf_counter()
-            ltm_hits = self._ltm_hits(user_id, vector, touch=True)
+            ltm_hits = self._ltm_hits(user_id, vector, masked, touch=True)
             timings["ltm"] = _ms_since(mark)
 
             mark = time.perf_counter()
@@ -197,10 +197,11 @@ class MemorySystem:
         if k is not None:
             check_k("k", k)
         self._move_clock(at)
-        vector = self.embedder.embed_one(self.pii.mask(query))
+        masked = self.pii.mask(query)
+        vector = self.embedder.embed_one(masked)
         found = Recall(
             stm_hits=self._stm_hits(user_id, session_id, vector, touch=False, k=k),
-            ltm_hits=self._ltm_hits(user_id, vector, touch=False, k=k),
+            ltm_hits=self._ltm_hits(user_id, vector, masked, touch=False, k=k),
         )
         if self.engine is not None:  # counted in process only (`reference.monitoring`)
             self.engine.counters.retrievals[bool(found.stm_hits or found.ltm_hits)] += 1
@@ -304,11 +305,13 @@ class MemorySystem:
         )
 
     def _ltm_hits(
-        self, user_id: str, vector: np.ndarray, *, touch: bool, k: int | None = None
+        self, user_id: str, vector: np.ndarray, text: str, *, touch: bool, k: int | None = None
     ) -> list[Hit[Fact]]:
         k = k or self.ltm_k
         if self.engine is not None:
-            return self.engine.retrieve_ltm(user_id=user_id, embedding=vector, k=k, touch=touch)
+            return self.engine.retrieve_ltm(
+                user_id=user_id, embedding=vector, k=k, touch=touch, text=text
+            )
         return self.ltm.query(user_id=user_id, embedding=vector, k=k, touch=touch)
 
     def _add(

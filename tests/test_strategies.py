@@ -286,7 +286,10 @@ FINGERPRINTS = {
 
 
 def test_builtin_fingerprints_stay_what_results_were_keyed_by() -> None:
-    assert {name: load_strategy(name).fingerprint() for name in FINGERPRINTS} == FINGERPRINTS
+    # Less the `retrieval` block the built-ins gained with lexical retrieval (a change of
+    # behaviour, so of fingerprint): dense only, they are the strategies keyed before.
+    dense = {name: load_strategy(name).with_params({"retrieval": None}) for name in FINGERPRINTS}
+    assert {name: s.fingerprint() for name, s in dense.items()} == FINGERPRINTS
 
 
 def test_the_default_promotion_is_the_only_setting_left_out_of_a_fingerprint() -> None:

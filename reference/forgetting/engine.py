@@ -35,6 +35,7 @@ from reference.forgetting.executor import Executor
 from reference.forgetting.forgetter import TopicSearch, plan_event, plan_forget
 from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
 from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
+from reference.lexical import load_segmenter
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
@@ -89,6 +90,8 @@ class ForgettingEngine:
             raise InvalidInput("forget_min_similarity", "must be in (0, 1]")
         if not 1 <= overfetch <= 20:
             raise InvalidInput("overfetch", f"must be 1 to 20, got {overfetch}")
+        if strategy.lexical_retrieval is not None:
+            load_segmenter()  # once per process: not on the first Chinese read
         self.strategy = strategy
         self.due_rule = due_rule(strategy)  # what besides expiry makes a fact due
         self.clock = clock
@@ -160,12 +163,19 @@ class ForgettingEngine:
         return [Hit(record=_accessed(h.record, updates, now), score=h.score) for h in hits]
 
     def retrieve_ltm(
-        self, *, user_id: str, embedding: np.ndarray, k: int, touch: bool
+        self, *, user_id: str, embedding: np.ndarray, k: int, touch: bool, text: str = ""
     ) -> list[Hit[Fact]]:
-        """The user's top-k facts under the strategy; with `touch`, the access is stored."""
+        """The user's top-k facts under the strategy (`text`, the query, is what lexical
+        retrieval searches); with `touch`, the access is stored."""
+        rule = self.strategy.lexical_retrieval
+        how: dict[str, Any] = {}
+        if rule is not None and text:
+            how = {"text": text, "lexical": True, "rrf_k": rule.rrf_k}
         if touch and not self.reranks and not self.access_moves_expiry:
-            return self.ltm.query(user_id=user_id, embedding=embedding, k=k)
-        hits = self.ltm.query(user_id=user_id, embedding=embedding, k=self._fetch(k), touch=False)
+            return self.ltm.query(user_id=user_id, embedding=embedding, k=k, **how)
+        hits = self.ltm.query(
+            user_id=user_id, embedding=embedding, k=self._fetch(k), touch=False, **how
+        )
         now = self.clock.now()
         hits = rerank(hits, strategy=self.strategy, now=now, k=k)
         if not touch or not hits:

@@ -29,6 +29,7 @@ from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.footprint import Usage
 from reference.keys import Namespace
+from reference.lexical import DEFAULT_RRF_K, fuse, lexical_pool, lexical_ranking, query_terms
 from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter, check_cause
 from reference.ltm.primitives import (
     Activity,
@@ -135,20 +136,28 @@ class LongTermStore(LtmPrimitives):
         k: int = 5,
         categories: frozenset[Category] | None = None,
         touch: bool = True,
+        lexical: bool = False,
+        rrf_k: int = DEFAULT_RRF_K,
     ) -> list[Hit[Fact]]:
         """The `k` live facts of this user most similar to the query, best first.
 
         With `touch` (the default) the returned facts count as accessed; an observer that
-        must not change what it measures (a probe) passes `touch=False`.
+        must not change what it measures (a probe) passes `touch=False`. With `lexical`
+        (the query `text` is then required), the dense ranking is fused with the lexical
+        one by reciprocal rank (`reference.lexical`) and a hit's score is its fused score.
         """
         check_k("k", k)
         flt = LtmFilter(user_id=user_id, categories=categories)
-        if embedding is None:
+        if embedding is None or lexical:
             if text is None:
-                raise InvalidInput("text", "give the query text or its embedding")
+                need = "lexical retrieval needs the query text" if lexical else "give the query"
+                raise InvalidInput("text", need if lexical else f"{need} text or its embedding")
             check_text("text", text)
         vector = self._vector(text or "", embedding)
-        return self._search(vector, flt, k, self.clock.now(), touch=touch)
+        if not lexical:
+            return self._search(vector, flt, k, self.clock.now(), touch=touch)
+        check_k("rrf_k", rrf_k, limit=100_000)
+        return self._fused(text or "", vector, flt, k, rrf_k, touch=touch)
 
     def archive(self, *, filter: LtmFilter, actor: str = "system", cause: str = "") -> int:
         """Set matching live facts to archived (no longer returned), each keeping `cause`
@@ -319,6 +328,25 @@ class LongTermStore(LtmPrimitives):
         return self._apply(ForgetActivity(check_id("user_id", user_id)))
 
     # ------------------------------------------------------------------ helpers
+    def _fused(
+        self, text: str, vector: np.ndarray, flt: LtmFilter, k: int, rrf_k: int, *, touch: bool
+    ) -> list[Hit[Fact]]:
+        """Dense and lexical rankings of the user's facts, fused (see `query`)."""
+        now = self.clock.now()
+        pool = lexical_pool(k)
+        dense = [hit.record.fact_id for hit in self._search(vector, flt, pool, now, touch=False)]
+        terms = query_terms(text)
+        ranked: list[str] = []
+        if terms:
+            total, matches = self._lexical_matches(terms, flt, now)
+            ranked = lexical_ranking(terms, matches, total=total, limit=pool, dense=dense)
+        fused = fuse([dense, ranked], rrf_k=rrf_k)[:k]
+        if not fused:
+            return []
+        chosen = dataclasses.replace(flt, fact_ids=frozenset(fid for fid, _ in fused))
+        by_id = {fact.fact_id: fact for fact in self._fetch(chosen, now, touch=touch)}
+        return [Hit(record=by_id[fid], score=score) for fid, score in fused if fid in by_id]
+
     def _vector(self, text: str, embedding: Sequence[float] | np.ndarray | None) -> np.ndarray:
         """The one vector an operation uses: the checked `embedding` (`check_embedding`,
         not copied), else the embedding of `text`, float32 or float64, never converted

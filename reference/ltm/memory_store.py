@@ -25,6 +25,7 @@ from reference.errors import InvalidInput
 from reference.footprint import Usage, record_bytes
 from reference.ids import new_id
 from reference.keys import Namespace
+from reference.lexical import lexical_terms
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import (
     accessed_fact,
@@ -59,6 +60,8 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
         self._vectors: dict[str, np.ndarray] = {}
         # Each vector's squared norm, summed as a query sums it (`_search`).
         self._squares: dict[str, float] = {}
+        # Each fact's searchable terms (`reference.lexical`), from its text.
+        self._terms: dict[str, frozenset[str]] = {}
         self._by_key: dict[tuple[str, Category, str], str] = {}
         self._by_user: dict[str, set[str]] = {}
         self._audit: list[AuditEntry] = []
@@ -101,6 +104,7 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
                 index.discard(fact_id)
             del self._vectors[fact_id]
             del self._squares[fact_id]
+            self._terms.pop(fact_id, None)
             del self._by_key[(fact.user_id, fact.category, fact.key)]
             owned = self._by_user[fact.user_id]
             owned.discard(fact_id)
@@ -171,6 +175,7 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
         storable_text("key", key)
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding).astype(np.float64)  # a copy
+        terms = frozenset(lexical_terms(text))
         # As JSONB returns it; the audit entry gets its own copy (a JSON round trip).
         stored = json.loads(encoded)
         with self._lock:
@@ -221,6 +226,7 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
                 [audit_draft(fact, action, actor, now, old_value, copy_plain(stored), cause)],
             )
             self._commit(txn)
+            self._terms[fact.fact_id] = terms
             return copy_fact(fact)
 
     def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
@@ -271,6 +277,19 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
                 )
                 for d, fid in ranked
             ]
+
+    def _lexical_matches(
+        self, terms: list[str], flt: LtmFilter, now: float
+    ) -> tuple[int, list[tuple[str, list[str]]]]:
+        with self._lock:
+            owned = self._by_user.get(flt.user_id, ())
+            matching = [fid for fid in owned if flt.matches(self._facts[fid], now)]
+            out = []
+            for fid in matching:
+                held = [term for term in terms if term in self._terms[fid]]
+                if held:
+                    out.append((fid, held))
+            return len(matching), out
 
     def _archive(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         with self._lock:

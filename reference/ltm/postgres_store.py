@@ -22,6 +22,7 @@ from reference.clock import Clock
 from reference.errors import MemoryStoreError
 from reference.ids import new_id
 from reference.keys import Namespace
+from reference.lexical import lexical_terms
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
 from reference.ltm.dispatch import MethodPerOperation
@@ -118,6 +119,7 @@ class PostgresLongTermStore(
         storable_text("key", key)
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding)
+        lexemes = lexical_terms(text)
         ident = {"user_id": user_id, "category": category.value, "key": key}
         sealed = value_sealed_at(value)
         with self._transaction() as cur:
@@ -129,6 +131,7 @@ class PostgresLongTermStore(
                     "value": Jsonb(value),
                     "sealed_at": sealed,
                     "text": text,
+                    "lexemes": lexemes,
                     "embedding": vector,
                     "importance": importance,
                     "expires_at": expires_at,
@@ -172,6 +175,18 @@ class PostgresLongTermStore(
         # Neither UPDATE ... RETURNING nor the join keeps the ranking's order.
         rows.sort(key=lambda r: (r[-1], r[0]))
         return [Hit(record=_fact(r), score=1.0 - float(r[-1])) for r in rows]
+
+    @pg_guarded(idempotent=True)
+    def _lexical_matches(
+        self, terms: list[str], flt: LtmFilter, now: float
+    ) -> tuple[int, list[tuple[str, list[str]]]]:
+        where, params = _where(flt, now)
+        lexemes = [_tsquery_lexeme(term) for term in terms]
+        params.update(terms=terms, term_queries=lexemes, any_term=" | ".join(lexemes))
+        with self._transaction(read=True) as cur:
+            rows = cur.execute(self._sql.lexical(where), params).fetchall()
+        total = int(rows[0][0]) if rows else 0  # no candidate: no ranking, the total unused
+        return total, [(fact_id, list(held)) for _, fact_id, held in rows]
 
     @pg_guarded(idempotent=True)
     def _archive(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
@@ -239,13 +254,13 @@ class _Statements(RenderedStatements):
         self.upsert = q(
             "INSERT INTO {facts} AS f (fact_id, user_id, category, key, value, text, embedding,"
             " importance, version, status, created_at, updated_at, last_accessed_at,"
-            " access_count, expires_at, sealed_at)"
+            " access_count, expires_at, sealed_at, lexemes)"
             " VALUES (%(fact_id)s, %(user_id)s, %(category)s, %(key)s, %(value)s, %(text)s,"
             " %(embedding)s, %(importance)s, 1, 'active', %(now)s, %(now)s, %(now)s, 0,"
-            " %(expires_at)s, %(sealed_at)s)"
+            " %(expires_at)s, %(sealed_at)s, array_to_tsvector(%(lexemes)s::text[]))"
             " ON CONFLICT (user_id, category, key) DO UPDATE SET"
             " value = EXCLUDED.value, sealed_at = EXCLUDED.sealed_at,"
-            " text = EXCLUDED.text, embedding = EXCLUDED.embedding,"
+            " text = EXCLUDED.text, embedding = EXCLUDED.embedding, lexemes = EXCLUDED.lexemes,"
             " importance = EXCLUDED.importance, expires_at = EXCLUDED.expires_at,"
             " version = f.version + 1, status = 'active', updated_at = EXCLUDED.updated_at,"
             " archive_reason = NULL"
@@ -288,6 +303,17 @@ class _Statements(RenderedStatements):
         return self._over(
             "WITH top AS (SELECT fact_id, embedding <=> %(query)s AS distance FROM {facts}"
             " WHERE {where} ORDER BY embedding <=> %(query)s, fact_id LIMIT %(k)s)" + tail,
+            where,
+        )
+
+    def lexical(self, where: str) -> bytes:
+        # How many facts are in scope, then (the GIN index finds them) the rows holding
+        # any term, each with its terms in query order.
+        return self._over(
+            "SELECT (SELECT count(*) FROM {facts} WHERE {where}), fact_id,"
+            " ARRAY(SELECT t FROM unnest(%(terms)s::text[], %(term_queries)s::tsquery[])"
+            " WITH ORDINALITY AS q(t, tq, n) WHERE lexemes @@ tq ORDER BY n)"
+            " FROM {facts} WHERE {where} AND lexemes @@ %(any_term)s::tsquery",
             where,
         )
 
@@ -355,6 +381,11 @@ def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float, cause: str) ->
     # A deletion's audit keeps the value it removed; erasure redacts it later.
     facts = [_fact(r) for r in rows]
     return [audit_draft(f, "delete", actor, now, f.value, None, cause) for f in facts]
+
+
+def _tsquery_lexeme(term: str) -> str:
+    """A term as a quoted lexeme of tsquery input syntax (matched exactly, no parsing)."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _new_fact_id() -> str:

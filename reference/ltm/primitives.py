@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reference.footprint import Usage, scanned_usage
+from reference.lexical import lexical_matches
 from reference.models import AuditEntry, Category, Fact, Hit, RetentionUpdate
 from reference.policy.sweep import DueRule
 
@@ -179,6 +180,15 @@ class LtmPrimitives(ABC):
         """Top-k matching facts by cosine similarity (score = 1 - cosine distance), ties
         by fact_id; `embedding` as in `UpsertFact`, refused if zero. With `touch`, as
         `_fetch`."""
+
+    def _lexical_matches(
+        self, terms: list[str], flt: LtmFilter, now: float
+    ) -> tuple[int, list[tuple[str, list[str]]]]:
+        """How many facts match `flt`, and those of them whose text holds a query term:
+        (fact_id, its query terms). Nothing touched. A default that reads every matching
+        fact (`_fetch`); the built-in backends keep each fact's terms and use an index."""
+        facts = self._fetch(flt, now, touch=False)
+        return len(facts), lexical_matches(terms, ((f.fact_id, f.text) for f in facts))
 
     @abstractmethod
     def _count(self, flt: LtmFilter | None, now: float) -> int:

@@ -281,3 +281,12 @@ class ForgetCommandsRule(Block):
         if self.confirm_everything and not self.enabled:
             raise field_error("confirm_everything needs forget commands on (enabled: true)")
         return self
+
+
+class RetrievalRule(Block):
+    """How LTM retrieval ranks: dense (cosine over embeddings) alone, or with `lexical`
+    fused by reciprocal rank with the lexical ranking of the query's terms
+    (`reference.lexical`); `rrf_k` is the fusion constant (larger flattens the ranks)."""
+
+    lexical: bool = True
+    rrf_k: int = Field(60, ge=1, le=100_000)

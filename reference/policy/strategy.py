@@ -29,6 +29,7 @@ from reference.policy.rules import (
     ForgetCommandsRule,
     ImportanceRule,
     PiiRule,
+    RetrievalRule,
     Seconds,
     SlidingRule,
     TtlRule,
@@ -67,6 +68,8 @@ class Strategy(Block):
     #: Thresholds on the monitoring figures (`reference.policy.alerts`): they change no
     #: decision, only what a run reports.
     alerts: AlertRule | None = None
+    #: LTM retrieval: dense only when absent (or `lexical: false`), else dense + lexical.
+    retrieval: RetrievalRule | None = None
     # Last, so that its validator sees the rule blocks above.
     oracle: bool = False
 
@@ -91,6 +94,11 @@ class Strategy(Block):
     def consolidates(self) -> bool:
         """Whether ended sessions are consolidated into LTM episodes."""
         return self.promotion == "consolidate"
+
+    @property
+    def lexical_retrieval(self) -> RetrievalRule | None:
+        """The lexical retrieval settings when on, else None (dense only)."""
+        return self.retrieval if self.retrieval is not None and self.retrieval.lexical else None
 
     @property
     def consolidation_rule(self) -> ConsolidationRule:
@@ -138,6 +146,8 @@ class Strategy(Block):
             del config["promotion"], config["consolidation"]
         if self.alerts is None:
             del config["alerts"]
+        if self.retrieval is None:  # dense only, as before the option existed
+            del config["retrieval"]
         blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
