@@ -12,24 +12,22 @@ PostgreSQL conformance tests compare their orders):
   terms they contain; ties by dense distance, then fact_id.
 - `fuse`: reciprocal rank fusion of the dense and the lexical ranking.
 
-jieba loads its dictionary once per process (`load_segmenter`, or the first Chinese text),
-with its log silenced and its cache file outside the repository (the system temporary
-directory).
+jieba (`reference.chinese_words`) loads its dictionary once per process.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import re
-import tempfile
-import threading
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+
+from reference import chinese_words
 
 #: At most this many distinct terms of a query are searched (the first ones said).
 MAX_QUERY_TERMS = 32
+#: Longer words are no terms: no one searches by them, and PostgreSQL refuses a lexeme
+#: of 2 KB or more (a 100-character word is at most 400 bytes of UTF-8).
+MAX_TERM_CHARS = 100
 #: The reciprocal rank fusion constant (Cormack et al. 2009), the strategies' default.
 DEFAULT_RRF_K = 60
 
@@ -55,33 +53,6 @@ _CHINESE_STOP_WORDS = (
 )
 _CHINESE_STOP = frozenset(_CHINESE_STOP_WORDS.split())
 
-_segmenter: Any = None
-_segmenter_lock = threading.Lock()
-
-
-def _jieba() -> Any:
-    """jieba's default tokenizer, initialised once per process (lazily: only Chinese
-    text needs it), its cache in the temporary directory and its log silenced."""
-    global _segmenter
-    if _segmenter is None:
-        with _segmenter_lock:
-            if _segmenter is None:
-                import jieba
-
-                jieba.setLogLevel(logging.WARNING)
-                tokenizer = jieba.Tokenizer()
-                tokenizer.tmp_dir = tempfile.gettempdir()
-                tokenizer.cache_file = str(Path(tempfile.gettempdir()) / "memharness.jieba.cache")
-                tokenizer.initialize()
-                _segmenter = tokenizer
-    return _segmenter
-
-
-def load_segmenter() -> None:
-    """Load jieba's dictionary now (about a second) rather than on the first Chinese text:
-    what a process that serves reads calls once at start (`ForgettingEngine`)."""
-    _jieba()
-
 
 def lexical_terms(text: str) -> list[str]:
     """The distinct searchable terms of `text`, in order of first appearance."""
@@ -90,8 +61,8 @@ def lexical_terms(text: str) -> list[str]:
     lowered = text.lower()
     for run in _CJK_RUN.finditer(lowered):
         _add_words(seen, lowered[position : run.start()])
-        for word in _jieba().cut_for_search(run.group()):
-            if word not in _CHINESE_STOP:
+        for word in chinese_words.segmenter().cut_for_search(run.group()):
+            if word not in _CHINESE_STOP and len(word) <= MAX_TERM_CHARS:
                 seen.setdefault(word, None)
         position = run.end()
     _add_words(seen, lowered[position:])
@@ -100,7 +71,7 @@ def lexical_terms(text: str) -> list[str]:
 
 def _add_words(seen: dict[str, None], text: str) -> None:
     for word in _WORD.findall(text):
-        if word not in _ENGLISH_STOP:
+        if word not in _ENGLISH_STOP and len(word) <= MAX_TERM_CHARS:
             seen.setdefault(word, None)
 
 

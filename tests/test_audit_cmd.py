@@ -198,6 +198,8 @@ def test_a_forget_commands_cause_names_its_scope_never_its_words(
     )
     clock.advance(60)
     system.turn(user_id=ALICE, session_id="s1", text=said)
+    if cause == "forget command: everything":  # hybrid asks first: the user confirms
+        system.turn(user_id=ALICE, session_id="s1", text="yes")
     erased = [e for e in system.ltm.audit_entries(user_id=ALICE) if e.action == "erase"]
     assert erased and {e.cause for e in erased} == {cause}
     system.dispose()

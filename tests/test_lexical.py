@@ -7,7 +7,14 @@ import math
 
 import pytest
 
-from reference.lexical import fuse, idf, lexical_ranking, lexical_terms, query_terms
+from reference.lexical import (
+    MAX_TERM_CHARS,
+    fuse,
+    idf,
+    lexical_ranking,
+    lexical_terms,
+    query_terms,
+)
 from reference.policy.loading import load_strategy, parse_strategy
 from reference.policy.strategy import StrategyError
 
@@ -112,3 +119,8 @@ def test_bad_retrieval_values_name_file_line_and_field(block: str, field: str, w
 def test_builtins_state_their_retrieval() -> None:
     assert load_strategy("keep_all").lexical_retrieval is not None
     assert load_strategy("hybrid").lexical_retrieval is not None
+
+
+def test_a_word_over_the_length_limit_is_no_term() -> None:
+    longest = "x" * MAX_TERM_CHARS
+    assert lexical_terms(f"{longest} {longest}y lake 长") == [longest, "lake", "长"]

@@ -175,3 +175,20 @@ def test_migration_6_backfills_the_lexemes_of_older_rows(
     assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
     hits = store.query(user_id="u1", text="boston", embedding=np.ones(DIM), k=1, lexical=True)
     assert [h.record.key for h in hits] == ["k0"]
+
+
+def test_a_word_too_long_to_search_is_no_term_and_stores_fine(ltm_store: LongTermStore):
+    # PostgreSQL refuses a lexeme of 2 KB or more; no backend makes such a word a term.
+    long_word = "x" * 3000
+    rng = np.random.default_rng(5)
+    fact = ltm_store.upsert(
+        user_id="u1",
+        category="profile",
+        key="address",
+        value={},
+        text=f"My address is {long_word} lake",
+        embedding=unit(rng),
+    )
+    for text in (long_word, f"{long_word} lake"):
+        hits = ltm_store.query(user_id="u1", text=text, embedding=unit(rng), k=1, lexical=True)
+        assert [h.record.fact_id for h in hits] == [fact.fact_id]

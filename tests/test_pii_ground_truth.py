@@ -138,11 +138,11 @@ name: name
 users:
   - id: pat
     timeline:
-      - {at: 0, session: s1, say: "My name is Emily Carter, please book the table.",
-         facts: [{id: who, type: profile, key: name}],
-         pii: [{value: Emily Carter, kind: name}]}
-      - {at: 60, session: s1, probe: What is my name?, needed: [who]}
-      - {at: 259200, session: s2, probe: What is my name?, needed: [who]}
+      - {at: 0, session: s1, say: "Please book the table for Zephyrine Okonkwo.",
+         facts: [{id: who, type: instruction, key: booking}],
+         pii: [{value: Zephyrine Okonkwo, kind: name}]}
+      - {at: 60, session: s1, probe: Who is the table for?, needed: [who]}
+      - {at: 259200, session: s2, probe: Who is the table for?, needed: [who]}
 """
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from reference import chinese_words
 from reference.clock import Clock
 from reference.crypto import FieldCipher, seal_value, unseal_value
 from reference.errors import ConfigurationError, InvalidInput
@@ -35,7 +36,6 @@ from reference.forgetting.executor import Executor
 from reference.forgetting.forgetter import TopicSearch, plan_event, plan_forget
 from reference.forgetting.plans import Consolidation, EventOutcome, ForgetReport, SweepStats
 from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
-from reference.lexical import load_segmenter
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
@@ -90,8 +90,9 @@ class ForgettingEngine:
             raise InvalidInput("forget_min_similarity", "must be in (0, 1]")
         if not 1 <= overfetch <= 20:
             raise InvalidInput("overfetch", f"must be 1 to 20, got {overfetch}")
-        if strategy.lexical_retrieval is not None:
-            load_segmenter()  # once per process: not on the first Chinese read
+        # jieba, once per process (PII detection, lexical retrieval): not on the first
+        # Chinese turn.
+        chinese_words.load()
         self.strategy = strategy
         self.due_rule = due_rule(strategy)  # what besides expiry makes a fact due
         self.clock = clock

@@ -14,12 +14,9 @@ logging silenced.
 
 from __future__ import annotations
 
-import logging
 import re
-import tempfile
-import threading
-from functools import cache
-from typing import Any
+
+from reference.chinese_words import segmenter, tagger
 
 # The ~120 most common surnames (百家姓 by population, 2020 census order) and compound ones.
 _SURNAMES = frozenset(
@@ -51,22 +48,6 @@ _NOT_PLACE_FLAGS = ("v", "d", "r", "c", "p", "u", "y", "e", "o", "t", "m", "q")
 _DIGITS_RE = re.compile(r"\d+", re.ASCII)
 _ADMIN_PREFIX_RE = re.compile(r"^(?:[\u4e00-\u9fff]{1,7}?(?:自治区|省|市|新区|区|县))+")
 
-_lock = threading.Lock()
-
-
-@cache
-def _tokenizer() -> Any:
-    """jieba's part-of-speech tokenizer, its dictionary loaded once, nothing written here."""
-    with _lock:
-        import jieba
-        import jieba.posseg
-
-        jieba.setLogLevel(logging.WARNING)
-        logging.getLogger("jieba").setLevel(logging.WARNING)
-        jieba.dt.tmp_dir = tempfile.gettempdir()
-        jieba.dt.initialize()
-        return jieba.posseg.dt
-
 
 def has_cjk(text: str) -> bool:
     return any("\u4e00" <= ch <= "\u9fff" for ch in text)
@@ -76,7 +57,7 @@ def find_names_and_addresses(norm: str) -> tuple[list[tuple[int, int]], list[tup
     """(name spans, address spans) in `norm`, a text holding Chinese characters."""
     tokens: list[tuple[str, str, int]] = []
     pos = 0
-    for pair in _tokenizer().cut(norm):
+    for pair in tagger().cut(norm):
         tokens.append((pair.word, pair.flag, pos))
         pos += len(pair.word)
     return _names(norm, tokens), _addresses(tokens)
@@ -134,7 +115,7 @@ def _is_person(word: str, before: str) -> bool:
 
 
 def _frequency(word: str) -> int | None:
-    return _tokenizer().tokenizer.FREQ.get(word)
+    return segmenter().FREQ.get(word)
 
 
 def _cued_name_len(chars: str, tokens: list[tuple[str, str, int]], start: int) -> int:

@@ -21,8 +21,10 @@ _ZH_ROLE_WORDS = "|".join(
     sorted((re.escape(w) for w in _ROLES if not w.isascii()), key=len, reverse=True)
 )
 _TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Miss|Prof|Doctor)\.?\s+)"
+# A name as said, or as the PII masker left it ("J** S**", "王**": `reference.pii`).
 _EN_NAME = (
-    rf"(?:{_TITLE}?[A-Z][a-z][A-Za-z'-]*(?:\s+[A-Z][a-z][A-Za-z'-]*)?|[\u4e00-\u9fff]{{2,4}})"
+    rf"(?:{_TITLE}?[A-Z][a-z][A-Za-z'-]*(?:\s+[A-Z][a-z][A-Za-z'-]*)?|[\u4e00-\u9fff]{{2,4}}"
+    r"|[A-Z]\*+(?:\s+[A-Z]\*+)?|[\u4e00-\u9fff]{1,2}\*+)"
 )
 _MODIFIER = r"(?:(?i:new|current|old|family|regular|usual)\s+)?"
 # "my dentist is Dr. Lee", "my dog's name is Max", "my manager is called John Smith".
@@ -37,7 +39,7 @@ _ENTITY_APPOSITION_EN = re.compile(
 _ZH_NOT_A_NAME = "个一很挺不太真好非特最有在也都没还"
 _ENTITY_ZH = re.compile(
     rf"(?:我的|我家的?|我们家的?|我们的)(?:新|现在的)?({_ZH_ROLE_WORDS})"
-    rf"(?:叫做?|是|名叫|名字叫|名字是)([^{_ZH_NOT_A_NAME}\W\d][\u4e00-\u9fffA-Za-z]{{1,5}})"
+    rf"(?:叫做?|是|名叫|名字叫|名字是)([^{_ZH_NOT_A_NAME}\W\d][\u4e00-\u9fffA-Za-z*]{{1,5}})"
     r"(?=$|[，,。.!！；;\s])"
 )
 _NOT_A_NAME_EN = frozenset({"Is", "Was", "And", "But", "The", "My", "He", "She", "It"})
