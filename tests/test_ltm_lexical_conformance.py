@@ -192,3 +192,30 @@ def test_a_word_too_long_to_search_is_no_term_and_stores_fine(ltm_store: LongTer
     for text in (long_word, f"{long_word} lake"):
         hits = ltm_store.query(user_id="u1", text=text, embedding=unit(rng), k=1, lexical=True)
         assert [h.record.fact_id for h in hits] == [fact.fact_id]
+
+
+def test_the_bench_seed_fills_the_words_of_what_it_loads(
+    ltm_store_factory: LtmStoreFactory, ltm_pg_url: str | None, namespace: Namespace
+):
+    # `bench/seed.py` loads by binary COPY, which cannot write a tsvector; the rows it
+    # loads must still be found by their words, and the column stays NOT NULL.
+    from bench.seed import ltm_user, seed_ltm
+
+    store = ltm_store_factory()
+    if ltm_pg_url is None or not isinstance(store, PostgresLongTermStore):
+        pytest.skip("bench/seed.py loads PostgreSQL")
+    store.setup()
+    seed_ltm(ltm_pg_url, namespace, rows=40, per_user=20, now=T0)
+    user = ltm_user(0)
+    facts = store.facts(filter=LtmFilter(user_id=user))
+    word = facts[0].text.split()[0]
+    hits = store.query(user_id=user, text=word, embedding=np.ones(DIM), k=20, lexical=True)
+    holding = {f.fact_id for f in facts if word in f.text.lower().split()}
+    assert holding and holding <= {h.record.fact_id for h in hits}
+    with store._transaction() as cur:
+        nullable = cur.execute(
+            "SELECT is_nullable FROM information_schema.columns"
+            " WHERE table_name = %s AND column_name = 'lexemes'",
+            (namespace.facts_table,),
+        ).fetchone()
+    assert nullable == ("NO",)
