@@ -341,3 +341,18 @@ def test_the_maintenance_endpoint_serves_the_counters() -> None:
     base = (("replica", "r"), ("strategy", "s"))
     assert samples[("memh_cleanup_seconds_sum", (("operation", "sweep"), *base))] == 0.25
     assert samples[("memh_maintenance_cycles_total", base)] == 0
+
+
+def test_the_replay_dump_keeps_counted_figures_as_they_are() -> None:
+    # `bench/shard_replay.py --dump`: `asdict` rebuilt a Counter from its items (counting
+    # the pairs) and could not rebuild a defaultdict; the dump writes plain dicts.
+    from bench.shard_replay import _plain
+    from memharness.sim.monitoring import MonitorTally
+
+    tally = MonitorTally()
+    tally.writes[("preference", 0)] += 3
+    tally.lifetime_s["preference"] += 7.5
+    plain = _plain(tally)
+    assert plain["writes"] == {"('preference', 0)": 3}
+    assert plain["lifetime_s"] == {"preference": 7.5}
+    assert json.loads(json.dumps(plain)) == plain
