@@ -52,7 +52,7 @@ def ltm_retrieve(system: MemorySystem, *, user_id: str, text: str, k: int = 5) -
     vector = system.embedder.embed_one(text)
     if system.engine is None:
         return system.ltm.query(user_id=user_id, embedding=vector, k=k)
-    return system.engine.retrieve_ltm(user_id=user_id, embedding=vector, k=k, touch=True)
+    return system.engine.retrieve_ltm(user_id=user_id, embedding=vector, k=k, touch=True, text=text)
 
 
 def ltm_upsert(

@@ -169,6 +169,13 @@ def seed_ltm(
         statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
             facts, sql.SQL(", ").join(map(sql.Identifier, columns))
         )
+        # Binary COPY cannot write a tsvector: the words of lexical retrieval are filled
+        # in after the load, as migration 6 backfills older rows (the `simple`
+        # configuration over the lower-cased text: the tokenizer's terms for these
+        # English sentences, stop words included).
+        lexemes = _has_column(conn, namespace.facts_table, "lexemes")
+        if lexemes:
+            conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN lexemes DROP NOT NULL").format(facts))
         with conn.cursor() as cur, cur.copy(statement) as copy:
             copy.set_types(list(columns.values()))
             for batch in _batches(rows, 5_000):
@@ -199,6 +206,14 @@ def seed_ltm(
                             expires,
                         )
                     )
+        if lexemes:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET lexemes = to_tsvector('simple', lower(text))"
+                    " WHERE lexemes IS NULL"
+                ).format(facts)
+            )
+            conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN lexemes SET NOT NULL").format(facts))
         conn.commit()
         loaded = time.perf_counter()
         if index_def is not None:
@@ -355,3 +370,12 @@ def scratch_dir() -> Path:
     path = Path(tempfile.mkdtemp(prefix="memh-bench-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+def _has_column(conn: psycopg.Connection[Any], table: str, column: str) -> bool:
+    """Whether the (migrated) table has the column: a tree's schema may predate it."""
+    found = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = %s",
+        (table, column),
+    ).fetchone()
+    return found is not None

@@ -25,8 +25,9 @@ import json
 import secrets
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import fields, is_dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -84,8 +85,20 @@ def main() -> None:
             flush=True,
         )
     if args.dump is not None and result is not None:
-        figures = {k: v for k, v in asdict(result).items() if k not in TIMINGS}
+        figures = {k: v for k, v in _plain(result).items() if k not in TIMINGS}
         args.dump.write_text(json.dumps(figures, sort_keys=True, default=str))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready figures: dataclasses and mappings (Counters, defaultdicts: `asdict`
+    rebuilds them with their own type and miscounts or fails) as plain dicts."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ COLUMNS = (
     "access_count",
     "expires_at",
     "sealed_at",  # the due index's column, as every write of the store keeps it
+    "lexemes",  # the words of lexical retrieval (`reference.lexical.lexical_terms`)
 )
 
 ns = Namespace(f"sweep{uuid.uuid4().hex[:8]}")
@@ -96,6 +97,7 @@ with psycopg.connect(url) as conn, conn.cursor() as cur:
                     0,
                     expires,
                     value_sealed_at(value),
+                    f"text {i}",  # tsvector input: the lexemes `text` and the number
                 )
             )
     cur.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(ns.facts_table)))

@@ -28,6 +28,7 @@ from loadtests.timelines import SCENARIO_ENV
 from loadtests.virtual_days import format_days
 from memharness.verdict.histograms import check_slas, failed
 from reference.factory import build_memory_system
+from reference.monitoring import MemoryCounters, exposition
 from reference.settings import Settings
 from reference.system import MemorySystem
 
@@ -172,6 +173,9 @@ def report_run(environment: Environment, run: LoadRun) -> None:
     if run.days is not None:
         print(format_days(meta["virtual_days"]), flush=True)  # type: ignore[arg-type]
     print(f"HDR report: {path}", flush=True)
+    prom = write_counters(run, path.parent)
+    if prom is not None:
+        print(f"monitoring counters (Prometheus text): {prom}", flush=True)
     # Rate steps are judged step by step: the verdicts above mix light and overloaded steps.
     steps_held = True if run.recorder is None else _report_steps(run, run.recorder, meta)
     if missing:
@@ -184,6 +188,23 @@ def report_run(environment: Environment, run: LoadRun) -> None:
         environment.process_exit_code = SLA_EXIT_CODE
     if run.consistency and any(part["problem_count"] for part in run.consistency.values()):
         environment.process_exit_code = CONSISTENCY_EXIT_CODE
+
+
+def write_counters(run: LoadRun, run_dir: Path) -> Path | None:
+    """`metrics.prom`: the serving processes' monitoring counters (`reference.
+    monitoring`), added up over the workers, in Prometheus' text format; None when no
+    process sent any."""
+    states = list(run.worker_counters.values()) if run.workers else [run.counters_final]
+    states = [s for s in states if s]
+    if not states:
+        return None
+    counters = MemoryCounters(run.clock)
+    for state in states:
+        counters.add_state(state)
+    labels = {"strategy": run.strategy["name"]} if run.strategy else {}
+    path = run_dir / "metrics.prom"
+    path.write_text(exposition(counters, labels), encoding="utf-8")
+    return path
 
 
 def _report_steps(run: LoadRun, recorder: StepRecorder, meta: dict[str, object]) -> bool:

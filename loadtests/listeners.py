@@ -295,6 +295,7 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None
             data["memh_final"] = run.stopped
             data["memh_backends"] = run.backends
             data["memh_cache"] = list(run.cache_counts())
+            data["memh_counters"] = run.counters_state()
 
 
 @events.worker_report.add_listener
@@ -307,6 +308,7 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
             run.workers.add(client_id)
             run.backends = data.get("memh_backends") or run.backends
             run.worker_cache[client_id] = tuple(data.get("memh_cache") or (0, 0))
+            run.worker_counters[client_id] = data.get("memh_counters") or {}
             if data.get("memh_final"):
                 run.final_reports.add(client_id)
 
@@ -320,6 +322,7 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         run.bus = None
     if run.system is not None:
         run.cache_final = run.cache_counts()
+        run.counters_final = run.counters_state()
         try:
             run.system.dispose()
         except Exception as exc:  # a dead server: the report still has to be written

@@ -127,6 +127,10 @@ class LoadRun:
     consistency: dict[str, dict[str, Any]] | None = None
     #: The cache counts when the memory was released at the end.
     cache_final: tuple[int, int] | None = None
+    #: The engine's monitoring counters (`reference.monitoring`, `state()`): when the
+    #: memory was released here; per worker on the master.
+    counters_final: dict[str, Any] | None = None
+    worker_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The clock the memory runs on (a ScaledClock under --time-scale) and, scaled, the
     #: per-virtual-day figures.
     clock: Clock = field(default_factory=SystemClock)
@@ -141,6 +145,12 @@ class LoadRun:
     #: stop ends (the load itself, or the drain of the last rate step's backlog).
     progress: Progress = field(default_factory=Progress)
     running: Phase | None = None
+
+    def counters_state(self) -> dict[str, Any] | None:
+        """This process's monitoring counters (`MemoryCounters.state`), if it serves."""
+        if self.system is not None and self.system.engine is not None:
+            return self.system.engine.counters.state()
+        return self.counters_final
 
     def cache_counts(self) -> tuple[int, int]:
         """Embedding cache hits and misses since the test started, in this process."""

@@ -9,6 +9,7 @@ from types import FrameType
 
 import click
 
+from memharness.audit_cmd import audit
 from memharness.bench_cmd import bench
 from memharness.capacity_cmd import capacity, compare
 from memharness.cli_settings import settings_from_options
@@ -116,6 +117,7 @@ main.add_command(capacity)
 main.add_command(compare)
 main.add_command(explain)
 main.add_command(report)
+main.add_command(audit)
 
 if __name__ == "__main__":
     main()

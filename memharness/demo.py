@@ -119,6 +119,8 @@ def _play(system: MemorySystem, step: Step, echo: Callable[[str], None]) -> Turn
         echo(f"  stm      stored as {result.stm.record.type} ({result.stm.reason})")
     else:
         echo(f"  stm      not stored: {result.stm.reason}")
+    if result.reply is not None:
+        echo(f"  reply    {result.reply}")
     for stm_hit in result.stm_hits[:3]:
         echo(f"           recalled {stm_hit.score:.2f}  {stm_hit.record.text}")
     for ltm_hit in result.ltm_hits[:3]:

@@ -137,6 +137,16 @@ def _measure(
                 user_id=f"u{rng.randrange(users)}", text=_sentence(rng) + f" {rng.random()}", k=5
             ),
         ),
+        _time(
+            "ltm.query+lexical (uncached emb)",
+            calls,
+            lambda: system.ltm.query(
+                user_id=f"u{rng.randrange(users)}",
+                text=_sentence(rng) + f" {rng.random()}",
+                k=5,
+                lexical=True,
+            ),
+        ),
     ]
     return results
 

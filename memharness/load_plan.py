@@ -24,7 +24,7 @@ from memharness.load_strategies import (
     shared_servers,
 )
 from memharness.scenarios import DOMAINS, ScenarioError, load_scenario, write_scenario
-from memharness.scenarios.generate import iter_users
+from memharness.scenarios.generate import iter_users, user_data
 from memharness.scenarios.model import Scenario, User
 from memharness.sim.plan import SpecError, StrategySpec, plan_specs
 from reference.crypto import generate_key
@@ -116,7 +116,7 @@ def prepare_scenario(
         count = share + (d < extra)
         if count:
             for user_id, steps, _ in iter_users(domain=domain, users=count, seed=seed):
-                built.append(User.model_validate({"id": f"{domain}-{user_id}", "timeline": steps}))
+                built.append(User.model_validate(user_data(f"{domain}-{user_id}", steps)))
     name = f"load-{'-'.join(chosen)}-{users}"
     document = Scenario(
         name=name,

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from memharness.diagnostics import disagreement_section, layer_table
+from memharness.monitoring_tables import monitoring_markdown
+from memharness.pii_detector_table import detector_markdown
 from memharness.report_plots import PLOT_KINDS, PNG_TITLES, plot_stems, write_plots
 from memharness.result_figures import error_line, metric, peak, peak_total
 from memharness.run_verdict import verdict_markdown
@@ -38,14 +40,19 @@ session's STM) and no longer were; **unreachable** were stored only in other ses
 STM, which a probe never sees (a scoping or promotion gap, not forgetting). With recall \
 and unstored, these add up to 1.
 - **leakage**: erased facts that came back — must be 0.
-- **PII raw max**: of the statements the scenario marks as carrying PII (`sensitive`, \
-`pii:` values), the longest time from the statement until no layer showed its values in \
-plaintext; `0.0 s` when the memory masked them on the way in. **to the end (n of m)**: n \
-items were still in plaintext when the run ended, so no longest time is known.
+- **PII raw max**: of the statements whose personal values the scenario marks (`pii:`), \
+the longest time from the statement until no layer showed those values in plaintext; \
+`0.0 s` when the memory masked them on the way in. **to the end (n of m)**: n items \
+were still in plaintext when the run ended, so no longest time is known. A statement \
+marked `sensitive` without values is not measured (counted as `pii_unmeasured`).
 - **PII sealed max**: of the items a layer held sealed (the original encrypted in an LTM \
 value, recoverable with the key), the longest time from the statement until none did \
 (anonymised or deleted), and how many were sealed; **never sealed**: the strategy kept \
 no sealed copy (it masked or deleted the values instead, see PII raw max).
+- **PII detector**: the memory's detector against the marked values, per kind: \
+**recall** the share of marked values that detected spans cover (whatever kind they \
+name), **precision** the share of detections that overlap a marked value, measured on \
+users marked `pii_complete` only (their statements list every personal value).
 - **peak records / bytes**: sum over the layers of each layer's own peak (the layers may \
 peak at different times, so this bounds the simultaneous peak from above), over the \
 daily samples and the moment of every probe; the over-time plot draws the daily samples \
@@ -229,6 +236,8 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
         out += [
             summary_table(scenario),
             *_diagnostics(Path(run_dir), scenario),
+            *detector_markdown(scenario),
+            *monitoring_markdown(scenario),
             *(f"![{PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
         ]
     verdict = verdict_markdown(results)

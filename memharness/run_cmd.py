@@ -24,6 +24,7 @@ import click
 from pydantic import SecretStr
 
 from memharness.cli_settings import settings_from_options
+from memharness.pii_detector_table import detector_terminal
 from memharness.progress import Progress
 from memharness.run_inputs import file_scenario, generated_users, suite_files
 from memharness.scenarios import ScenarioError
@@ -191,6 +192,7 @@ def run(
     scenario, then each across all the scenarios (recall/footprint frontier, worst
     scenario) with the one a stated rule recommends; write the report (summary.md)."""
     # Ray and matplotlib load here, not when the CLI starts: other commands need neither.
+    from memharness.monitoring_tables import monitoring_terminal
     from memharness.report import write_report
     from memharness.run_tables import layer_terminal, summary_terminal
     from memharness.run_verdict import verdict_terminal
@@ -300,6 +302,12 @@ def run(
                 layers = layer_terminal(section, explain_ceiling=explain)
                 if layers:
                     click.echo("\n" + layers, nl=False)
+                detector = detector_terminal(section)
+                if detector:
+                    click.echo("\n" + detector, nl=False)
+                monitoring = monitoring_terminal(section)
+                if monitoring:
+                    click.echo("\n" + monitoring, nl=False)
                 ceiling_told = ceiling_told or explain
     except KeyboardInterrupt:
         status = "interrupted"

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from memharness.scenarios import DOMAINS, iter_users, load_scenario
+from memharness.scenarios.generate import user_data
 from memharness.scenarios.model import User
 from memharness.sim.plan import ScenarioInput, scenario_hash
 
@@ -31,7 +32,7 @@ def generated_users(users: int, seed: int) -> ScenarioInput:
         if count == 0:
             continue
         for user_id, steps, _ in iter_users(domain=domain, users=count, seed=seed):
-            built.append(User.model_validate({"id": f"{domain}-{user_id}", "timeline": steps}))
+            built.append(User.model_validate(user_data(f"{domain}-{user_id}", steps)))
     name = f"generated-{users}"
     return ScenarioInput(name, scenario_hash(name, built), f"generated --seed {seed}", seed, built)
 

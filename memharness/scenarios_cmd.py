@@ -22,9 +22,12 @@ def scenarios() -> None:
 
 @scenarios.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-def validate(files: tuple[Path, ...]) -> None:
+@click.option("--strict", is_flag=True, help="warnings fail the check too (exit status 1)")
+def validate(files: tuple[Path, ...], strict: bool) -> None:
     """Check scenario FILES; every error names the file, the line and the field.
 
+    Warnings (a statement marked `sensitive` that lists no `pii` values: its PII cannot be
+    measured) name them too; the file still replays, so they fail only with --strict.
     Files are read one user at a time, so 100,000-user files validate in flat memory.
     """
     failed = False
@@ -35,7 +38,11 @@ def validate(files: tuple[Path, ...]) -> None:
             click.echo(str(exc), err=True)
             failed = True
             continue
-        click.echo(f"{path}: ok ({info.name}, {info.users} users)")
+        for warning in info.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        failed = failed or (strict and bool(info.warnings))
+        found = f", {len(info.warnings)} warnings" if info.warnings else ""
+        click.echo(f"{path}: ok ({info.name}, {info.users} users{found})")
     if failed:
         sys.exit(1)
 

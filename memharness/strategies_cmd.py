@@ -95,8 +95,11 @@ def summary(strategy: Strategy) -> str:
     if strategy.consolidates:  # `rules` is the default: only consolidation is news
         floor = strategy.consolidation_rule.min_importance
         parts.append("consolidate" + (f" importance>={floor:g}" if floor else ""))
-    if not strategy.forget_commands:  # on by default: only its absence is news
+    commands = strategy.forget_commands
+    if not commands.enabled:  # on by default: only its absence is news
         parts.append("no forget commands")
+    elif commands.confirm_everything:
+        parts.append(f"forget-all confirmed within {duration(commands.confirm_within_s)}")
     return "; ".join(parts) or "no rules"
 
 

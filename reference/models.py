@@ -112,6 +112,8 @@ class Fact:
     importance: float = 5.0
     expires_at: float | None = None
     status: Status = Status.ACTIVE
+    #: Why an archived fact was archived (the audit's cause); None while it is active.
+    archive_reason: str | None = None
 
     def is_live(self, now: float) -> bool:
         return self.status is Status.ACTIVE and (self.expires_at is None or now < self.expires_at)
@@ -166,6 +168,9 @@ class AuditEntry:
     version: int
     old_value: dict[str, Any] | None
     new_value: dict[str, Any] | None
+    #: What caused the change: the rule, event, command or sweep that decided it
+    #: ("" when the caller named none). Never a value: erasure leaves it as it is.
+    cause: str
 
 
 @dataclass(frozen=True, slots=True)

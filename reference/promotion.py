@@ -5,14 +5,25 @@ Promoted when first said: a stable default ("always", "by default", "默认", ..
 declared profile fact ("my address is ...", "I moved to ...", "我的地址是...", "我住在...");
 an explicit request to remember ("remember that ...", "please note ...", "记住...",
 "请记下..."); a health or safety fact (allergies, medication, conditions and
-disabilities, emergency contacts, in both languages). Anything else once the user
-repeats it in short-term memory.
+disabilities, emergency contacts, in both languages); a named entity ("my dentist is
+Dr. Lee", "我的经理叫王伟": category `entity`) and stated knowledge ("our return policy
+is 30 days": category `knowledge`), both from `reference.policy.memory_types`. Anything
+else once the user repeats it in short-term memory.
+
+Which category, the first that holds: a health or safety fact (`fact`), a named entity
+(`entity`), a profile statement (`profile`), stated knowledge (`knowledge`), a
+preference, an explicit request (`fact`).
 
 The key decides what a newer statement supersedes:
 
 - "my X is Y" / "我的X是Y" key on X, and so do restated values: "my new address is",
   "my address is now", "my address has changed to", "I moved to", "I live in", "我的新
-  地址是", "我现在的地址是", "我搬到了", "我住在" all key on `address`;
+  地址是", "我现在的地址是", "我搬到了", "我住在" all key on `address`. Address, phone and
+  e-mail are qualified fields keyed by `reference.policy.field_keys`: "my delivery
+  address" and "收货地址" key on `delivery_address`, "my home address" and "家庭住址" on
+  `address` (an unqualified address is the home one), "工作电话" on `work_phone`;
+- a named entity keys on its role (`dentist`, `manager`, `dog`), knowledge on its
+  subject (`return_policy`, `退货政策`);
 - preferences key on the topic the lexicon (`reference.policy.lexicon`) finds first, so "I
   prefer window seats" and later "I prefer aisle seats" share `seat`;
 - health and safety facts key on their kind and object: `allergy:peanut`,
@@ -36,6 +47,8 @@ from dataclasses import dataclass, replace
 
 from reference.errors import InvalidInput
 from reference.models import Category, MemoryType
+from reference.policy.entities import named_entity, stated_knowledge
+from reference.policy.field_keys import parse_field
 from reference.policy.intent import MEMO_MAX_CHARS, MEMO_SIZE, is_question, is_stable_preference
 from reference.policy.lexicon import first_topic, safety_word, scoped_key, slug
 from reference.policy.remember import explicit_request
@@ -123,13 +136,28 @@ def should_promote(
     candidate: FactCandidate | None = None,
 ) -> bool:
     """Stable when repeated, stated as a default, a declared profile fact ("my X is Y"),
-    or urgent (`candidate` is an explicit request or a health and safety fact)."""
+    a named entity or stated knowledge (`candidate`'s category), or urgent (`candidate`
+    is an explicit request or a health and safety fact)."""
     return (
         said_before
         or kind is MemoryType.PROFILE
-        or (candidate is not None and candidate.urgent)
+        or (candidate is not None and (candidate.urgent or candidate.category in _DECLARED))
         or is_stable_preference(text)
     )
+
+
+#: Categories promoted when first said, as a declared profile fact is.
+_DECLARED = frozenset({Category.ENTITY, Category.KNOWLEDGE})
+#: The intent kinds (and STM types) whose statements without a key get a fingerprint key.
+_STATED = frozenset(
+    {
+        MemoryType.PROFILE,
+        MemoryType.FACT,
+        MemoryType.SENSITIVE,
+        MemoryType.ENTITY,
+        MemoryType.KNOWLEDGE,
+    }
+)
 
 
 def _unscoped(text: str, kind: MemoryType | None, *, remember: bool) -> FactCandidate | None:
@@ -142,16 +170,23 @@ def _unscoped(text: str, kind: MemoryType | None, *, remember: bool) -> FactCand
         safety = _safety_key(statement)
         if safety is not None:
             return FactCandidate(Category.FACT, safety, statement, IMPORTANCE_SAFETY)
+        entity = named_entity(statement)
+        if entity is not None:
+            return FactCandidate(Category.ENTITY, entity[0], entity[1], importance)
     profile = _profile(statement, asked=asked)
     if profile is not None:
         return FactCandidate(Category.PROFILE, profile[0], profile[1], importance)
+    if not asked:
+        knowledge = stated_knowledge(statement)
+        if knowledge is not None:
+            return FactCandidate(Category.KNOWLEDGE, knowledge[0], knowledge[1], importance)
     if kind is MemoryType.PREFERENCE or is_stable_preference(statement, remember=remember):
         return FactCandidate(Category.PREFERENCE, _topic(statement), statement, importance)
     if body is not None:
         named = _THE_X_IS_EN.match(statement) or _THE_X_IS_ZH.match(statement)
         key = slug(named.group(1)) if named else _fingerprint(statement)
         return FactCandidate(Category.FACT, key or _fingerprint(statement), statement, importance)
-    if kind in (MemoryType.PROFILE, MemoryType.FACT):
+    if kind in _STATED:
         return FactCandidate(Category.FACT, _fingerprint(statement), statement)
     return None
 
@@ -216,6 +251,9 @@ def _profile(statement: str, *, asked: bool) -> tuple[str, str] | None:
 
 
 def _profile_key(subject: str) -> str:
+    field = parse_field(subject)  # address, phone, e-mail and their qualifiers
+    if field is not None:
+        return field.key
     for key, synonyms in PROFILE_KEYS.items():
         if subject in synonyms:
             return key

@@ -7,7 +7,8 @@ session's STM records also become LTM episodes once it ends (TTL, or `close_sess
 
 With a `ForgettingEngine` (`build_memory_system` always attaches one), the strategy
 governs every step: new records get its deadlines, retrieval re-ranks and stores each
-access, a forget command is carried out instead of being stored, PII in promoted values
+access, a forget command is carried out instead of being stored (`forgetting.dialogue`:
+"forget everything" may first ask for confirmation), PII in promoted values
 is sealed, and each turn counts as the user's activity. Sweeps and events run outside
 turns: `sweep` (e.g. at `strategy.sweep_interval_s`, from the simulator), `handle_event`
 for one event in process, or a bus attached to the engine that `sweep` consumes first
@@ -26,14 +27,14 @@ import numpy as np
 
 from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput, LayerFailure, note_layer_failure
+from reference.forgetting.dialogue import ForgetTurn, forget_turn
 from reference.forgetting.engine import ForgettingEngine
 from reference.forgetting.plans import Consolidation, EventOutcome, SweepStats
 from reference.ids import new_id
 from reference.ltm.base import LongTermStore
 from reference.ltm.filters import LtmFilter
 from reference.models import Event, Fact, Hit, MemoryRecord, MemoryType
-from reference.policy.forget_commands import parse_forget_command
-from reference.policy.intent import memoised
+from reference.policy.memory_types import memory_type
 from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
@@ -112,17 +113,17 @@ class MemorySystem:
 
             mark = time.perf_counter()
             masked = self.pii.mask(text)
+            disclosed = [m.kind for m in self.pii.detect(text)] if masked != text else []
             timings["pii"] = _ms_since(mark)
 
-            forgotten = None
+            forgetting = ForgetTurn()
             if self.engine is not None:
                 self.engine.note_activity(user_id)
                 self.engine.note_session(user_id, session_id)
-                command = _forget_command(masked)
-                if command is not None:
-                    forgotten = self.engine.forget(command, user_id=user_id, session_id=session_id)
-                    if command.scope != "topic":
-                        window = []
+                forgetting = forget_turn(
+                    self.engine, state, masked, user_id=user_id, session_id=session_id
+                )
+                window = [] if forgetting.clears_window else window
 
             mark = time.perf_counter()
             vector = self.embedder.embed_one(masked)
@@ -131,7 +132,7 @@ class MemorySystem:
             mark = time.perf_counter()
             stm_hits = self._stm_hits(user_id, session_id, vector, touch=True)
             said_before = any(hit.record.text == masked for hit in stm_hits)
-            if forgotten is not None:
+            if forgetting.handled:  # a forget command, or the answer to its question
                 decision = IntentDecision(keep=False, kind=None, reason="forget command")
                 added = AddResult(
                     accepted=False, reason=decision.reason, record=None, intent=decision
@@ -139,12 +140,12 @@ class MemorySystem:
                 candidate = None
             else:
                 added, candidate = self._add(
-                    user_id, session_id, masked, vector, message_id, metadata
+                    user_id, session_id, masked, vector, message_id, metadata, disclosed
                 )
             timings["stm"] = _ms_since(mark)
 
             mark = time.perf_counter()
-            ltm_hits = self._ltm_hits(user_id, vector, touch=True)
+            ltm_hits = self._ltm_hits(user_id, vector, masked, touch=True)
             timings["ltm"] = _ms_since(mark)
 
             mark = time.perf_counter()
@@ -159,6 +160,8 @@ class MemorySystem:
             note_layer_failure(exc, LayerFailure(layer, _ms_since(mark), dict(timings)))
             raise
         timings["turn"] = _ms_since(started)
+        if self.engine is not None:  # one increment (`reference.monitoring`)
+            self.engine.counters.retrievals[bool(stm_hits or ltm_hits)] += 1
 
         return TurnResult(
             user_id=user_id,
@@ -173,7 +176,9 @@ class MemorySystem:
             ltm_hits=ltm_hits,
             promoted=promoted,
             timings_ms=timings,
-            forgotten=forgotten,
+            forgotten=forgetting.forgotten,
+            reply=forgetting.reply,
+            confirmation=forgetting.confirmation,
         )
 
     def recall(
@@ -192,11 +197,15 @@ class MemorySystem:
         if k is not None:
             check_k("k", k)
         self._move_clock(at)
-        vector = self.embedder.embed_one(self.pii.mask(query))
-        return Recall(
+        masked = self.pii.mask(query)
+        vector = self.embedder.embed_one(masked)
+        found = Recall(
             stm_hits=self._stm_hits(user_id, session_id, vector, touch=False, k=k),
-            ltm_hits=self._ltm_hits(user_id, vector, touch=False, k=k),
+            ltm_hits=self._ltm_hits(user_id, vector, masked, touch=False, k=k),
         )
+        if self.engine is not None:  # counted in process only (`reference.monitoring`)
+            self.engine.counters.retrievals[bool(found.stm_hits or found.ltm_hits)] += 1
+        return found
 
     def sweep(self, *, dry_run: bool = False, at: float | datetime | None = None) -> SweepStats:
         """One sweep of every layer by the forgetting engine (see `ForgettingEngine.sweep`)."""
@@ -243,7 +252,9 @@ class MemorySystem:
         return {
             "session": self.session.delete_user(user_id=user_id),
             "stm": self.stm.delete(filter=StmFilter(user_id=user_id, include_dead=True)),
-            "ltm": self.ltm.delete(filter=LtmFilter(user_id=user_id, include_dead=True)),
+            "ltm": self.ltm.delete(
+                filter=LtmFilter(user_id=user_id, include_dead=True), cause="delete_user_data"
+            ),
         }
 
     def dispose(self) -> None:
@@ -294,11 +305,13 @@ class MemorySystem:
         )
 
     def _ltm_hits(
-        self, user_id: str, vector: np.ndarray, *, touch: bool, k: int | None = None
+        self, user_id: str, vector: np.ndarray, text: str, *, touch: bool, k: int | None = None
     ) -> list[Hit[Fact]]:
         k = k or self.ltm_k
         if self.engine is not None:
-            return self.engine.retrieve_ltm(user_id=user_id, embedding=vector, k=k, touch=touch)
+            return self.engine.retrieve_ltm(
+                user_id=user_id, embedding=vector, k=k, touch=touch, text=text
+            )
         return self.ltm.query(user_id=user_id, embedding=vector, k=k, touch=touch)
 
     def _add(
@@ -309,10 +322,12 @@ class MemorySystem:
         vector: np.ndarray,
         message_id: str,
         metadata: dict[str, MetadataValue] | None,
+        disclosed: list[str],
     ) -> tuple[AddResult, FactCandidate | None]:
         """Store the utterance in STM, tagged with the fact it states (its key is the
-        `topic` events and forget commands match), under the strategy's deadline and with
-        the fact's initial importance. A `speaker` in the metadata scopes the key."""
+        `topic` events and forget commands match), under the strategy's deadline for its
+        `memory_type` (`disclosed`: PII kinds masked) and the fact's initial importance.
+        A `speaker` in the metadata scopes the key."""
         decision = self.stm.intent_filter.classify(masked)
         if not decision.keep:
             return AddResult(False, decision.reason, None, decision), None
@@ -324,7 +339,9 @@ class MemorySystem:
         if candidate is not None:
             tags.update(topic=candidate.key, category=candidate.category.value)
             importance = candidate.importance
-        kind = decision.kind or MemoryType.CONVERSATION
+        category = None if candidate is None else candidate.category
+        intent = decision.kind or MemoryType.CONVERSATION
+        kind = memory_type(masked, intent, category=category, disclosed=disclosed)
         expiry = (
             self.engine.stm_expiry(kind, importance=importance) if self.engine is not None else {}
         )
@@ -335,6 +352,7 @@ class MemorySystem:
             embedding=vector,
             metadata=tags,
             intent=decision,
+            type=kind,
             importance=importance,
             **expiry,
         )
@@ -382,6 +400,7 @@ class MemorySystem:
             text=masked,
             importance=candidate.importance,
             actor="promotion",
+            cause=f"promotion: {candidate.category.value} stated in a turn",
             embedding=vector,
             expires_at=None
             if engine is None
@@ -390,11 +409,6 @@ class MemorySystem:
         if engine is not None:
             engine.note_written(fact)
         return fact
-
-
-# Every turn asks whether its text is a forget command: a pure function of the text,
-# memoised as the intent rules are (commands are frozen, so sharing them is safe).
-_forget_command = memoised(parse_forget_command)
 
 
 def _ms_since(mark: float) -> float:

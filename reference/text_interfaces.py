@@ -1,6 +1,6 @@
 """Interfaces of the text components a turn uses: embedder, intent filter, PII masker.
 
-Implementations live in `embedding.py`, `policy/intent.py` and `pii.py`.
+Implementations live in `embedding.py`, `policy/intent.py` and `pii/`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class IntentFilter(ABC):
 
 @dataclass(frozen=True, slots=True)
 class PiiMatch:
-    kind: str  # cn_id | mobile | email | bank_card | passport
+    kind: str  # cn_id | mobile | phone | email | bank_card | passport | ssn | name | address
     start: int
     end: int
     text: str

@@ -43,3 +43,9 @@ class TurnResult:
     #: The forget command this utterance was, and what it removed (then nothing was
     #: stored or promoted); its time is inside timings_ms["turn"].
     forgotten: ForgetReport | None = None
+    #: What the assistant should say about forgetting: the question before erasing
+    #: everything, the confirmation, a cancellation (`reference.forgetting.dialogue`).
+    reply: str | None = None
+    #: What became of a "forget everything" confirmation in this turn: `asked`,
+    #: `confirmed`, `refused`, `expired` or `dropped` (None: no confirmation involved).
+    confirmation: str | None = None

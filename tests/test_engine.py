@@ -31,7 +31,7 @@ from reference.ltm.embedded_pg import start_embedded_postgres
 from reference.ltm.filters import REDACTED, LtmFilter
 from reference.ltm.migrations import drop_schema
 from reference.models import Event, Status
-from reference.pii import contains_raw_pii
+from reference.pii import RegexPiiMasker, contains_raw_pii
 from reference.policy.importance import expiry_delay, score_after_access
 from reference.policy.loading import BUILTINS, load_strategy
 from reference.policy.oracle import OracleAdvice
@@ -56,7 +56,8 @@ SAYS = {
     "shipping": "I always want deliveries by SF Express.",  # preference: STM + LTM shipping
 }
 ALL_STM, ALL_LTM = frozenset(SAYS), frozenset({"address", "shipping"})
-NAMES = {text: name for name, text in SAYS.items()}
+# STM holds the masked text (the address is personal data): names by what is stored.
+NAMES = {RegexPiiMasker(cache_size=0).mask(text): name for name, text in SAYS.items()}
 
 MakeSystem = Callable[..., MemorySystem]
 
@@ -219,7 +220,7 @@ def test_sliding_window_lives_while_accessed(make_system: MakeSystem, clock: Vir
         system.turn(user_id=name, session_id=f"{name}-s", text=text)
     clock.set(T0 + 23 * HOUR)
     asked = system.turn(user_id="address", session_id="address-s", text="What is my address?")
-    assert asked.stm_hits[0].record.text == SAYS["address"]
+    assert NAMES[asked.stm_hits[0].record.text] == "address"
     assert asked.ltm_hits[0].record.key == "address"
     assert asked.ltm_hits[0].record.expires_at == T0 + 47 * HOUR
     clock.set(T0 + 24 * HOUR)
@@ -349,7 +350,8 @@ def test_archival_of_inactive_users_then_deletion_after_grace(
     assert system.sweep().by_layer["ltm"].deleted == 1
     assert stored(system, ALICE) == (set(), set())
     entries = system.ltm.audit_log(user_id=ALICE, fact_id=archived.fact_id)
-    assert [e.action for e in entries] == ["insert", "archive", "erase"]
+    # The address is personal data: hybrid seals it and anonymises it after 24 h.
+    assert [e.action for e in entries] == ["insert", "anonymise", "archive", "erase"]
     assert all(v in (None, REDACTED) for e in entries for v in (e.old_value, e.new_value))
     clock.set(T0 + 150 * DAY_S)
     system.sweep()
@@ -461,8 +463,8 @@ def test_events_published_while_the_consumer_is_down_apply_once_at_the_next_swee
         applied = engine.handle_event
         calls: list[EventOutcome] = []
 
-        def crash_once(event: Event) -> EventOutcome:
-            calls.append(applied(event))
+        def crash_once(event: Event, **kwargs: Any) -> EventOutcome:
+            calls.append(applied(event, **kwargs))
             if len(calls) == 1:
                 raise RuntimeError("consumer died before acknowledging")
             return calls[-1]
@@ -671,8 +673,11 @@ def test_forgetting_everything_erases_the_user_from_every_layer(
     seed(system, BOB, "b1")
     system.turn(user_id=ALICE, session_id="s2", text="Please book a taxi to the airport at 6am.")
     system.sweep()  # the activity is on record
-    said = system.turn(user_id=ALICE, session_id="s1", text="Forget everything about me.")
+    asked = system.turn(user_id=ALICE, session_id="s1", text="Forget everything about me.")
+    assert asked.confirmation == "asked" and asked.forgotten is None  # hybrid asks first
+    said = system.turn(user_id=ALICE, session_id="s1", text="Yes, delete everything.")
     report = said.forgotten
+    assert said.confirmation == "confirmed" and said.reply
     assert report is not None and report.scope == "everything"
     assert (report.sessions_removed, len(report.stm_removed), len(report.ltm_erased)) == (2, 4, 2)
     assert said.context_ids == [] and said.stm_hits == [] and said.ltm_hits == []

@@ -238,6 +238,9 @@ def forget(
             or (f.category is Category.EPISODE and f.value.get("topic") in keys)
         }
     said = system.turn(user_id=user, session_id=session, text=text)
+    if said.confirmation == "asked":  # the strategy asks before erasing everything
+        assert said.forgotten is None
+        said = system.turn(user_id=user, session_id=session, text="yes")
     report = said.forgotten
     assert report is not None and report.scope == command.scope
     assert must_stm <= report.stm_removed, "a record that names the topic was kept"

@@ -91,21 +91,65 @@ def test_long_gaps_are_over_100_days() -> None:
         assert max(gaps) >= 100 * _DAY
 
 
+def _marked(domain: str, users: int, seed: int) -> list[tuple[SayStep, str, str]]:
+    """(statement, value, kind) of every value the generated statements mark."""
+    scenario = parse_scenario(_text(domain, users, seed), source="x.yaml")
+    assert all(user.pii_complete for user in scenario.users)
+    return [
+        (step, entry.value, entry.kind)
+        for user in scenario.users
+        for step in user.timeline
+        if isinstance(step, SayStep)
+        for entry in step.pii
+    ]
+
+
 def test_pii_is_real_pii() -> None:
     masker = RegexPiiMasker()
-    scenario = parse_scenario(_text("hotline", 200, 2), source="x.yaml")
-    sensitive = [
-        s for u in scenario.users for s in u.timeline if isinstance(s, SayStep) and s.sensitive
-    ]
-    assert sensitive
-    kinds = set()
-    for step in sensitive:
-        found = masker.detect(step.say)
-        assert found, step.say
-        kinds.update(match.kind for match in found)
-        # The script names the value it discloses: what PII residency follows.
-        assert [match.text for match in found] == step.pii, step.say
-    assert {"cn_id", "mobile", "bank_card"} <= kinds
+    marked = _marked("hotline", 300, 2)
+    assert {kind for _, _, kind in marked} == {
+        "cn_id", "mobile", "bank_card", "phone", "ssn", "name", "address",
+    }  # fmt: skip
+    for step, value, kind in marked:
+        assert step.sensitive and len(step.pii) == 1, step.say
+        if kind in ("cn_id", "mobile", "bank_card"):  # the kinds the regex detector knows
+            found = masker.detect(step.say)
+            assert [(m.text, m.kind) for m in found] == [(value, kind)], step.say
+        elif kind == "ssn":
+            area, group, serial = (int(part) for part in value.split("-"))
+            assert 0 < area < 900 and area != 666 and group and serial, value
+        elif kind == "phone":
+            phonenumbers = pytest.importorskip("phonenumbers")
+            number = phonenumbers.parse(value, None if value.startswith("+") else "US")
+            if value.startswith("0"):  # a Chinese landline with its area code
+                number = phonenumbers.parse(value, "CN")
+            assert phonenumbers.is_valid_number(number), value
+
+
+def test_addresses_said_in_an_address_change_are_marked() -> None:
+    marked = [(s, v) for s, v, kind in _marked("assistant", 200, 5) if kind == "address"]
+    changes = [s for s, _ in marked if not s.sensitive]  # the profile_updated episodes
+    assert changes and all(s.facts[0].key == "address" for s in changes)
+    assert all(value in s.say for s, value in marked)
+
+
+def test_newer_pii_kinds_leave_every_other_draw_as_it_was() -> None:
+    # The newer kinds come from a generator of their own: the steps' times, sessions and
+    # facts are those the first kinds alone gave, only the disclosure's words differ.
+    def shape(steps: list[dict[str, object]]) -> list[tuple[object, ...]]:
+        return [(s["at"], s.get("session"), sorted(s)) for s in steps]
+
+    only_first = Mixture(pii=1.0)
+    for _, steps, _ in iter_users(domain="travel", users=60, seed=9, mixture=only_first):
+        said = [s for s in steps if s.get("sensitive")]
+        assert len(said) == 1
+    users = list(iter_users(domain="travel", users=60, seed=9, mixture=only_first))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("memharness.scenarios.pii_values.NEW_KINDS_SHARE", 0.0)
+        first_kinds = list(iter_users(domain="travel", users=60, seed=9, mixture=only_first))
+    assert [shape(steps) for _, steps, _ in users] == [shape(steps) for _, steps, _ in first_kinds]
+    changed = sum(a != b for (_, a, _), (_, b, _) in zip(users, first_kinds, strict=True))
+    assert 0 < changed < len(users)
 
 
 @pytest.mark.parametrize(("share", "chinese"), [(0.0, False), (1.0, True)])

@@ -170,6 +170,7 @@ def test_copy_fact_copies_every_field() -> None:
         importance=6.5,
         expires_at=9.0,
         status=Status.ARCHIVED,
+        archive_reason="sweep: user inactive",
     )
     # Every field apart from its default: a field the copies dropped would come back
     # as its default (or, without one, fail to construct) and differ.

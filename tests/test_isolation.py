@@ -127,6 +127,7 @@ TEMPLATES = [
 FORGETS = [
     "forget my address",
     "forget everything about me",
+    "yes",  # confirms a pending "forget everything" of this user only (hybrid asks)
     "reset the conversation",
     "忘记我的地址",
 ]

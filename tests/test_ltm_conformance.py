@@ -123,6 +123,7 @@ def test_upsert_inserts_version_1_and_audits_insert(ltm_store: LongTermStore, cl
         version=1,
         old_value=None,
         new_value={"v": "tea"},
+        cause="",
     )
 
 
@@ -699,7 +700,7 @@ def test_migration_3_backfills_sealed_at(
         for n, value in enumerate(SEAL_CASES):
             cur.execute(insert, (f"f{n:02d}", f"k{n:02d}", Jsonb(value), vector, T0, T0, T0))
     store.setup()  # applies migration 3
-    assert store.schema_versions() == [1, 2, 3, 4]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
     column = sql.SQL("SELECT fact_id, value, sealed_at FROM {} ORDER BY fact_id").format(
         sql.Identifier(namespace.facts_table)
     )
@@ -776,7 +777,7 @@ def test_setup_is_idempotent_and_safe_in_parallel(
     assert errors == []
     assert ltm_store.get(user_id="u1", category="preference", key="kept") is not None
     if isinstance(ltm_store, PostgresLongTermStore):
-        assert ltm_store.schema_versions() == [1, 2, 3, 4]
+        assert ltm_store.schema_versions() == [1, 2, 3, 4, 5, 6]
         assert others[0].count() == 1
 
 
@@ -964,15 +965,16 @@ def test_migration_4_admits_episodes_in_a_namespace_made_before_them(
     ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch
 ):
     store = pg_only(ltm_store_factory())
-    with monkeypatch.context() as patch:
-        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:3])
+    with monkeypatch.context() as patch:  # every migration but 4 (the code writes later columns)
+        later = [m for m in migrations.MIGRATIONS if m.version != 4]
+        patch.setattr(migrations, "MIGRATIONS", later)
         store.setup()
-    assert store.schema_versions() == [1, 2, 3]
+    assert store.schema_versions() == [1, 2, 3, 5, 6]
     with pytest.raises(psycopg.errors.CheckViolation):
         put(store, "episode:r1", category="episode")
     put(store, "kept", category="fact")
     store.setup()  # applies migration 4
-    assert store.schema_versions() == [1, 2, 3, 4]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
     assert put(store, "episode:r1", category="episode").category is Category.EPISODE
     with store._transaction() as cur, pytest.raises(psycopg.errors.CheckViolation):
         cur.execute(
@@ -1053,7 +1055,7 @@ class MinimalLongTermStore(LongTermStore):
             facts[fact.fact_id], vectors[fact.fact_id] = fact, vector
             old = None if prior is None else copy_json(prior.value)
             action = "insert" if prior is None else "update"
-            new.append(audit_draft(fact, action, op.actor, op.now, old, copy_json(value)))
+            new.append(audit_draft(fact, action, op.actor, op.now, old, copy_json(value), op.cause))
             return copy_fact(fact)
         if isinstance(op, RecordAccess):
             changed = 0
@@ -1073,15 +1075,20 @@ class MinimalLongTermStore(LongTermStore):
         if isinstance(op, ArchiveFacts):
             for fact in found:
                 if fact.status is Status.ACTIVE:
-                    archived = dataclasses.replace(fact, status=Status.ARCHIVED, updated_at=op.now)
+                    archived = dataclasses.replace(
+                        fact, status=Status.ARCHIVED, updated_at=op.now, archive_reason=op.cause
+                    )
                     facts[fact.fact_id] = archived
-                    new.append(audit_draft(archived, "archive", op.actor, op.now, None, None))
+                    new.append(
+                        audit_draft(archived, "archive", op.actor, op.now, None, None, op.cause)
+                    )
             return len(new)
         for fact in found:
             del facts[fact.fact_id]
         if isinstance(op, DeleteFacts):
             new += [
-                audit_draft(f, "delete", op.actor, op.now, copy_json(f.value), None) for f in found
+                audit_draft(f, "delete", op.actor, op.now, copy_json(f.value), None, op.cause)
+                for f in found
             ]
         else:  # EraseFacts
             gone = {f.fact_id for f in found}
@@ -1090,7 +1097,7 @@ class MinimalLongTermStore(LongTermStore):
                     entry.fact_id in gone or audit_matches(entry, op.filter)
                 ):
                     audit[i] = _redacted(entry)
-            new += [audit_draft(f, "erase", op.actor, op.now, None, None) for f in found]
+            new += [audit_draft(f, "erase", op.actor, op.now, None, None, op.cause) for f in found]
         return len(found)
 
     def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
@@ -1139,7 +1146,9 @@ class MinimalLongTermStore(LongTermStore):
                     e, old_value=copy_json(e.old_value), new_value=copy_json(e.new_value)
                 )
                 for e in self.audit
-                if e.user_id == op.user_id and op.fact_id in (None, e.fact_id)
+                if op.user_id in (None, e.user_id)
+                and op.fact_id in (None, e.fact_id)
+                and op.since <= e.at <= op.until
             ]
         if op.user_ids is not None:
             return {u: self.activity[u] for u in op.user_ids if u in self.activity}
@@ -1155,24 +1164,34 @@ def _apply_changes(
     op: ApplyChanges, facts: dict[str, Fact], audit: list[AuditEntry], new: list[AuditEntry]
 ) -> FactChangeCounts:
     changes, actor, now = op
+    why = changes.cause_of
     removed = changes.delete | changes.erase
     deleted = [facts.pop(i) for i in sorted(changes.delete) if i in facts]
     erased = [facts.pop(i) for i in sorted(changes.erase - changes.delete) if i in facts]
-    new += [audit_draft(f, "delete", actor, now, anonymise_value(f.value), None) for f in deleted]
-    new += [audit_draft(f, "erase", actor, now, None, None) for f in erased]
+    new += [
+        audit_draft(f, "delete", actor, now, anonymise_value(f.value), None, why(f.fact_id))
+        for f in deleted
+    ]
+    new += [audit_draft(f, "erase", actor, now, None, None, why(f.fact_id)) for f in erased]
     archived = 0
     for fact_id in sorted(changes.archive - removed):
         fact = facts.get(fact_id)
         if fact is not None and fact.status is Status.ACTIVE:
-            facts[fact_id] = dataclasses.replace(fact, status=Status.ARCHIVED, updated_at=now)
-            new.append(audit_draft(facts[fact_id], "archive", actor, now, None, None))
+            facts[fact_id] = dataclasses.replace(
+                fact, status=Status.ARCHIVED, updated_at=now, archive_reason=why(fact_id)
+            )
+            new.append(audit_draft(facts[fact_id], "archive", actor, now, None, None, why(fact_id)))
             archived += 1
     anonymised = set()
     for fact_id in sorted(set(changes.anonymise) - removed):
         if fact_id in facts:
             value = json.loads(storable_json("anonymise", changes.anonymise[fact_id]))
             facts[fact_id] = dataclasses.replace(facts[fact_id], value=value)
-            new.append(audit_draft(facts[fact_id], "anonymise", actor, now, None, copy_json(value)))
+            new.append(
+                audit_draft(
+                    facts[fact_id], "anonymise", actor, now, None, copy_json(value), why(fact_id)
+                )
+            )
             anonymised.add(fact_id)
     stripped = anonymised | {f.fact_id for f in deleted}
     for i, entry in enumerate(audit):

@@ -49,9 +49,10 @@ name: address
 users:
   - id: pat
     timeline:
-      - {at: 0, session: s1, say: "I live at 12 Baker Street, send the parcel there.",
+      # a street without a suffix word: personal data the detector does not find
+      - {at: 0, session: s1, say: "I live at 12 Baker Wharf Yard, send the parcel there.",
          facts: [{id: home, type: profile, key: address}], sensitive: true,
-         pii: [12 Baker Street]}
+         pii: [12 Baker Wharf Yard]}
       - {at: 60, session: s1, probe: Where do I live?, needed: [home]}
       - {at: 259200, session: s2, probe: Where do I live?, needed: [home]}
 """

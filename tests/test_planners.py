@@ -22,7 +22,7 @@ from reference.forgetting.forgetter import plan_event
 from reference.forgetting.plans import CONSOLIDATION_ACTOR, ChangeBatch, SweepStats
 from reference.forgetting.sweeper import plan_sweep
 from reference.keys import Namespace
-from reference.ltm.filters import FactChanges, LtmFilter
+from reference.ltm.filters import LtmFilter
 from reference.models import Event
 from reference.policy.decisions import Action
 from reference.policy.loading import load_strategy
@@ -116,7 +116,12 @@ def test_the_sweep_planner_expires_every_record_and_fact_past_its_ttl(
     ltm = [b for b in pages if b.layer == "ltm"]
     assert len(stm) == len(ltm) == 1 and len(pages) == 2
     assert stm[0].stm_remove == records and stm[0].examined == len(records)
-    assert ltm[0].ltm == FactChanges(delete=facts) and ltm[0].examined == len(facts)
+    assert ltm[0].ltm.delete == facts and ltm[0].examined == len(facts)
+    assert not (ltm[0].ltm.erase or ltm[0].ltm.archive or ltm[0].ltm.anonymise)
+    # Each change carries its decision's reason, naming the rule, as its audit cause.
+    assert set(ltm[0].ltm.causes) == facts
+    assert {c.split(" by ")[-1] for c in ltm[0].ltm.causes.values()} == {"ttl.default_s"}
+    assert all(c.startswith("sweep: expired at ") for c in ltm[0].ltm.causes.values())
     assert {d.action for b in pages for d in b.decisions} == {Action.EXPIRE}
     assert all(b.writes for b in batches)
 

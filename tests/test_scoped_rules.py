@@ -193,6 +193,7 @@ def test_seed_mixed_is_the_seeds_mixed_policy() -> None:
     mixed = load_strategy("seed_mixed")
     write = {kind: expires_at_on_write(mixed, kind=kind, now=T0) for kind in [*MemoryType]}
     assert write[MemoryType.CONVERSATION] == write[MemoryType.INSTRUCTION] == T0 + HOUR
+    assert write[MemoryType.SENSITIVE] == T0 + HOUR  # no longer than the cache
     assert write[MemoryType.PREFERENCE] == T0 + 30 * DAY_S
     assert expires_at_on_write(mixed, kind=Category.PREFERENCE, now=T0) == T0 + 30 * DAY_S
     assert write[MemoryType.FACT] is None and write[MemoryType.PROFILE] is None

@@ -278,14 +278,18 @@ FINGERPRINTS = {
     "importance": "974cf97ac32f",
     "recency_decay": "3d1425d51a78",
     "event_driven": "ce086d163485",
-    "hybrid": "ece87c10a7e8",
-    "hybrid_rules": "4b8f276726cd",
+    # hybrid and hybrid_rules ask before forgetting everything (a change of behaviour)
+    "hybrid": "4f8bcfc13bd4",
+    "hybrid_rules": "501221eb9cac",
     "oracle": "536d484f4d12",
 }
 
 
 def test_builtin_fingerprints_stay_what_results_were_keyed_by() -> None:
-    assert {name: load_strategy(name).fingerprint() for name in FINGERPRINTS} == FINGERPRINTS
+    # Less the `retrieval` block the built-ins gained with lexical retrieval (a change of
+    # behaviour, so of fingerprint): dense only, they are the strategies keyed before.
+    dense = {name: load_strategy(name).with_params({"retrieval": None}) for name in FINGERPRINTS}
+    assert {name: s.fingerprint() for name, s in dense.items()} == FINGERPRINTS
 
 
 def test_the_default_promotion_is_the_only_setting_left_out_of_a_fingerprint() -> None:
@@ -358,7 +362,8 @@ def test_cli_lists_every_strategy_on_one_line_with_its_parameters() -> None:
     assert "preference=30d" in by_name["typed_ttl"]
     assert "archival inactive=90d delete=30d" in by_name["hybrid"]
     assert "decay lambda=0.1/d" in by_name["recency_decay"]
-    assert "sliding window=1h types=conversation,instruction layers=stm" in by_name["seed_mixed"]
+    seed_mixed = "sliding window=1h types=conversation,instruction,sensitive layers=stm"
+    assert seed_mixed in by_name["seed_mixed"]
 
 
 def test_cli_show_prints_yaml_that_loads_back() -> None:

@@ -1,6 +1,7 @@
 """`memharness bench --ab [REF|PATH]`: the A/B regression gate, from options to exit status.
 
-Exit status: 0 when every operation PASSes or WARNs, 1 when one FAILs, 2 when the gate
+Exit status: 0 when every operation PASSes or WARNs (or FAILs where the change declares
+it slower on purpose: `memharness.ab.accepted`), 1 when another FAILs, 2 when the gate
 could not run (unknown ref, a baseline lacking what the worker needs, a worker crash).
 """
 
@@ -20,6 +21,7 @@ from types import FrameType
 
 import click
 
+from memharness.ab.accepted import TRAILER, accepted_slowdowns
 from memharness.ab.arms import AbError, candidate_tree, resolve_baseline
 from memharness.ab.model import AbSettings
 from memharness.ab.report import (
@@ -96,6 +98,7 @@ def run_ab_command(
                 log_dir=out_dir,
                 echo=click.echo,
             )
+            accepted = accepted_slowdowns(root, baseline, candidate)
     except AbError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -103,6 +106,7 @@ def run_ab_command(
     doc = document(
         result, run_id=run_id, started_at=stamp.isoformat(timespec="seconds"), loadavg=load
     )
+    doc["accepted_slowdowns"] = accepted
     path = write_json(out_dir / "ab.json", doc)
     history = append_history(report_dir.resolve() / "history.jsonl", ab_history_line(result, doc))
     click.echo("")
@@ -119,5 +123,11 @@ def run_ab_command(
         f"wall time {result.wall_s:.0f} s"
     )
     click.echo(f"report: {path}; history: {history}")
-    if result.verdict is Verdict.FAIL:
+    failing = [op.op for op in result.ops if op.verdict is Verdict.FAIL]
+    for op, why in accepted.items():
+        if op in failing:
+            click.echo(f"ACCEPTED {op}: slower on purpose ({TRAILER}: {why})")
+        else:
+            click.echo(f"note: {op} is declared slower on purpose ({why}) but did not FAIL")
+    if any(op not in accepted for op in failing):
         sys.exit(1)

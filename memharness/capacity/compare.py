@@ -61,6 +61,17 @@ def _read(path: Path) -> Any:
         raise CompareError(f"{path}: cannot be read: {exc}") from None
 
 
+def _flat(figures: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """`figures` with nested mappings spelled out (`pii_detector.phone.recall`)."""
+    out: list[tuple[str, Any]] = []
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            out += _flat(value, f"{prefix}{name}.")
+        else:
+            out.append((f"{prefix}{name}", value))
+    return out
+
+
 def _frame(kind: str, data: Any) -> tuple[pd.DataFrame, list[str]]:
     """The comparable figures of one run, long-form: keys, then `figure`, `value`."""
     rows: list[dict[str, Any]] = []
@@ -72,7 +83,7 @@ def _frame(kind: str, data: Any) -> tuple[pd.DataFrame, list[str]]:
                              "figure": "recall_at_k", "value": ceiling})  # fmt: skip
             for s in scenario.get("strategies") or []:
                 base = {"scenario": scenario.get("name"), "strategy": s.get("label")}
-                for name, value in (s.get("metrics") or {}).items():
+                for name, value in _flat(s.get("metrics") or {}):
                     rows.append({**base, "figure": name, "value": value})
                 total = peak_total(s, "bytes")  # the summary's peak bytes
                 if total is not None:
@@ -274,7 +285,7 @@ def unchanged(table: pd.DataFrame) -> pd.Series:
 
 #: Counts among the figures of every kind of run (shown as integers).
 _COUNTS = frozenset(
-    {"turns", "probes", "probes_recorded", "events", "needed", "pii_items",
+    {"turns", "probes", "probes_recorded", "events", "needed", "pii_items", "pii_unmeasured",
      "pii_still_resident", "count", "n", "instances", "leakage"}
 )  # fmt: skip
 

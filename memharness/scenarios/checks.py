@@ -152,6 +152,21 @@ def check_adversarial(
                 problems.append((("adversarial", a, "evidence", e), message))
 
 
+def pii_findings(user: User, base: Loc) -> list[tuple[Loc, str]]:
+    """Warnings, not errors: statements marked `sensitive: true` that list no `pii`
+    value. The scenario replays, but their PII residency cannot be measured (a run counts
+    them as `pii_unmeasured`) and the detector cannot be scored on them."""
+    return [
+        (
+            (*base, "timeline", s, "sensitive"),
+            "marked sensitive but lists no `pii` values: unmeasurable (list the personal"
+            " values as said, e.g. pii: [{value: ..., kind: phone}])",
+        )
+        for s, step in enumerate(user.timeline)
+        if isinstance(step, SayStep) and step.pii_unmeasured
+    ]
+
+
 def check_user(user: User, base: Loc, problems: list[tuple[Loc, str]]) -> set[str]:
     """Check one user's timeline, appending to `problems`; returns the user's fact ids."""
     return check_timeline(enumerate(user.timeline), base, problems)
@@ -172,6 +187,7 @@ def check_timeline(
     asserted: set[str] = set()
     gone: dict[str, str] = {}  # fact id -> why it is no longer valid
     last = -math.inf
+    asking: dict[str, ForgetStep] = {}  # session -> its forget-everything awaiting an answer
 
     def ref(loc: Loc, fact: str) -> bool:
         if fact in assumed and fact not in asserted:
@@ -191,6 +207,10 @@ def check_timeline(
                 ((*loc, "at"), f"goes back in time (before the previous step, {iso(last)})")
             )
         last = max(last, step.at)
+        if isinstance(step, SayStep | ForgetStep):
+            asked = asking.pop(step.session, None)
+            if isinstance(step, SayStep) and step.confirms is not None and asked is None:
+                problems.append(((*loc, "confirms"), _CONFIRMS_ALONE))
         if isinstance(step, SayStep):
             for f, spec in enumerate(step.facts):
                 if spec.id in asserted:
@@ -204,8 +224,14 @@ def check_timeline(
                 if ref((*loc, "invalidates", i), fact):
                     gone.setdefault(fact, f"invalidated by event {step.event!r}")
         elif isinstance(step, ForgetStep):
+            if step.scope == "everything":
+                asking[step.session] = step
+            # Whether a forget-everything erases depends on the strategy (it may ask, and
+            # a confirmation may come too late): a later probe may need its facts, and
+            # the ground truth drops them where they are erased (`sim/truth.py`).
+            definite = step.scope != "everything"
             for i, fact in enumerate(step.facts):
-                if ref((*loc, "facts", i), fact):
+                if ref((*loc, "facts", i), fact) and definite:
                     gone[fact] = "erased by a forget command"
         else:
             for i, fact in enumerate(step.needed):
@@ -216,3 +242,9 @@ def check_timeline(
             for i, fact in enumerate(step.forbidden):
                 ref((*loc, "forbidden", i), fact)
     return everything
+
+
+_CONFIRMS_ALONE = (
+    "answers a forget command of scope everything: it must be the user's next turn "
+    "(say or forget) in that session after one"
+)

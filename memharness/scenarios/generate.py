@@ -9,6 +9,9 @@ profile fact later erased by a forget command, a PII disclosure, chit-chat noise
 at most one long idle gap (100-200 days) before a closing probe of what should last.
 A share of users (`thread`) talk in one long-lived session, where stale statements stay
 in the session's history and only expiry or events keep them out.
+Every personal value a statement says (the PII disclosure, an address given in an
+address change) is listed in its `pii:` with its kind, and the users are written
+`pii_complete` (`GENERATED_PII_COMPLETE`): the detector's precision is measured on them.
 """
 
 from __future__ import annotations
@@ -17,14 +20,24 @@ import random
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 from memharness.scenarios.loader import write_header, write_user
 from memharness.scenarios.model import iso, to_epoch
+from memharness.scenarios.pii_values import draw_pii
 from memharness.scenarios.texts import DOMAINS, EVENTS, NOISE, PREFS, Lang
-from reference.pii import is_valid_cn_id, luhn_ok
 
-__all__ = ["DOMAINS", "Mixture", "generate_scenario", "iter_users"]
+__all__ = [
+    "DOMAINS",
+    "GENERATED_PII_COMPLETE",
+    "Mixture",
+    "generate_scenario",
+    "iter_users",
+    "user_data",
+]
+
+#: Generated users' `pii_complete`: their statements list every personal value they say.
+GENERATED_PII_COMPLETE = True
 
 Step = dict[str, Any]
 _START = to_epoch("2024-01-01T00:00:00Z")
@@ -94,9 +107,16 @@ def iter_users(
     mix = mixture or Mixture()
     for index in range(users):
         rng = random.Random(f"{seed}:{domain}:{index}")
+        # The newer PII values come from a generator of their own (`pii_values.py`).
+        extra = random.Random(f"{seed}:{domain}:{index}:pii")
         lang: Lang = "zh" if rng.random() < zh_share else "en"
-        steps, episodes = _user(rng, domain, lang, mix)
+        steps, episodes = _user(rng, extra, domain, lang, mix)
         yield f"u{index:06d}", steps, episodes
+
+
+def user_data(user_id: str, steps: list[Step]) -> dict[str, Any]:
+    """A generated user as scenario data, for `User.model_validate`."""
+    return {"id": user_id, "pii_complete": GENERATED_PII_COMPLETE, "timeline": steps}
 
 
 def generate_scenario(
@@ -115,7 +135,7 @@ def generate_scenario(
     for user_id, steps, episodes in iter_users(
         domain=domain, users=users, seed=seed, zh_share=zh_share, mixture=mixture
     ):
-        write_user(out, user_id, steps)
+        write_user(out, user_id, steps, pii_complete=GENERATED_PII_COMPLETE)
         total.update(episodes)
         total["users"] += 1
         total["steps"] += len(steps)
@@ -123,7 +143,7 @@ def generate_scenario(
 
 
 def _user(
-    rng: random.Random, domain: str, lang: Lang, mix: Mixture
+    rng: random.Random, extra: random.Random, domain: str, lang: Lang, mix: Mixture
 ) -> tuple[list[Step], Counter[str]]:
     t = _Timeline(rng, thread=rng.random() < mix.thread)
     episodes: Counter[str] = Counter({"thread": 1} if t.thread else {})
@@ -182,10 +202,11 @@ def _user(
     if rng.random() < mix.pii:
         session = t.new_session()
         pii = t.fact_id()
-        kind, value, said, query = _pii(rng, lang)
-        fact = _fact(pii, "sensitive", kind)
-        t.add("say", said, session=session, facts=[fact], sensitive=True, pii=[value])
-        t.add("probe", query, session=session, needed=[pii])
+        told = draw_pii(rng, extra, lang)
+        fact = _fact(pii, "sensitive", told.key)
+        marked = [{"value": told.value, "kind": told.kind}]
+        t.add("say", told.said, session=session, facts=[fact], sensitive=True, pii=marked)
+        t.add("probe", told.query, session=session, needed=[pii])
         episodes["pii"] += 1
 
     gap = (100.0, 200.0) if rng.random() < mix.long_gap else (1.0, 14.0)
@@ -208,6 +229,7 @@ def _event(t: _Timeline, domain: str, lang: Lang, session: str) -> None:
             spec.say[lang].format(value=old),
             session=session,
             facts=[_fact(temp, "profile", "address")],
+            pii=[{"value": old, "kind": "address"}],
         )
         t.add("probe", spec.query[lang].format(ref=ref), session=session, needed=[temp])
         session = t.new_session((5.0, 60.0))
@@ -219,7 +241,8 @@ def _event(t: _Timeline, domain: str, lang: Lang, session: str) -> None:
         )
         newer = t.fact_id()
         fact = _fact(newer, "profile", "address") | {"supersedes": temp}
-        t.add("say", spec.say[lang].format(value=new), session=session, facts=[fact])
+        marked = [{"value": new, "kind": "address"}]
+        t.add("say", spec.say[lang].format(value=new), session=session, facts=[fact], pii=marked)
         t.add(
             "probe",
             spec.query[lang].format(ref=ref),
@@ -252,37 +275,3 @@ _COMPANIES: dict[Lang, tuple[str, ...]] = {
     "en": ("Acme Corp", "Globex Ltd", "Initech", "Umbrella Systems", "Stark Logistics"),
     "zh": ("星辰科技有限公司", "华光电子", "远洋物流", "青山建设集团", "明德教育"),
 }
-
-
-def _cn_id(rng: random.Random) -> str:
-    """A resident ID with a real province, birth date and a valid checksum."""
-    province = rng.choice(("11", "31", "32", "33", "44", "51"))
-    born = f"{rng.randint(1950, 2005)}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}"
-    body = f"{province}{rng.randint(0, 9999):04d}{born}{rng.randint(0, 999):03d}"
-    return next(body + c for c in "0123456789X" if is_valid_cn_id(body + c))
-
-
-def _card(rng: random.Random) -> str:
-    body = "6222" + "".join(str(rng.randint(0, 9)) for _ in range(11))
-    return next(body + c for c in "0123456789" if luhn_ok(body + c))
-
-
-def _pii(rng: random.Random, lang: Lang) -> tuple[str, str, str, str]:
-    """A PII disclosure: its kind, the value, the statement and the question."""
-    kind: Literal["id_number", "phone", "bank_card"] = rng.choice(
-        ("id_number", "phone", "bank_card")
-    )
-    if kind == "id_number":
-        value = _cn_id(rng)
-        if lang == "en":
-            return kind, value, f"My ID number is {value}.", "What is my ID number?"
-        return kind, value, f"我的身份证号是{value}。", "我的身份证号是多少？"
-    if kind == "phone":
-        value = f"1{rng.choice('3456789')}{rng.randint(0, 999_999_999):09d}"
-        if lang == "en":
-            return kind, value, f"My phone number is {value}.", "What is my phone number?"
-        return kind, value, f"我的手机号是{value}。", "我的手机号是多少？"
-    value = _card(rng)
-    if lang == "en":
-        return kind, value, f"My bank card number is {value}.", "What is my bank card number?"
-    return kind, value, f"我的银行卡号是{value}。", "我的银行卡号是多少？"

@@ -122,9 +122,14 @@ def write_header(out: TextIO, *, name: str, description: str = "", seed: int | N
     out.write("users:\n")
 
 
-def write_user(out: TextIO, user_id: str, steps: Iterable[Mapping[str, Any]]) -> None:
+def write_user(
+    out: TextIO, user_id: str, steps: Iterable[Mapping[str, Any]], *, pii_complete: bool = False
+) -> None:
     """One user, one flow-style line per step."""
-    out.write(f"  - id: {dump_line(user_id)}\n    timeline:\n")
+    out.write(f"  - id: {dump_line(user_id)}\n")
+    if pii_complete:
+        out.write("    pii_complete: true\n")
+    out.write("    timeline:\n")
     for step in steps:
         out.write(f"      - {dump_line(step)}\n")
 
@@ -138,7 +143,7 @@ def write_scenario(scenario: Scenario, out: TextIO) -> None:
             data = step.model_dump(exclude_defaults=True)
             data["at"] = iso(step.at)
             steps.append(data)
-        write_user(out, user.id, steps)
+        write_user(out, user.id, steps, pii_complete=user.pii_complete)
     if scenario.adversarial:
         out.write("adversarial:\n")
         for question in scenario.adversarial:

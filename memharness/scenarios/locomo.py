@@ -10,6 +10,11 @@ Mapping, decided here and documented in docs/running-and-scenarios.md:
   ("1:56 pm on 8 May, 2023", read as UTC), `TURN_SPACING_S` apart; an image turn's
   caption is appended ("[shares a photo: ...]") since questions may rest on it;
 - each turn asserts one fact, id = its `dia_id`, type `fact`;
+- a speaker's name (`speaker_a`, `speaker_b`) said in a turn's own words, as a whole
+  word, is marked `pii: [{value: <name>, kind: name}]`: a person's name, certainly. The
+  speaker prefix is the importer's label, not marked; nor is anything else (other
+  people's names, places): LoCoMo does not label them, so its users are not
+  `pii_complete` and the detector's precision is not measured on them;
 - each question of categories 1-4 becomes a probe, one second apart, an hour after the
   last turn, in session `questions`; its needed facts are its evidence turns;
 - category 5 (adversarial) goes to the scenario's `adversarial` list, not probed.
@@ -152,6 +157,11 @@ def _turns(conv: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], set[
     steps: list[dict[str, Any]] = []
     known: set[str] = set()
     last = 0.0
+    speakers = [
+        name.strip()
+        for key in ("speaker_a", "speaker_b")
+        if isinstance(name := conv.get(key), str) and name.strip()
+    ]
     for n in numbers:
         parent = "conversation"
         stamp = _get(conv, f"session_{n}_date_time", str, where, parent)
@@ -181,18 +191,24 @@ def _turns(conv: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], set[
                 )
             known.add(dia_id)
             last = at + t * TURN_SPACING_S
-            steps.append(
-                {
-                    "at": last,
-                    "session": f"session_{n}",
-                    "say": f"{speaker}: {text}".strip(),
-                    "facts": [{"id": dia_id, "type": "fact"}],
-                    # The memory scopes fact keys by speaker, so neither speaker's
-                    # "my X is ..." supersedes the other's.
-                    "metadata": {"speaker": speaker},
-                }
-            )
+            step = {
+                "at": last,
+                "session": f"session_{n}",
+                "say": f"{speaker}: {text}".strip(),
+                "facts": [{"id": dia_id, "type": "fact"}],
+                # The memory scopes fact keys by speaker, so neither speaker's
+                # "my X is ..." supersedes the other's.
+                "metadata": {"speaker": speaker},
+            }
+            if said := _names_said(text, speakers):
+                step["pii"] = [{"value": name, "kind": "name"} for name in said]
+            steps.append(step)
     return steps, known, last
+
+
+def _names_said(text: str, names: list[str]) -> list[str]:
+    """The `names` that `text` says as whole words."""
+    return [n for n in names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text)]
 
 
 def _evidence(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, date, datetime, time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,15 @@ from reference.validation import MAX_TEXT_CHARS
 
 Loc = tuple[int | str, ...]
 STEP_KINDS = ("say", "event", "forget", "probe")
+#: The kinds of personal value a statement's `pii:` entry may name (the detector's names):
+#: `mobile` a Chinese mobile number, `phone` any other phone number (landlines,
+#: international), `ssn` a US social security number, `name` a person's name, `address`
+#: a street or postal address, `other` what none of these says (a plain string entry).
+PiiKind = Literal[
+    "cn_id", "mobile", "phone", "email", "bank_card", "passport", "ssn", "name", "address",
+    "other",
+]  # fmt: skip
+PII_KINDS: tuple[str, ...] = get_args(PiiKind)
 
 
 def to_epoch(value: Any) -> float:
@@ -91,12 +100,27 @@ class FactSpec(_Strict):
     supersedes: Id | None = None
 
 
+def _pii_entry(value: Any) -> Any:
+    # A plain string names a value of no particular kind: `other`.
+    return {"value": value, "kind": "other"} if isinstance(value, str) else value
+
+
+class PiiValue(_Strict):
+    """A personal value a statement contains, exactly as said, and its kind."""
+
+    value: Annotated[str, Field(min_length=1)]
+    kind: PiiKind = "other"
+
+
 class SayStep(_Strict):
     """The user says `say` in `session`; it asserts `facts`.
 
-    `sensitive` marks a statement that discloses personal data, and `pii` lists those
-    values as said (each must occur in `say`): the ground truth PII residency follows,
-    whatever the memory's detector finds. A statement with `pii` values is sensitive.
+    `pii` lists the personal values the statement contains, as said (each must occur in
+    `say`), each a string or `{value, kind}`: the ground truth PII residency follows and
+    the detector is scored against, whatever the memory's detector finds. A statement
+    with `pii` values discloses PII; one only marked `sensitive: true` does too, but
+    names no value to follow: it is unmeasurable (`scenarios validate` warns, a run
+    counts it as `pii_unmeasured`).
     """
 
     at: Timestamp
@@ -104,23 +128,38 @@ class SayStep(_Strict):
     say: Text
     facts: list[FactSpec] = Field(default_factory=list)
     sensitive: bool = False
-    pii: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    pii: list[Annotated[PiiValue, BeforeValidator(_pii_entry)]] = Field(default_factory=list)
     metadata: dict[str, MetaValue] = Field(default_factory=dict)
+    #: The user's answer to "forget everything" (the turn right after a `scope:
+    #: everything` forget in this session): true confirms, false refuses. Ground truth:
+    #: under a strategy that asks (`forget_commands.confirm_everything`), that forget
+    #: erases only on `confirms: true` within the strategy's `confirm_within_s`.
+    confirms: bool | None = None
 
     @field_validator("pii")
     @classmethod
-    def _pii_is_said(cls, values: list[str], info: ValidationInfo) -> list[str]:
+    def _pii_is_said(cls, values: list[PiiValue], info: ValidationInfo) -> list[PiiValue]:
         said = info.data.get("say")
         if isinstance(said, str):
-            for value in values:
-                if value not in said:
-                    raise ValueError(f"{value!r} does not occur in the `say` text")
+            for i, entry in enumerate(values):
+                if entry.value not in said:
+                    raise ValueError(f"entry {i}: {entry.value!r} does not occur in the `say` text")
         return values
 
     @property
     def discloses_pii(self) -> bool:
         """Whether the script marks this statement as carrying personal data."""
         return self.sensitive or bool(self.pii)
+
+    @property
+    def pii_unmeasured(self) -> bool:
+        """Marked `sensitive` with no value to follow: its residency cannot be measured."""
+        return self.sensitive and not self.pii
+
+    @property
+    def pii_values(self) -> tuple[str, ...]:
+        """The marked values as said, each once, in the order listed."""
+        return tuple(dict.fromkeys(entry.value for entry in self.pii))
 
 
 class EventStep(_Strict):
@@ -183,9 +222,15 @@ Step = Annotated[
 
 
 class User(_Strict):
-    """One user and their timeline, in time order."""
+    """One user and their timeline, in time order.
+
+    `pii_complete: true` says every statement of the user lists all the personal values
+    it contains (a statement without `pii` contains none): the detector's precision is
+    measured on such users only (a detection no mark covers is a false positive).
+    """
 
     id: Id
+    pii_complete: bool = False
     timeline: list[Step] = Field(default_factory=list)
 
 

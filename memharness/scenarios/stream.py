@@ -18,7 +18,12 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
-from memharness.scenarios.checks import check_adversarial, check_user, check_user_data
+from memharness.scenarios.checks import (
+    check_adversarial,
+    check_user,
+    check_user_data,
+    pii_findings,
+)
 from memharness.scenarios.loader import ScenarioError, _without_tags
 from memharness.scenarios.model import Adversarial, Loc, Scenario, User
 from reference.user_words import describe_errors
@@ -58,6 +63,8 @@ class ScenarioInfo:
     seed: int | None = None
     users: int = 0
     adversarial: list[Adversarial] = field(default_factory=list)
+    #: What does not stop a replay but a reader should know (`checks.pii_findings`).
+    warnings: list[Problem] = field(default_factory=list)
 
 
 def stream_scenario(path: str | Path, on_user: Callable[[User], None]) -> ScenarioInfo:
@@ -102,6 +109,7 @@ class _Reader:
         self.facts: dict[str, frozenset[str]] = {}
         self.users = 0
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
         self.top_line = 1  # the line of the document's mapping, for problems of the whole
 
     def note(self, node: yaml.Node | None, loc: Loc, messages: list[tuple[Loc, str]]) -> None:
@@ -186,6 +194,10 @@ class _Reader:
         if problems:
             self.note(node, loc, problems)
         elif user is not None:
+            self.warnings += [
+                Problem(self.source, line_of(node, sub[len(loc) :]), dotted(sub), message)
+                for sub, message in pii_findings(user, loc)
+            ]
             self.on_user(user)
 
     def finish(self, header: dict[str, Any], top: Any) -> ScenarioInfo:
@@ -222,4 +234,5 @@ class _Reader:
             seed=scenario.seed,
             users=self.users,
             adversarial=list(scenario.adversarial),
+            warnings=self.warnings,
         )

@@ -13,16 +13,25 @@ shares add up to 1 (`probes.py` has the rules). Leakage counts erased facts that
 back, retrieved by a probe or still stored after their forget command (must be 0).
 The ceiling (`ceiling.py`) is the recall@k of a dense search over every said turn, the
 same under every strategy.
-PII: the items are the statements the scenario marks (`sensitive: true`, or `pii:` values),
-whatever the memory's detector found. `pii_raw_max_s` is the longest time from such a
-statement until no layer showed its values in plaintext (an STM or LTM text, an LTM value
-as stored): 0 when the memory masked them on the way in. It is None when an item was still
-in plaintext at the end of the run (`pii_raw_at_end` of them): its time has no bound the
-run can give. `pii_sealed_max_s` is, over the items a layer held sealed (the encrypted
-original in an LTM value, recoverable with the key: `pii_sealed_items` of them), the
-longest time from the statement until no layer did (anonymised or deleted); None when
-none was sealed (a strategy that does not seal) or one was still sealed at the end
-(`pii_sealed_at_end`). Both to the resolution of the sweep ticks.
+PII: the items are the statements whose personal values the scenario marks (`pii:`),
+whatever the memory's detector found, and exactly those values are followed; a statement
+marked `sensitive: true` with no values is not an item but `pii_unmeasured` (nothing to
+follow: the detector is never asked). `pii_detector` scores the memory's detector against
+the marks, per kind and over `all` (`pii_scoring.py`): recall per marked kind (a value
+is found when detected spans cover it, whatever kind they name), precision per detected
+kind on users marked `pii_complete` only (a detection overlapping no marked value is a
+false positive); `pii_detector_recall` and `_precision` are its `all` row.
+`pii_raw_max_s` is the longest time from such a statement until no layer showed its
+values in plaintext (an STM or LTM text, an LTM value as stored): 0 when the memory
+masked them on the way in. It is None when an item was still in plaintext at the end of
+the run (`pii_raw_at_end` of them): its time has no bound the run can give.
+`pii_sealed_max_s` is, over the items a layer held sealed (the encrypted original in an
+LTM value, recoverable with the key: `pii_sealed_items` of them), the longest time from
+the statement until no layer did (anonymised or deleted); None when none was sealed (a
+strategy that does not seal) or one was still sealed at the end (`pii_sealed_at_end`).
+Both to the resolution of the sweep ticks.
+Monitoring (growth per memory type per day, lifetime per type, cleanup success and
+duration, retrieval hit rate) is `monitoring.py`'s, under the result's `monitoring` key.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from memharness.sim.monitoring import figures as monitoring_figures
+from memharness.sim.pii_scoring import detector_figures
 from memharness.sim.tally import LATENCY_OPS, LAYERS, ShardResult, new_histogram
 
 #: The counts `merge` adds up over shards.
@@ -39,7 +50,7 @@ TALLIES = (
     "turns", "probes", "events", "needed", "retrieved", "retrieved_stm", "retrieved_ltm",
     "missed", "over_forgotten", "unreachable", "unstored", "stale_probes", "leaked",
     "ceiling_needed", "ceiling_found", "pii_items", "pii_raw_at_end", "pii_sealed_items",
-    "pii_sealed_at_end",
+    "pii_sealed_at_end", "pii_unmeasured",
 )  # fmt: skip
 
 
@@ -64,9 +75,11 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         total.probe_records.extend(s.probe_records)
         total.pii_raw_s.extend(s.pii_raw_s)
         total.pii_sealed_s.extend(s.pii_sealed_s)
+        total.pii_detector.update(s.pii_detector)
     # Shards run side by side: the strategy took as long as its slowest shard.
     slowest = max(shards, key=lambda s: s.wall_s, default=ShardResult())
     wall = slowest.wall_s
+    detector = detector_figures(total.pii_detector)
     metrics = {
         "recall_at_k": _share(total.retrieved, total.needed),
         "recall_stm_at_k": _share(total.retrieved_stm, total.needed),
@@ -83,6 +96,10 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         "pii_sealed_items": total.pii_sealed_items,
         "pii_sealed_max_s": _bounded_max(total.pii_sealed_s, open_items=total.pii_sealed_at_end),
         "pii_sealed_at_end": total.pii_sealed_at_end,
+        "pii_unmeasured": total.pii_unmeasured,
+        "pii_detector": detector,
+        "pii_detector_recall": detector.get("all", {}).get("recall"),
+        "pii_detector_precision": detector.get("all", {}).get("precision"),
         "turns": total.turns,
         "probes": total.probes,
         "probes_recorded": len(total.probe_records),
@@ -105,6 +122,7 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         },
         "footprint": footprint(shards),
         "latency_ms": latency([s.histograms for s in shards]),
+        "monitoring": monitoring_figures([s.monitor for s in shards]),
     }
 
 

@@ -14,6 +14,7 @@ from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep
 from memharness.scenarios.stats import is_turn
 from memharness.sim.causes import Causes, Key
 from memharness.sim.layer_reads import PiiItem, Ref, footprint, live, resolved
+from memharness.sim.monitoring import Monitor
 from memharness.sim.probes import (
     TALLY,
     Verdict,
@@ -26,6 +27,7 @@ from memharness.sim.probes import (
 from memharness.sim.tally import Latencies, ShardResult
 from memharness.sim.truth import UserTruth
 from reference.forgetting.consolidation import episode_source
+from reference.forgetting.plans import ForgetReport
 from reference.models import Event, Fact, MemoryRecord
 from reference.policy.decisions import Memory
 from reference.policy.oracle import OracleAdvice
@@ -51,8 +53,9 @@ class ReplayedShard(Protocol):
 
     k: int
     max_leaks: int
-    truth: dict[int, UserTruth]
     sessions: dict[tuple[int, str], str]
+
+    def truths(self, strategy: Strategy) -> dict[int, UserTruth]: ...
 
 
 class Replay:
@@ -61,6 +64,7 @@ class Replay:
     def __init__(self, shard: ReplayedShard, strategy: Strategy) -> None:
         self.shard = shard
         self.strategy = strategy
+        self.truth = shard.truths(strategy)  # ground truth under this strategy's setting
         self.system: MemorySystem
         self.advice: OracleAdvice | None = None
         self.result = ShardResult()
@@ -75,6 +79,7 @@ class Replay:
         self.causes = Causes()
         self.keys: dict[tuple[str, str], Key] = {}  # (layer, id) -> its current version
         self.user_refs: dict[int, list[Ref]] = {}  # user -> where their facts were stored
+        self.monitor = Monitor()  # growth, lifetime, cleanup, hit rate (`monitoring.py`)
 
     # ------------------------------------------------------------------ the oracle
     def oracle_until(self, memory: Memory) -> float | None:
@@ -84,7 +89,7 @@ class Replay:
         if found is None:
             return None
         user, facts = found
-        return self.shard.truth[user].needed_until(facts)
+        return self.truth[user].needed_until(facts)
 
     def _facts_of(self, memory: Memory | None) -> tuple[int, tuple[str, ...]] | None:
         if isinstance(memory, MemoryRecord):
@@ -102,9 +107,9 @@ class Replay:
         self.pii_dirty.add(u.user_id)
         self.result.turns += is_turn(step)  # the count `scenarios stats` gives
         if isinstance(step, SayStep):
-            self.say(u, step)
+            self.say(u, step, index)
         elif isinstance(step, ForgetStep):
-            self.forget(u, step)
+            self.forget(u, step, index)
         elif isinstance(step, EventStep):
             self.result.events += 1
             self.event(u, step)
@@ -124,18 +129,22 @@ class Replay:
         self.latencies.record_all(result.timings_ms)
         return result
 
-    def say(self, u: SimUser, step: SayStep) -> None:
+    def say(self, u: SimUser, step: SayStep, index: int) -> None:
         result = self._turn(u, step.session, step.say, step.at, dict(step.metadata))
+        if result.forgotten is not None or index in self.truth[u.index].erased_by:
+            self._forgotten(u, step.at, index, result.forgotten, step.say)  # a confirmation
         facts = tuple(f.id for f in step.facts)
         refs: list[Ref] = []
         if result.stm.record is not None:
             self.stm_facts[result.stm.record.record_id] = (u.index, facts)
             self.stm_sessions[result.stm.record.record_id] = result.stm.record.session_id
             refs.append(("stm", result.stm.record.record_id))
+            self.monitor.written(result.stm.record, step.at, refs[-1])
         if result.promoted is not None:
             fact = result.promoted
             self.ltm_facts[(fact.fact_id, fact.version)] = (u.index, facts)
             refs.append(("ltm", fact.category.value, fact.key, fact.fact_id, fact.version))
+            self.monitor.written(fact, step.at, refs[-1])
             older = self.keys.get(("ltm", fact.fact_id))
             if older is not None and older[2] != fact.version:
                 what = f"{fact.category.value}/{fact.key}"
@@ -149,20 +158,14 @@ class Replay:
         if self.advice is not None:  # the oracle learns what the new memories carry
             for memory in (result.stm.record, result.promoted):
                 if memory is not None:
-                    self.advice.note(memory, self.shard.truth[u.index].needed_until(facts))
-        if step.discloses_pii:  # ground truth: the script marks it, whatever was masked
-            item = PiiItem(u.user_id, step.at, self._pii_values(step), refs)
+                    self.advice.note(memory, self.truth[u.index].needed_until(facts))
+        if step.pii:  # ground truth: the values the script marks, whatever was masked
+            item = PiiItem(u.user_id, step.at, step.pii_values, refs)
             self.result.pii_items += 1
             if not resolved(self.system, self.result, item, step.at):
                 self.pii.append(item)
-
-    def _pii_values(self, step: SayStep) -> tuple[str, ...]:
-        """The values of a marked statement: those the script lists (`pii:`); for a
-        statement only marked `sensitive`, what the reference's detector finds in it, or
-        else the whole statement (so that at least a verbatim copy is seen)."""
-        if step.pii:
-            return tuple(step.pii)
-        return tuple(m.text for m in self.system.pii.detect(step.say)) or (step.say,)
+        elif step.sensitive:  # marked, but no value to follow: counted, never guessed
+            self.result.pii_unmeasured += 1
 
     def _follow(self, user: int, refs: list[Ref]) -> None:
         """Follow the memories at `refs` (they carry scenario facts) for `causes`."""
@@ -177,15 +180,19 @@ class Replay:
         # (read-only reads), to name it as the cause of what it removed.
         watched = self._needed_live(u, step.at) if self.strategy.events else []
         mark = time.perf_counter()
-        self.system.handle_event(event, at=step.at)
+        outcome = self.system.handle_event(event, at=step.at)
         self.result.inside_s += time.perf_counter() - mark
+        removed = outcome.stm_removed + outcome.ltm_archived + outcome.ltm_deleted
+        self.monitor.event(
+            u.user_id, removed, step.at, lambda user, ref: live(self.system, user, ref)
+        )
         for ref in watched:
             if not self._stored(u, ref):
                 detail = f"invalidated by event {step.event!r}"
                 self.causes.remove(_key(ref), step.at, f"event {step.event}", detail)
 
     def _needed_live(self, u: SimUser, at: float) -> list[Ref]:
-        truth = self.shard.truth[u.index]
+        truth = self.truth[u.index]
         found = []
         for ref in self.user_refs.get(u.index, []):
             if _key(ref) in self.causes.removed:
@@ -198,23 +205,34 @@ class Replay:
                 found.append(ref)
         return found
 
-    def forget(self, u: SimUser, step: ForgetStep) -> None:
+    def forget(self, u: SimUser, step: ForgetStep, index: int) -> None:
         result = self._turn(u, step.session, step.forget, step.at, {})
-        report = result.forgotten
+        self._forgotten(u, step.at, index, result.forgotten, step.forget)
+
+    def _forgotten(
+        self, u: SimUser, at: float, index: int, report: ForgetReport | None, said: str
+    ) -> None:
+        """After a turn that was (or, by the script, should have been) a forget command or
+        its confirmation: name it as the cause of what it removed, and count as a leak
+        every fact the ground truth says it erased that is still stored."""
         if report is not None:
-            detail = f"{report.scope} forget command {step.forget!r}"
+            detail = f"{report.scope} forget command {said!r}"
             removed = [("stm", r) for r in report.stm_removed] + [
                 ("ltm", f) for f in report.ltm_erased
             ]
             for ident in removed:
                 key = self.keys.get(ident)
                 if key is not None:
-                    self.causes.remove(key, step.at, "forget command", detail)
-        for fact_id in step.facts:  # gone from every layer, right away
+                    self.causes.remove(key, at, "forget command", detail)
+        failed = False
+        for fact_id in self.truth[u.index].erased_by.get(index, ()):  # gone, right away
             if any(self._stored(u, ref) for ref in self.refs.get((u.index, fact_id), [])):
-                self._leak(u, step.at, fact_id, "still stored after the forget command")
+                self._leak(u, at, fact_id, "still stored after the forget command")
+                failed = True
+        self.monitor.forgot(report, at, failed=failed)
 
     def probe(self, u: SimUser, step: ProbeStep, index: int) -> None:
+        step = self.truth[u.index].judged(step)  # its lists under this strategy
         session_id = self.shard.sessions[(u.index, step.session)]
         mark = time.perf_counter()
         recall = self.system.recall(
@@ -235,7 +253,7 @@ class Replay:
             for layer, layer_hits in layers
         }
         found = {layer: {f for facts in carried[layer] for f in facts} for layer, _ in layers}
-        truth = self.shard.truth[u.index]
+        truth = self.truth[u.index]
         verdicts = judge(
             step,
             found["stm"] | found["ltm"],
@@ -244,6 +262,7 @@ class Replay:
         )
         res = self.result
         res.probes += 1
+        self.monitor.probe(step.needed, found["stm"] | found["ltm"])
         for fact_id, verdict in verdicts.items():
             if verdict is Verdict.LEAK:
                 self._leak(u, step.at, fact_id, f"retrieved by probe {step.probe!r}")
@@ -302,6 +321,7 @@ class Replay:
         spent = time.perf_counter() - mark
         self.result.inside_s += spent
         self.latencies.record("sweep", spent * 1000.0)
+        self.monitor.swept(stats, at, _episode_ref)
         for layer in stats.by_layer.values():
             if layer.decisions:
                 self.pii_dirty.update(d.user_id for d in layer.decisions)
@@ -347,6 +367,8 @@ class Replay:
         taken[at] = footprint(self.system)
 
     def finish(self) -> None:
+        self.monitor.finish()
+        self.result.monitor = self.monitor.tally
         end = self.system.clock.now()
         for item in self.pii:
             # Not resolved: its time has no end within the run.
@@ -370,3 +392,7 @@ def _key(ref: Ref) -> Key:
     if ref[0] == "stm":
         return "stm", ref[1], 0
     return "ltm", ref[3], ref[4]  # type: ignore[misc]
+
+
+def _episode_ref(fact: Fact) -> Ref:
+    return "ltm", fact.category.value, fact.key, fact.fact_id, fact.version

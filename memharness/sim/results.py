@@ -31,6 +31,7 @@ from memharness.report import ResultsError, load_results
 from memharness.scenarios.stats import StatsTally
 from memharness.sim.plan import ScenarioInput, StrategySpec
 from memharness.sim.runner import StrategyOutcome
+from reference.policy.alerts import raised
 
 _VERSIONED = ("memharness", "ray", "chromadb", "numpy", "psycopg", "redis", "pgvector", "torch")
 #: Header settings a resumed run must share with the run it continues: each changes figures.
@@ -242,6 +243,8 @@ class ResultWriter:
             "leaks": figures.get("leaks", []),
             "footprint": figures.get("footprint"),
             "latency_ms": figures.get("latency_ms"),
+            "monitoring": figures.get("monitoring"),
+            "alerts": raised(spec.strategy.alerts, figures.get("monitoring")),
         }
         current = self._section()
         ceiling = figures.get("ceiling")

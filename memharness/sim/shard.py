@@ -17,17 +17,20 @@ from __future__ import annotations
 import operator
 import resource
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple
 from typing import Any
 
 from memharness.sim.ceiling import CeilingTally, Embed, user_ceiling
+from memharness.sim.pii_scoring import Detect, user_tally
 from memharness.sim.replay import Replay, SimUser
 from memharness.sim.tally import ShardResult
 from memharness.sim.truth import UserTruth
 from reference.clock import VirtualClock
 from reference.keys import Namespace
 from reference.policy.oracle import OracleAdvice
+from reference.policy.rules import ForgetCommandsRule
 from reference.policy.strategy import Strategy
 from reference.system import MemorySystem
 
@@ -45,7 +48,7 @@ class ShardReplayer:
         self.users = users
         self.k = k
         self.max_leaks = max_leaks
-        self.truth = {u.index: UserTruth.of(u.user) for u in users}
+        self._truths: dict[ForgetCommandsRule, dict[int, UserTruth]] = {}
         self.sessions: dict[tuple[int, str], str] = {}
         for u in users:
             names = dict.fromkeys(getattr(s, "session", None) for s in u.user.timeline)
@@ -56,10 +59,19 @@ class ShardReplayer:
         self.steps_done = 0
         self.users_done = 0
         self.ceiling: CeilingTally | None = None  # `measure_ceiling`, or the first replay
+        self.detector: Counter[str] | None = None  # `score_detector`, in the first replay
         # Every step of the shard in replay order, sorted once: a replay merges its
         # ticks and samples into it.
         self.steps: list[tuple[float, int, int, int, Any]] = [e for u in users for e in _steps(u)]
         self.steps.sort(key=_ORDER)
+
+    def truths(self, strategy: Strategy) -> dict[int, UserTruth]:
+        """Each user's ground truth under the strategy's `forget_commands` setting (the
+        only part of a strategy the truth depends on), computed once per setting."""
+        rule = strategy.forget_commands
+        if rule not in self._truths:
+            self._truths[rule] = {u.index: UserTruth.of(u.user, rule) for u in self.users}
+        return self._truths[rule]
 
     def texts(self) -> list[str]:
         """Every text a replay embeds, to embed ahead in batches (the embedder's cache)."""
@@ -82,6 +94,13 @@ class ShardReplayer:
                 CeilingTally(),
             )
         return self.ceiling
+
+    def score_detector(self, detect: Detect) -> Counter[str]:
+        """The PII detector against the script's marks (`pii_scoring.py`), scored once:
+        the reference builds the same detector under every strategy."""
+        if self.detector is None:
+            self.detector = sum((user_tally(u.user, detect) for u in self.users), Counter())
+        return self.detector
 
     def run(
         self,
@@ -106,6 +125,7 @@ class ShardReplayer:
         run.system, run.advice = system, advice
         ceiling = self.measure_ceiling(embed=system.embedder.embed, mask=system.pii.mask)
         run.result.ceiling_needed, run.result.ceiling_found = astuple(ceiling)
+        run.result.pii_detector = Counter(self.score_detector(system.pii.detect))
         began = time.perf_counter()
         try:
             for _, kind, payload in self._merged(ticks, samples, peak_samples):

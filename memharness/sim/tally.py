@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
+
+from memharness.sim.monitoring import MonitorTally
 
 LAYERS = ("session", "stm", "ltm")
 #: Operations whose latency a replay records (ms): a turn's parts, probes and sweeps.
@@ -45,16 +48,20 @@ class ShardResult:
     #: every strategy.
     ceiling_needed: int = 0
     ceiling_found: int = 0
-    #: PII (`metrics.py`): the statements the script marks, and per item the time from
-    #: the statement until no layer showed its values in plaintext (`pii_raw_s`), and,
-    #: for items a layer held sealed, until none did (`pii_sealed_s`); items whose copy
-    #: outlived the run are counted `..._at_end` instead.
+    #: PII (`metrics.py`): the statements whose values the script marks, and per item
+    #: the time from the statement until no layer showed its values in plaintext
+    #: (`pii_raw_s`), and, for items a layer held sealed, until none did
+    #: (`pii_sealed_s`); items whose copy outlived the run are counted `..._at_end`
+    #: instead. `pii_unmeasured`: statements marked sensitive with no value to follow.
     pii_items: int = 0
+    pii_unmeasured: int = 0
     pii_raw_s: list[float] = field(default_factory=list)
     pii_raw_at_end: int = 0
     pii_sealed_items: int = 0
     pii_sealed_s: list[float] = field(default_factory=list)
     pii_sealed_at_end: int = 0
+    #: The detector against the marks (`pii_scoring.py`): "<kind>.<count>" -> count.
+    pii_detector: Counter[str] = field(default_factory=Counter)
     #: Per sample time, per layer (records, bytes): the series' samples, and those taken
     #: for the peak only (at probe moments, `plan.probe_times`).
     footprint: dict[float, dict[str, tuple[int, int]]] = field(default_factory=dict)
@@ -65,6 +72,8 @@ class ShardResult:
     #: rest of `wall_s` is the harness's own bookkeeping.
     inside_s: float = 0.0
     peak_rss_mb: float = 0.0  # of the process that replayed the shard, over its life
+    #: Growth, lifetime, cleanup and hit rate counts (`monitoring.py`).
+    monitor: MonitorTally = field(default_factory=MonitorTally)
 
 
 class Latencies:

@@ -32,7 +32,9 @@ value holds the record's metadata (what events match on: `order_id`, `ticket_id`
 `topic` key, the `speaker`), the session, when it was said and its memory type
 (`kind`), sealed by the engine as any LTM value (PII still detected in the metadata is
 masked and its original encrypted). The strategy gives it its expiry as any LTM value
-of category `episode` (`ttl.by_category.episode`, the importance rule from its score);
+of category `episode` (`ttl.by_category.episode`, the importance rule from its score),
+and an episode of a `sensitive` utterance no later than `ttl.by_type.sensitive` after
+it was said;
 decay, archival, anonymisation, events and forget commands treat it as a fact, and
 events and forget commands match it as the record it came from (`kind`, `topic`).
 
@@ -81,6 +83,8 @@ EPISODE_KEY_PREFIX = "episode:"
 #: The initial score of an utterance by its intent (seed 002 §4.1), before details.
 _BY_KIND: dict[MemoryType, float] = {
     MemoryType.PROFILE: 7.0,
+    MemoryType.ENTITY: 7.0,
+    MemoryType.KNOWLEDGE: 7.0,
     MemoryType.PREFERENCE: 6.0,
     MemoryType.FACT: 5.0,
     MemoryType.INSTRUCTION: 4.0,
@@ -243,10 +247,14 @@ def plan_session(
     every = stm.records(filter=_every(user_id, session_id))
     records = [r for r in every if r.is_live(ended_at)]
     chosen, dropped = _chosen(ltm, strategy, user_id, records)
+    cause = f"consolidation of session {session_id}"
+    superseded = _superseded(ltm, user_id, records)
+    why = f"{cause}: a later statement of its topic supersedes it"
     return ChangeBatch(
         actor=CONSOLIDATION_ACTOR,
-        ltm=FactChanges(delete=_superseded(ltm, user_id, records)),
-        episodes=tuple(EpisodeWrite(record, score) for record, score in chosen),
+        cause=cause,
+        ltm=FactChanges(delete=superseded, causes=dict.fromkeys(superseded, why)),
+        episodes=tuple(EpisodeWrite(record, score, until) for record, score, until in chosen),
         stm_remove=frozenset(r.record_id for r in every),
         consolidated=(user_id, session_id),
         dropped=tuple(dropped),
@@ -256,9 +264,9 @@ def plan_session(
 
 def _chosen(
     ltm: LongTermStore, strategy: Strategy, user_id: str, records: list[MemoryRecord]
-) -> tuple[list[tuple[MemoryRecord, float]], list[tuple[str, str, str]]]:
-    """The records that become episodes, with their initial importance; and the others
-    as (record_id, rule, why)."""
+) -> tuple[list[tuple[MemoryRecord, float, float | None]], list[tuple[str, str, str]]]:
+    """The records that become episodes, with their initial importance and the latest
+    expiry their episode may have; and the others as (record_id, rule, why)."""
     floor = strategy.consolidation_rule.min_importance
     topics = {t for r in records if (t := _topic(r)) is not None}
     held: dict[str, float] = {}  # key -> when its live fact was last written
@@ -277,11 +285,21 @@ def _chosen(
             continue
         score = initial_importance(record)
         if score >= floor:
-            chosen.append((record, score))
+            chosen.append((record, score, _not_after(strategy, record)))
         else:
             why = f"its session ended; importance {score:.2f} is under the floor {floor:.2f}"
             dropped.append((record.record_id, "consolidation.min_importance", why))
     return chosen, dropped
+
+
+def _not_after(strategy: Strategy, record: MemoryRecord) -> float | None:
+    """A sensitive utterance's episode expires by the strategy's `ttl.by_type.sensitive`
+    from when it was said, as its STM record would: consolidation must not keep what the
+    strict TTL removes. None: no such bound."""
+    if record.type is not MemoryType.SENSITIVE or strategy.ttl is None:
+        return None
+    ttl = strategy.ttl.by_type.get(MemoryType.SENSITIVE)
+    return None if ttl is None else record.created_at + ttl
 
 
 def _superseded(ltm: LongTermStore, user_id: str, records: list[MemoryRecord]) -> frozenset[str]:

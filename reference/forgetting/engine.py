@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from reference import chinese_words
 from reference.clock import Clock
 from reference.crypto import FieldCipher, seal_value, unseal_value
 from reference.errors import ConfigurationError, InvalidInput
@@ -38,6 +39,7 @@ from reference.forgetting.sweeper import SweepInputs, plan_sweep, quiet_until
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import as_real
 from reference.models import Category, Event, Fact, Hit, MemoryRecord, MemoryType, RetentionUpdate
+from reference.monitoring import MemoryCounters
 from reference.policy.expiry import expires_at_on_write, on_access
 from reference.policy.forget_commands import ForgetCommand
 from reference.policy.oracle import OracleAdvice
@@ -88,6 +90,9 @@ class ForgettingEngine:
             raise InvalidInput("forget_min_similarity", "must be in (0, 1]")
         if not 1 <= overfetch <= 20:
             raise InvalidInput("overfetch", f"must be 1 to 20, got {overfetch}")
+        # jieba, once per process (PII detection, lexical retrieval): not on the first
+        # Chinese turn.
+        chinese_words.load()
         self.strategy = strategy
         self.due_rule = due_rule(strategy)  # what besides expiry makes a fact due
         self.clock = clock
@@ -112,6 +117,8 @@ class ForgettingEngine:
         # advice came are not in its index): the first sweep after `advise` scans.
         self._oracle_scanned = False
         self._bus: tuple[EventBus, str, str] | None = None
+        #: Growth, lifetimes, cleanups and retrieval hits (`reference.monitoring`).
+        self.counters = MemoryCounters(clock)
 
     # ------------------------------------------------------------------ write
     def stm_expiry(self, kind: MemoryType, *, importance: float = 5.0) -> dict[str, Any]:
@@ -157,12 +164,19 @@ class ForgettingEngine:
         return [Hit(record=_accessed(h.record, updates, now), score=h.score) for h in hits]
 
     def retrieve_ltm(
-        self, *, user_id: str, embedding: np.ndarray, k: int, touch: bool
+        self, *, user_id: str, embedding: np.ndarray, k: int, touch: bool, text: str = ""
     ) -> list[Hit[Fact]]:
-        """The user's top-k facts under the strategy; with `touch`, the access is stored."""
+        """The user's top-k facts under the strategy (`text`, the query, is what lexical
+        retrieval searches); with `touch`, the access is stored."""
+        rule = self.strategy.lexical_retrieval
+        how: dict[str, Any] = {}
+        if rule is not None and text:
+            how = {"text": text, "lexical": True, "rrf_k": rule.rrf_k}
         if touch and not self.reranks and not self.access_moves_expiry:
-            return self.ltm.query(user_id=user_id, embedding=embedding, k=k)
-        hits = self.ltm.query(user_id=user_id, embedding=embedding, k=self._fetch(k), touch=False)
+            return self.ltm.query(user_id=user_id, embedding=embedding, k=k, **how)
+        hits = self.ltm.query(
+            user_id=user_id, embedding=embedding, k=self._fetch(k), touch=False, **how
+        )
         now = self.clock.now()
         hits = rerank(hits, strategy=self.strategy, now=now, k=k)
         if not touch or not hits:
@@ -245,6 +259,7 @@ class ForgettingEngine:
     def note_written(self, memory: MemoryRecord | Fact) -> None:
         """A turn wrote `memory` (a record, or a fact's new version): under an oracle
         strategy, the advice learns until when it is needed."""
+        self.counters.note_written(memory)
         if self.strategy.oracle and self.oracle is not None:
             self.oracle.written(memory)
 
@@ -255,25 +270,35 @@ class ForgettingEngine:
         check_id("session_id", session_id)
         started = time.perf_counter()
         search = TopicSearch(self.embedder, self.pii, self.forget_min_similarity)
-        plan = plan_forget(
-            command,
-            stm=self.stm,
-            ltm=self.ltm,
-            search=search,
-            user_id=user_id,
-            session_id=session_id,
-        )
-        return plan.report(command, self.executor().apply(plan.batch), started)
+        with self.counters.timed("forget"):
+            plan = plan_forget(
+                command,
+                stm=self.stm,
+                ltm=self.ltm,
+                search=search,
+                user_id=user_id,
+                session_id=session_id,
+            )
+            report = plan.report(command, self.executor().apply(plan.batch), started)
+        self.counters.removed("forget", stm=len(report.stm_removed), ltm=len(report.ltm_erased))
+        return report
 
     # ------------------------------------------------------------------ events
-    def handle_event(self, event: Event) -> EventOutcome:
-        """Apply the strategy's invalidations for one business event. Idempotent: a
-        redelivered event finds its memories already archived or gone."""
+    def handle_event(self, event: Event, *, event_id: str | None = None) -> EventOutcome:
+        """Apply the strategy's invalidations for one business event (`event_id`: its id
+        on the bus, kept in the audit's cause). Idempotent: a redelivered event finds its
+        memories already archived or gone."""
         if not isinstance(event, Event):
             raise InvalidInput("event", f"must be an Event, got {type(event).__name__}")
         user_id = check_id("event.user_id", event.user_id)
-        batch = plan_event(event, stm=self.stm, ltm=self.ltm, strategy=self.strategy)
-        done = self.executor().apply(batch)
+        with self.counters.timed("event"):
+            batch = plan_event(
+                event, stm=self.stm, ltm=self.ltm, strategy=self.strategy, event_id=event_id
+            )
+            done = self.executor().apply(batch)
+        self.counters.removed(
+            "event", stm=done.stm_removed, ltm=done.ltm.archived + done.ltm.deleted
+        )
         return EventOutcome(
             event.name, user_id, done.stm_removed, done.ltm.archived, done.ltm.deleted
         )
@@ -300,8 +325,8 @@ class ForgettingEngine:
             total += settled
         return total
 
-    def _apply(self, _id: str, event: Event) -> None:
-        self.handle_event(event)
+    def _apply(self, event_id: str, event: Event) -> None:
+        self.handle_event(event, event_id=event_id)
 
     # ------------------------------------------------------------------ sweeps
     def sweep(self, *, dry_run: bool = False, full_scan: bool = False) -> SweepStats:
@@ -362,6 +387,7 @@ class ForgettingEngine:
             expires_at=self.ltm_expires_at,
             written=self.note_written,
             before_batch=before_batch,
+            counters=self.counters,
         )
 
 

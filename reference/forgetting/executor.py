@@ -30,6 +30,7 @@ from reference.forgetting.consolidation import SessionTracker, episode_key, epis
 from reference.forgetting.plans import Applied, ChangeBatch, Consolidation, LayerStats, SweepStats
 from reference.ltm.base import LongTermStore
 from reference.models import Category, Fact
+from reference.monitoring import MemoryCounters
 from reference.policy.oracle import OracleAdvice
 from reference.session.base import SessionStore
 from reference.stm.base import ShortTermStore
@@ -57,6 +58,9 @@ class Executor:
     expires_at: Expiry
     written: Callable[[Fact], None]
     before_batch: Callable[[], None] | None = None
+    #: Where a sweep counts itself (`reference.monitoring`): completed or raised, its
+    #: duration, the memories it ended.
+    counters: MemoryCounters | None = None
 
     def apply(self, batch: ChangeBatch) -> Applied:
         """Apply one batch, after the `before_batch` hook (a sweep's pages of expired
@@ -70,6 +74,19 @@ class Executor:
     ) -> SweepStats:
         """Apply (or, in a dry run, count) a sweep planner's batches; `started` is the
         `time.perf_counter()` the sweep began at, `events` how many it consumed first."""
+        try:
+            stats = self._sweep(batches, dry_run=dry_run, events=events, started=started)
+        except Exception:
+            if self.counters is not None and not dry_run:
+                self.counters.cleanup("sweep", ok=False, seconds=time.perf_counter() - started)
+            raise
+        if self.counters is not None and not dry_run:
+            self.counters.swept(stats.by_layer, stats.duration_s)
+        return stats
+
+    def _sweep(
+        self, batches: Iterable[ChangeBatch], *, dry_run: bool, events: int, started: float
+    ) -> SweepStats:
         layers = {"session": LayerStats(), "stm": LayerStats(), "ltm": LayerStats()}
         sessions = consolidated = 0
         episodes: list[Fact] = []
@@ -137,7 +154,7 @@ class Executor:
         if batch.ltm:
             out.ltm = self.ltm.apply_changes(batch.ltm, actor=batch.actor)
         for flt in batch.ltm_erase:
-            self.ltm.erase(filter=flt, actor=batch.actor)
+            self.ltm.erase(filter=flt, actor=batch.actor, cause=batch.cause)
         if batch.episodes:
             out.episodes = self._write_episodes(batch)
         if batch.stm_delete is not None:
@@ -182,12 +199,20 @@ class Executor:
                 text=record.text,
                 importance=score,
                 actor=batch.actor,
+                cause=batch.cause,
                 embedding=vector,
-                expires_at=self.expires_at(Category.EPISODE, importance=score),
+                expires_at=_earliest(
+                    self.expires_at(Category.EPISODE, importance=score), episode.not_after
+                ),
             )
             self.written(fact)
             written.append(fact)
         return written
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    """The earlier of two deadlines (None: never)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 __all__ = ["Executor"]

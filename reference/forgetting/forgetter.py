@@ -42,6 +42,7 @@ from reference.forgetting.plans import (
     Applied,
     ChangeBatch,
     ForgetReport,
+    decision_causes,
 )
 from reference.ltm.base import LongTermStore
 from reference.ltm.filters import FactChanges, LtmFilter
@@ -128,6 +129,7 @@ def _everything(stm: ShortTermStore, ltm: LongTermStore, user_id: str) -> Forget
     facts = ltm.facts(filter=LtmFilter(user_id=user_id, include_dead=True))
     batch = ChangeBatch(
         actor=FORGET_ACTOR,
+        cause="forget command: everything",
         # A filter naming the user only: every fact, and the user's whole audit, redacted.
         ltm_erase=(LtmFilter(user_id=user_id),),
         stm_delete=every,
@@ -161,7 +163,12 @@ def _last_said(
         # Only a fact this very utterance stated: an older value stays.
         fact_ids = frozenset(f.fact_id for f in facts if f.text == last.text)
     erase = (LtmFilter(user_id=user_id, fact_ids=fact_ids),) if fact_ids else ()
-    batch = ChangeBatch(actor=FORGET_ACTOR, ltm_erase=erase, stm_remove=frozenset({last.record_id}))
+    batch = ChangeBatch(
+        actor=FORGET_ACTOR,
+        cause="forget command: what was just said",
+        ltm_erase=erase,
+        stm_remove=frozenset({last.record_id}),
+    )
     return _plan(batch, (last.record_id,), fact_ids, ())
 
 
@@ -203,15 +210,37 @@ def _topic(
         for r in records
         if r.record_id in near or matcher.says(r.text) or _in_keys(_topic_of(r), source_keys)
     )
-    batch = ChangeBatch(actor=FORGET_ACTOR, ltm_erase=tuple(erase), stm_remove=stm_ids)
+    cause = forget_topic_cause(keys)
+    batch = ChangeBatch(actor=FORGET_ACTOR, cause=cause, ltm_erase=tuple(erase), stm_remove=stm_ids)
     return _plan(batch, stm_ids, fact_ids, source_keys)
 
 
+#: The keys a forget topic may name in an audit cause: the vocabulary's, never words of
+#: the command itself (a topic such as "phone 138..." holds the value being erased).
+_NAMED_KEYS = frozenset(
+    {*PROFILE_KEYS, *(name for name, _ in TOPICS), *(name for name, _ in SAFETY)}
+)
+
+
+def forget_topic_cause(keys: Iterable[str]) -> str:
+    """The audit cause of a forget command on a topic: the scope and the vocabulary
+    keys the topic names; the topic's own words stay out (they may hold the value)."""
+    named = sorted(set(keys) & _NAMED_KEYS)
+    return "forget command: topic " + (", ".join(named) if named else "(no known key)")
+
+
 def plan_event(
-    event: Event, *, stm: ShortTermStore, ltm: LongTermStore, strategy: Strategy
+    event: Event,
+    *,
+    stm: ShortTermStore,
+    ltm: LongTermStore,
+    strategy: Strategy,
+    event_id: str | None = None,
 ) -> ChangeBatch:
     """The strategy's invalidations for one business event (`policy.invalidations_for`).
-    STM has no archived state: invalidating a short-lived record removes it."""
+    STM has no archived state: invalidating a short-lived record removes it. Each LTM
+    change's audit cause is its decision's reason (event, time, rule), with the event's
+    id on the bus when given."""
     if not any(rule.event == event.name for rule in strategy.events):
         return ChangeBatch(actor=EVENTS_ACTOR)
     records = stm.records(filter=StmFilter(user_id=event.user_id, include_dead=True))
@@ -219,9 +248,11 @@ def plan_event(
     decisions = invalidations_for(event, records, facts, strategy=strategy)
     archive = {d.record_id for d in decisions if d.layer == "ltm" and d.action is Action.ARCHIVE}
     delete = {d.record_id for d in decisions if d.layer == "ltm" and d.action is Action.DELETE}
+    suffix = "" if event_id is None else f", event id {event_id}"
+    causes = decision_causes(decisions, suffix)
     return ChangeBatch(
         actor=EVENTS_ACTOR,
-        ltm=FactChanges(delete=frozenset(delete), archive=frozenset(archive)),
+        ltm=FactChanges(delete=frozenset(delete), archive=frozenset(archive), causes=causes),
         stm_remove=frozenset(d.record_id for d in decisions if d.layer == "stm"),
     )
 

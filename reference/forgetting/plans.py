@@ -33,10 +33,12 @@ _NO_FACT_CHANGES = FactChanges()
 @fast_init
 @dataclass(frozen=True, slots=True)
 class EpisodeWrite:
-    """An LTM episode to write from an STM record, with its initial importance."""
+    """An LTM episode to write from an STM record, with its initial importance and the
+    latest expiry it may have (None: the strategy's rule for episodes alone)."""
 
     record: MemoryRecord
     importance: float
+    not_after: float | None = None
 
 
 @fast_init
@@ -52,6 +54,9 @@ class ChangeBatch:
     decisions: tuple[Decision, ...] = ()
     #: The LTM audit's actor for every LTM write of the batch.
     actor: str = SWEEP_ACTOR
+    #: Why the batch's erasures by filter and its episodes happen (the audit's cause);
+    #: changes by id carry theirs in `ltm.causes`.
+    cause: str = ""
     # LTM: expire/delete, erase, archive, anonymise by fact id; erasures by filter, in order.
     ltm: FactChanges = _NO_FACT_CHANGES
     ltm_erase: tuple[LtmFilter, ...] = ()
@@ -220,8 +225,10 @@ def fact_changes(facts: list[Fact], decisions: list[Decision]) -> FactChanges:
     erase: set[str] = set()
     archive: set[str] = set()
     anonymise: dict[str, dict[str, Any]] = {}
+    causes: dict[str, str] = {}
     for decision in decisions:
         fact = by_id[decision.record_id]
+        causes[fact.fact_id] = sweep_cause(decision)
         if decision.action is Action.EXPIRE:
             delete.add(fact.fact_id)
         elif decision.action is Action.DELETE:
@@ -235,7 +242,19 @@ def fact_changes(facts: list[Fact], decisions: list[Decision]) -> FactChanges:
         erase=frozenset(erase),
         archive=frozenset(archive),
         anonymise=anonymise,
+        causes=causes,
     )
+
+
+def sweep_cause(decision: Decision) -> str:
+    """The audit cause of a sweep's decision: the sweep, and the rule's reason (which
+    names the rule: `expired at ... by ttl.by_type.preference`)."""
+    return f"sweep: {decision.reason}"
+
+
+def decision_causes(decisions: list[Decision], suffix: str = "") -> dict[str, str]:
+    """Each LTM decision's reason (with `suffix`), by fact id: the causes of its changes."""
+    return {d.record_id: d.reason + suffix for d in decisions if d.layer == "ltm"}
 
 
 def anonymised(value: dict[str, Any]) -> dict[str, Any]:
@@ -259,5 +278,7 @@ __all__ = [
     "LayerStats",
     "SweepStats",
     "anonymised",
+    "decision_causes",
     "fact_changes",
+    "sweep_cause",
 ]

@@ -29,7 +29,8 @@ from reference.clock import Clock
 from reference.errors import InvalidInput
 from reference.footprint import Usage
 from reference.keys import Namespace
-from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter
+from reference.lexical import DEFAULT_RRF_K, fuse, lexical_pool, lexical_ranking, query_terms
+from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter, check_cause
 from reference.ltm.primitives import (
     Activity,
     ApplyChanges,
@@ -94,10 +95,12 @@ class LongTermStore(LtmPrimitives):
         expires_at: float | None = None,
         actor: str = "system",
         embedding: Sequence[float] | np.ndarray | None = None,
+        cause: str = "",
     ) -> Fact:
         """Insert the fact, or supersede the current value of `(user_id, category, key)`:
-        a new value increments `version` and reactivates an archived fact. The embedding
-        is of `text` unless given."""
+        a new value increments `version` and reactivates an archived fact (its
+        `archive_reason` cleared). The embedding is of `text` unless given; `cause` says
+        why in the audit entry (never the value)."""
         check_id("user_id", user_id)
         cat = check_category("category", category)
         key = check_key("key", key)
@@ -105,6 +108,7 @@ class LongTermStore(LtmPrimitives):
         check_text("text", text)
         check_importance("importance", importance)
         check_id("actor", actor)
+        check_cause("cause", cause)
         if expires_at is not None and not isinstance(expires_at, int | float):
             raise InvalidInput(
                 "expires_at", f"must be an epoch timestamp or None, got {expires_at!r}"
@@ -112,7 +116,7 @@ class LongTermStore(LtmPrimitives):
         vector = self._vector(text, embedding)
         expiry = None if expires_at is None else float(expires_at)
         fact = (user_id, cat, key, value, text, float(importance), expiry, actor, vector)
-        return self._apply(UpsertFact(*fact, self.clock.now()))
+        return self._apply(UpsertFact(*fact, self.clock.now(), cause))
 
     def get(self, *, user_id: str, category: Category | str, key: str) -> Fact | None:
         """The live fact at `(user_id, category, key)`, touched (access stats), or None."""
@@ -132,32 +136,43 @@ class LongTermStore(LtmPrimitives):
         k: int = 5,
         categories: frozenset[Category] | None = None,
         touch: bool = True,
+        lexical: bool = False,
+        rrf_k: int = DEFAULT_RRF_K,
     ) -> list[Hit[Fact]]:
         """The `k` live facts of this user most similar to the query, best first.
 
         With `touch` (the default) the returned facts count as accessed; an observer that
-        must not change what it measures (a probe) passes `touch=False`.
+        must not change what it measures (a probe) passes `touch=False`. With `lexical`
+        (the query `text` is then required), the dense ranking is fused with the lexical
+        one by reciprocal rank (`reference.lexical`) and a hit's score is its fused score.
         """
         check_k("k", k)
         flt = LtmFilter(user_id=user_id, categories=categories)
-        if embedding is None:
+        if embedding is None or lexical:
             if text is None:
-                raise InvalidInput("text", "give the query text or its embedding")
+                need = "lexical retrieval needs the query text" if lexical else "give the query"
+                raise InvalidInput("text", need if lexical else f"{need} text or its embedding")
             check_text("text", text)
         vector = self._vector(text or "", embedding)
-        return self._search(vector, flt, k, self.clock.now(), touch=touch)
+        if not lexical:
+            return self._search(vector, flt, k, self.clock.now(), touch=touch)
+        check_k("rrf_k", rrf_k, limit=100_000)
+        return self._fused(text or "", vector, flt, k, rrf_k, touch=touch)
 
-    def archive(self, *, filter: LtmFilter, actor: str = "system") -> int:
-        """Set matching live facts to archived (no longer returned); returns how many."""
+    def archive(self, *, filter: LtmFilter, actor: str = "system", cause: str = "") -> int:
+        """Set matching live facts to archived (no longer returned), each keeping `cause`
+        as its `archive_reason`; returns how many."""
         check_id("actor", actor)
-        return self._apply(ArchiveFacts(filter, actor, self.clock.now()))
+        check_cause("cause", cause)
+        return self._apply(ArchiveFacts(filter, actor, self.clock.now(), cause))
 
-    def delete(self, *, filter: LtmFilter, actor: str = "system") -> int:
+    def delete(self, *, filter: LtmFilter, actor: str = "system", cause: str = "") -> int:
         """Hard-delete matching facts, archived and expired ones included whatever the
         filter's `include_dead` says; returns how many."""
         check_id("actor", actor)
+        check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._apply(DeleteFacts(everything, actor, self.clock.now()))
+        return self._apply(DeleteFacts(everything, actor, self.clock.now(), cause))
 
     def facts(self, *, filter: LtmFilter) -> list[Fact]:
         """Matching facts ordered by (created_at, fact_id), without touching them."""
@@ -179,6 +194,17 @@ class LongTermStore(LtmPrimitives):
         if fact_id is not None:
             check_id("fact_id", fact_id)
         return self._lookup(AuditLog(user_id, fact_id))
+
+    def audit_entries(
+        self, *, user_id: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[AuditEntry]:
+        """The audit entries of one user (None: every user) written at `since` <= at <=
+        `until` (None: unbounded), in audit_id order: what an audit report lists. A read."""
+        if user_id is not None:
+            check_id("user_id", user_id)
+        low = float("-inf") if since is None else check_timestamp("since", since)
+        high = float("inf") if until is None else check_timestamp("until", until)
+        return self._lookup(AuditLog(user_id, None, low, high))
 
     # ------------------------------------------------------------------ engine API
     def touch(self, *, user_id: str, updates: Sequence[RetentionUpdate]) -> int:
@@ -215,15 +241,17 @@ class LongTermStore(LtmPrimitives):
         hits = self._search(vector, flt, total, now, touch=False)
         return [hit for hit in hits if hit.score >= min_score]
 
-    def erase(self, *, filter: LtmFilter, actor: str = "forget") -> int:
+    def erase(self, *, filter: LtmFilter, actor: str = "forget", cause: str = "") -> int:
         """Erase: hard-delete the matching facts (dead ones included) and, in the same
         transaction, redact the values of every audit entry of the user that the filter
         matches (by fact_id, category and key, whether or not the fact still exists) or
         that belongs to a deleted fact. Each erased fact gets an 'erase' audit entry.
-        Returns how many facts were deleted."""
+        Returns how many facts were deleted. `cause` is kept as it is: it must not hold
+        the erased value (name the command's scope or topic, not its text)."""
         check_id("actor", actor)
+        check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._apply(EraseFacts(everything, actor, self.clock.now()))
+        return self._apply(EraseFacts(everything, actor, self.clock.now(), cause))
 
     def scan(self, *, after: str | None = None, limit: int = 1000) -> list[Fact]:
         """Up to `limit` facts of the whole namespace (every user and status) with
@@ -300,6 +328,25 @@ class LongTermStore(LtmPrimitives):
         return self._apply(ForgetActivity(check_id("user_id", user_id)))
 
     # ------------------------------------------------------------------ helpers
+    def _fused(
+        self, text: str, vector: np.ndarray, flt: LtmFilter, k: int, rrf_k: int, *, touch: bool
+    ) -> list[Hit[Fact]]:
+        """Dense and lexical rankings of the user's facts, fused (see `query`)."""
+        now = self.clock.now()
+        pool = lexical_pool(k)
+        dense = [hit.record.fact_id for hit in self._search(vector, flt, pool, now, touch=False)]
+        terms = query_terms(text)
+        ranked: list[str] = []
+        if terms:
+            total, matches = self._lexical_matches(terms, flt, now)
+            ranked = lexical_ranking(terms, matches, total=total, limit=pool, dense=dense)
+        fused = fuse([dense, ranked], rrf_k=rrf_k)[:k]
+        if not fused:
+            return []
+        chosen = dataclasses.replace(flt, fact_ids=frozenset(fid for fid, _ in fused))
+        by_id = {fact.fact_id: fact for fact in self._fetch(chosen, now, touch=touch)}
+        return [Hit(record=by_id[fid], score=score) for fid, score in fused if fid in by_id]
+
     def _vector(self, text: str, embedding: Sequence[float] | np.ndarray | None) -> np.ndarray:
         """The one vector an operation uses: the checked `embedding` (`check_embedding`,
         not copied), else the embedding of `text`, float32 or float64, never converted

@@ -69,6 +69,7 @@ def audit_draft(
     now: float,
     old_value: dict[str, Any] | None,
     new_value: dict[str, Any] | None,
+    cause: str = "",
 ) -> AuditEntry:
     """An audit entry not yet written: audit_id 0 until the backend assigns one."""
     return AuditEntry(
@@ -83,6 +84,7 @@ def audit_draft(
         version=fact.version,
         old_value=old_value,
         new_value=new_value,
+        cause=cause,
     )
 
 
@@ -101,6 +103,7 @@ def numbered(entry: AuditEntry, audit_id: int) -> AuditEntry:
         entry.version,
         entry.old_value,
         entry.new_value,
+        entry.cause,
     )
 
 
@@ -129,6 +132,7 @@ def copy_fact(fact: Fact) -> Fact:
         fact.importance,
         fact.expires_at,
         fact.status,
+        fact.archive_reason,
     )
 
 
@@ -150,6 +154,7 @@ def accessed_fact(fact: Fact, now: float) -> Fact:
         fact.importance,
         fact.expires_at,
         fact.status,
+        fact.archive_reason,
     )
 
 

@@ -43,18 +43,18 @@ class MethodPerOperation:
         if isinstance(op, MarkActive):
             return self._mark_active(op.activity)
         if isinstance(op, ArchiveFacts):
-            return self._archive(op.filter, actor=op.actor, now=op.now)
+            return self._archive(op.filter, actor=op.actor, now=op.now, cause=op.cause)
         if isinstance(op, DeleteFacts):
-            return self._delete(op.filter, actor=op.actor, now=op.now)
+            return self._delete(op.filter, actor=op.actor, now=op.now, cause=op.cause)
         if isinstance(op, EraseFacts):
-            return self._erase(op.filter, actor=op.actor, now=op.now)
+            return self._erase(op.filter, actor=op.actor, now=op.now, cause=op.cause)
         if isinstance(op, ForgetActivity):
             return self._forget_activity(op.user_id)
         raise TypeError(f"not a long-term write: {op!r}")
 
     def _lookup(self, op: LtmLookup) -> Any:
         if isinstance(op, AuditLog):
-            return self._audit_log(op.user_id, op.fact_id)
+            return self._audit_log(op)
         if op.user_ids is not None:
             return self._last_active(op.user_ids)
         return self._activity_between(op.after, op.until)
@@ -78,15 +78,15 @@ class MethodPerOperation:
 
         def _mark_active(self, activity: dict[str, float]) -> None: ...
 
-        def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int: ...
+        def _archive(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int: ...
 
-        def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int: ...
+        def _delete(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int: ...
 
-        def _erase(self, flt: LtmFilter, *, actor: str, now: float) -> int: ...
+        def _erase(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int: ...
 
         def _forget_activity(self, user_id: str) -> bool: ...
 
-        def _audit_log(self, user_id: str, fact_id: str | None) -> list[AuditEntry]: ...
+        def _audit_log(self, op: AuditLog) -> list[AuditEntry]: ...
 
         def _last_active(self, user_ids: list[str]) -> dict[str, float]: ...
 

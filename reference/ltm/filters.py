@@ -8,14 +8,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reference.errors import InvalidInput
 from reference.models import Category, Fact, Status
 from reference.records import fast_init
-from reference.validation import check_category, check_id, check_json_object, check_key
+from reference.validation import (
+    check_category,
+    check_id,
+    check_json_object,
+    check_key,
+    check_text,
+)
 
 AUDIT_ACTIONS = ("insert", "update", "archive", "delete", "erase", "anonymise")
 #: What an erased value becomes in the audit log: the entry stays (who, when, what, key),
 #: the value does not. Distinct from None, which means "no value" (an insert's old value).
 REDACTED: dict[str, Any] = {"_redacted": True}
+#: The longest cause an audit entry keeps (`AuditEntry.cause`).
+MAX_CAUSE_CHARS = 500
+
+
+def check_cause(field_name: str, cause: object) -> str:
+    """An audit cause: a string (empty: none given) PostgreSQL can store, of at most
+    `MAX_CAUSE_CHARS` characters."""
+    if not isinstance(cause, str):
+        raise InvalidInput(field_name, f"must be a string, got {type(cause).__name__}")
+    if len(cause) > MAX_CAUSE_CHARS:
+        raise InvalidInput(
+            field_name, f"is {len(cause)} characters; the limit is {MAX_CAUSE_CHARS}"
+        )
+    return check_text(field_name, cause) if cause else cause
 
 
 @fast_init
@@ -27,12 +48,15 @@ class FactChanges:
     it). `delete` keeps the removed value in its audit entry; `erase` redacts every audit
     value of the fact. `anonymise` maps a fact to its new value (the sealed original
     dropped), and strips the sealed payload from the fact's audit values as well.
+    `causes` maps a fact to why it changes (each audit entry's `cause`, an archived
+    fact's `archive_reason`); a fact it does not name gets the cause "".
     """
 
     delete: frozenset[str] = frozenset()
     erase: frozenset[str] = frozenset()
     archive: frozenset[str] = frozenset()
     anonymise: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    causes: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("delete", "erase", "archive"):
@@ -41,6 +65,13 @@ class FactChanges:
             check_id("fact_ids", fact_id)
         for value in self.anonymise.values():
             check_json_object("anonymise", value)
+        for fact_id, cause in self.causes.items():
+            check_id("causes", fact_id)
+            check_cause("causes", cause)
+
+    def cause_of(self, fact_id: str) -> str:
+        """Why the fact changes ("" when `causes` does not say)."""
+        return self.causes.get(fact_id, "")
 
     def __bool__(self) -> bool:
         return bool(self.delete or self.erase or self.archive or self.anonymise)

@@ -82,7 +82,7 @@ class InMemoryForgetting:
                 changed += 1
         return changed
 
-    def _erase(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _erase(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         with self._lock:
             facts = self._matching(flt, now)
             gone = {f.fact_id for f in facts}
@@ -92,7 +92,8 @@ class InMemoryForgetting:
                 entry = self._audit[position]
                 if entry.fact_id in gone or audit_matches(entry, flt):
                     txn.audit_rewrites[position] = _redacted(entry)
-            self._write_audit(txn, [audit_draft(f, "erase", actor, now, None, None) for f in facts])
+            erased = [audit_draft(f, "erase", actor, now, None, None, cause) for f in facts]
+            self._write_audit(txn, erased)
             self._commit(txn)
             return len(facts)
 
@@ -115,6 +116,7 @@ class InMemoryForgetting:
         with self._lock:
             txn = Txn()
             entries: list[AuditEntry] = []
+            why = changes.cause_of
             removed = changes.delete | changes.erase
             deleted = [self._facts[f] for f in sorted(changes.delete) if f in self._facts]
             erased = [
@@ -123,19 +125,24 @@ class InMemoryForgetting:
             txn.deletes.extend(f.fact_id for f in (*deleted, *erased))
             # A deleted fact's audit keeps its masked value; the sealed original goes.
             entries += [
-                audit_draft(f, "delete", actor, now, _strip_seal(f.value), None) for f in deleted
+                audit_draft(f, "delete", actor, now, _strip_seal(f.value), None, why(f.fact_id))
+                for f in deleted
             ]
             deleted_ids = {f.fact_id for f in deleted}
             erased_ids = {f.fact_id for f in erased}
-            entries += [audit_draft(f, "erase", actor, now, None, None) for f in erased]
+            entries += [
+                audit_draft(f, "erase", actor, now, None, None, why(f.fact_id)) for f in erased
+            ]
             archived = 0
             for fact_id in sorted(changes.archive - removed):
                 fact = self._facts.get(fact_id)
                 if fact is None or fact.status is not Status.ACTIVE:
                     continue
-                new = dataclasses.replace(fact, status=Status.ARCHIVED, updated_at=now)
+                new = dataclasses.replace(
+                    fact, status=Status.ARCHIVED, updated_at=now, archive_reason=why(fact_id)
+                )
                 txn.puts[fact_id] = (new, None)
-                entries.append(audit_draft(new, "archive", actor, now, None, None))
+                entries.append(audit_draft(new, "archive", actor, now, None, None, why(fact_id)))
                 archived += 1
             anonymised: set[str] = set()
             for fact_id in sorted(set(changes.anonymise) - removed):
@@ -145,7 +152,11 @@ class InMemoryForgetting:
                 value = json.loads(storable_json("anonymise", changes.anonymise[fact_id]))
                 staged = txn.puts.get(fact_id, (fact, None))[0]
                 txn.puts[fact_id] = (dataclasses.replace(staged, value=value), None)
-                entries.append(audit_draft(staged, "anonymise", actor, now, None, copy_json(value)))
+                entries.append(
+                    audit_draft(
+                        staged, "anonymise", actor, now, None, copy_json(value), why(fact_id)
+                    )
+                )
                 anonymised.add(fact_id)
             touched = sorted(
                 p

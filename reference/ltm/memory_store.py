@@ -25,6 +25,7 @@ from reference.errors import InvalidInput
 from reference.footprint import Usage, record_bytes
 from reference.ids import new_id
 from reference.keys import Namespace
+from reference.lexical import lexical_terms
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import (
     accessed_fact,
@@ -41,9 +42,7 @@ from reference.ltm.common import (
 from reference.ltm.dispatch import MethodPerOperation
 from reference.ltm.filters import AUDIT_ACTIONS, LtmFilter
 from reference.ltm.memory_forgetting import InMemoryForgetting, Txn
-from reference.ltm.primitives import (
-    UpsertFact,
-)
+from reference.ltm.primitives import AuditLog, UpsertFact
 from reference.models import AuditEntry, Category, Fact, Hit, Status
 from reference.policy.sweep import sealed_at
 from reference.text_interfaces import Embedder
@@ -61,6 +60,8 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
         self._vectors: dict[str, np.ndarray] = {}
         # Each vector's squared norm, summed as a query sums it (`_search`).
         self._squares: dict[str, float] = {}
+        # Each fact's searchable terms (`reference.lexical`), from its text.
+        self._terms: dict[str, frozenset[str]] = {}
         self._by_key: dict[tuple[str, Category, str], str] = {}
         self._by_user: dict[str, set[str]] = {}
         self._audit: list[AuditEntry] = []
@@ -103,6 +104,7 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
                 index.discard(fact_id)
             del self._vectors[fact_id]
             del self._squares[fact_id]
+            self._terms.pop(fact_id, None)
             del self._by_key[(fact.user_id, fact.category, fact.key)]
             owned = self._by_user[fact.user_id]
             owned.discard(fact_id)
@@ -156,11 +158,24 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
 
     # ------------------------------------------------------------------ primitives
     def _upsert(self, op: UpsertFact) -> Fact:
-        user_id, category, key, value, text, importance, expires_at, actor, embedding, now = op
+        (
+            user_id,
+            category,
+            key,
+            value,
+            text,
+            importance,
+            expires_at,
+            actor,
+            embedding,
+            now,
+            cause,
+        ) = op
         encoded = storable_json("value", value)
         storable_text("key", key)
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding).astype(np.float64)  # a copy
+        terms = frozenset(lexical_terms(text))
         # As JSONB returns it; the audit entry gets its own copy (a JSON round trip).
         stored = json.loads(encoded)
         with self._lock:
@@ -207,9 +222,11 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
                 action, old_value = "update", copy_plain(prior.value)
             txn.puts[fact.fact_id] = (fact, vector)
             self._write_audit(
-                txn, [audit_draft(fact, action, actor, now, old_value, copy_plain(stored))]
+                txn,
+                [audit_draft(fact, action, actor, now, old_value, copy_plain(stored), cause)],
             )
             self._commit(txn)
+            self._terms[fact.fact_id] = terms
             return copy_fact(fact)
 
     def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
@@ -261,23 +278,47 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
                 for d, fid in ranked
             ]
 
-    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _lexical_matches(
+        self, terms: list[str], flt: LtmFilter, now: float
+    ) -> tuple[int, list[tuple[str, list[str]]]]:
+        with self._lock:
+            owned = self._by_user.get(flt.user_id, ())
+            matching = [fid for fid in owned if flt.matches(self._facts[fid], now)]
+            out = []
+            for fid in matching:
+                held = [term for term in terms if term in self._terms[fid]]
+                if held:
+                    out.append((fid, held))
+            return len(matching), out
+
+    def _archive(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         with self._lock:
             txn = Txn()
             entries = []
             for fact in self._matching(flt, now):
                 if fact.status is not Status.ACTIVE:
                     continue
-                archived = dataclasses.replace(fact, status=Status.ARCHIVED, updated_at=now)
+                archived = dataclasses.replace(
+                    fact, status=Status.ARCHIVED, updated_at=now, archive_reason=cause
+                )
                 txn.puts[fact.fact_id] = (archived, None)
-                entries.append(audit_draft(archived, "archive", actor, now, None, None))
+                entries.append(audit_draft(archived, "archive", actor, now, None, None, cause))
             self._write_audit(txn, entries)
             self._commit(txn)
             return len(entries)
 
-    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _delete(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         with self._lock:
-            return self._hard_delete(self._matching(flt, now), actor=actor, now=now)
+            facts = self._matching(flt, now)
+            txn = Txn()
+            txn.deletes.extend(fact.fact_id for fact in facts)
+            entries = [
+                audit_draft(fact, "delete", actor, now, copy_json(fact.value), None, cause)
+                for fact in facts
+            ]
+            self._write_audit(txn, entries)
+            self._commit(txn)
+            return len(facts)
 
     def _count(self, flt: LtmFilter | None, now: float) -> int:
         with self._lock:
@@ -286,13 +327,18 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
             owned = self._by_user.get(flt.user_id, ())
             return sum(1 for fid in owned if flt.matches(self._facts[fid], now))
 
-    def _audit_log(self, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+    def _audit_log(self, op: AuditLog) -> list[AuditEntry]:
         with self._lock:
+            if op.user_id is None:
+                entries: list[AuditEntry] = self._audit
+            else:
+                entries = self._audit_entries(op.user_id, op.fact_id)
             return [
                 dataclasses.replace(
                     e, old_value=copy_json(e.old_value), new_value=copy_json(e.new_value)
                 )
-                for e in self._audit_entries(user_id, fact_id)
+                for e in entries
+                if op.since <= e.at <= op.until
             ]
 
     # ------------------------------------------------------------------ helpers
@@ -316,19 +362,6 @@ class InMemoryLongTermStore(MethodPerOperation, InMemoryForgetting, LongTermStor
             (fact for fact in facts if flt.matches(fact, now)),
             key=lambda fact: (fact.created_at, fact.fact_id),
         )
-
-    def _hard_delete(self, facts: list[Fact], *, actor: str, now: float) -> int:
-        txn = Txn()
-        txn.deletes.extend(fact.fact_id for fact in facts)
-        self._write_audit(
-            txn,
-            [
-                audit_draft(fact, "delete", actor, now, copy_json(fact.value), None)
-                for fact in facts
-            ],
-        )
-        self._commit(txn)
-        return len(facts)
 
     def _touch(self, fact_id: str, now: float) -> Fact:
         touched = accessed_fact(self._facts[fact_id], now)

@@ -252,11 +252,50 @@ def _episodes(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
     ]
 
 
+def _causes(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
+    """Why each change happened: the audit's `cause` (rows written before say ''), an
+    archived fact's `archive_reason` (NULL for facts archived before: unknown), and an
+    index by time for audit reports over a time range."""
+    audit = sql.Identifier(ns.audit_table)
+    return [
+        sql.SQL("ALTER TABLE {audit} ADD COLUMN cause text NOT NULL DEFAULT ''").format(
+            audit=audit
+        ),
+        sql.SQL("ALTER TABLE {facts} ADD COLUMN archive_reason text").format(
+            facts=sql.Identifier(ns.facts_table)
+        ),
+        sql.SQL("CREATE INDEX {name} ON {audit} (at)").format(
+            name=sql.Identifier(f"{ns.audit_table}_at_idx"), audit=audit
+        ),
+    ]
+
+
+def _lexemes(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
+    """Lexical search beside the vectors: each fact's terms as a tsvector (written by the
+    store with every text: `array_to_tsvector` of `reference.lexical.lexical_terms`, no
+    parser or dictionary between, so Chinese is segmented by jieba), under a GIN index.
+    Rows written before are backfilled by the `simple` configuration over the lower-cased
+    text (the same terms for English; Chinese unsegmented until the fact is rewritten)."""
+    facts = sql.Identifier(ns.facts_table)
+    return [
+        sql.SQL("ALTER TABLE {facts} ADD COLUMN lexemes tsvector").format(facts=facts),
+        sql.SQL("UPDATE {facts} SET lexemes = to_tsvector('simple', lower(text))").format(
+            facts=facts
+        ),
+        sql.SQL("ALTER TABLE {facts} ALTER COLUMN lexemes SET NOT NULL").format(facts=facts),
+        sql.SQL("CREATE INDEX {name} ON {facts} USING gin (lexemes)").format(
+            name=sql.Identifier(index_name(ns, "lexemes_idx")), facts=facts
+        ),
+    ]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "facts, audit log, HNSW cosine index", _initial_schema),
     Migration(2, "erase/anonymise audit actions, user activity for archival", _forgetting),
     Migration(3, "due index: sealed_at column, partial indexes by deadline", _due_index),
     Migration(4, "episode category (consolidation of ended sessions)", _episodes),
+    Migration(5, "audit causes, archive reasons, audit index by time", _causes),
+    Migration(6, "lexical search: lexemes tsvector column, GIN index", _lexemes),
 ]
 
 

@@ -36,7 +36,13 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from reference.errors import BackendUnavailable, MemoryStoreError
 from reference.keys import Namespace
-from reference.ltm.migrations import HnswParams, applied_versions, apply_migrations, drop_schema
+from reference.ltm.migrations import (
+    MIGRATIONS,
+    HnswParams,
+    applied_versions,
+    apply_migrations,
+    drop_schema,
+)
 from reference.resilience import (
     LONG_TERM,
     RetryPolicy,
@@ -109,6 +115,7 @@ class PostgresConnections:
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._setup_lock = threading.Lock()
         self.pgvector_version: tuple[int, ...] | None = None
+        self._read_only = False  # `open_for_reading`: every statement read-only
 
     # ------------------------------------------------------------------ lifecycle
     def setup(self) -> None:
@@ -126,14 +133,43 @@ class PostgresConnections:
             self.pgvector_version = tuple(int(p) for p in str(row[0]).split(".")[:3])
             if self._exact_search is None:
                 self._exact_search = self.pgvector_version < (0, 8)
-            if self._pool is None:
-                pool = self._new_pool()
-                try:
-                    pool.open(wait=True, timeout=self._connect_timeout)
-                except PoolTimeout as exc:
-                    pool.close()
-                    raise self._unavailable(f"the connection pool did not open: {exc}") from exc
-                self._pool = pool
+            self._open_pool()
+
+    def open_for_reading(self) -> None:
+        """Open the pool without applying migrations, every connection read-only: for a
+        reader (`memharness audit`) that must not change what it reads. Fails naming
+        the namespace when it has no tables, or a schema older than this code's."""
+        with self._setup_lock:
+            try:
+                with psycopg.connect(self._url, connect_timeout=int(self._connect_timeout)) as conn:
+                    conn.read_only = True
+                    versions = applied_versions(conn, self.namespace)
+            except psycopg.errors.UndefinedTable:
+                raise MemoryStoreError(
+                    f"no long-term memory under the prefix {self.namespace.prefix!r} in "
+                    f"{self.server}"
+                ) from None
+            except psycopg.OperationalError as exc:
+                raise self._unavailable(f"open: {exc}") from exc
+            current = max(m.version for m in MIGRATIONS)
+            if max(versions, default=0) < current:
+                raise MemoryStoreError(
+                    f"the long-term memory under the prefix {self.namespace.prefix!r} has "
+                    f"schema version {max(versions, default=0)}, this code reads {current}: "
+                    "start the reference on it once (its setup migrates the schema)"
+                )
+            self._read_only = True
+            self._open_pool()
+
+    def _open_pool(self) -> None:
+        if self._pool is None:
+            pool = self._new_pool()
+            try:
+                pool.open(wait=True, timeout=self._connect_timeout)
+            except PoolTimeout as exc:
+                pool.close()
+                raise self._unavailable(f"the connection pool did not open: {exc}") from exc
+            self._pool = pool
 
     def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         return ConnectionPool(
@@ -219,6 +255,8 @@ class PostgresConnections:
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
+        if self._read_only:  # every transaction, autocommit statements included
+            conn.execute("SET default_transaction_read_only = on")
         conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ef_search)))
         # A SET, not a startup option: poolers such as pgbouncer refuse unknown ones.
         op_ms = int(self.timeouts.operation_s * 1000)

@@ -12,6 +12,7 @@ from reference.models import Category, Fact, Status
 FACT_COLUMNS = [
     *("fact_id", "user_id", "category", "key", "value", "text", "version", "created_at"),
     *("updated_at", "last_accessed_at", "access_count", "importance", "expires_at", "status"),
+    "archive_reason",
 ]
 
 
@@ -58,4 +59,5 @@ def fact(row: tuple[Any, ...]) -> Fact:
         importance=float(row[11]),
         expires_at=None if row[12] is None else float(row[12]),
         status=Status(row[13]),
+        archive_reason=row[14],
     )

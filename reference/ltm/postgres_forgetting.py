@@ -12,6 +12,7 @@ statement writing `value` writes with it (`value_sealed_at`, i.e. `policy.sealed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -100,8 +101,10 @@ class ForgettingStatements(RenderedStatements):
             "DELETE FROM {facts} WHERE fact_id = ANY(%(ids)s::text[]) RETURNING {cols}"
         )
         self.archive_ids = q(
-            "UPDATE {facts} SET status = 'archived', updated_at = %(now)s"
-            " WHERE fact_id = ANY(%(ids)s::text[]) AND status = 'active' RETURNING {cols}"
+            "UPDATE {facts} AS f SET status = 'archived', updated_at = %(now)s,"
+            " archive_reason = u.cause"
+            " FROM unnest(%(ids)s::text[], %(causes)s::text[]) AS u(fact_id, cause)"
+            " WHERE f.fact_id = u.fact_id AND f.status = 'active' RETURNING {f_cols}"
         )
         # Anonymising rewrites the value only: the write time (updated_at) stays, so
         # TTLs, decay and archival keep counting from the user's own write.
@@ -211,13 +214,13 @@ class PostgresForgetting:
             return cur.rowcount
 
     @pg_guarded(idempotent=True)
-    def _erase(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _erase(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         where, params = erase_where(flt)
         with self._transaction() as cur:
             rows = cur.execute(self._fsql.erase_facts(where), params).fetchall()
             gone = [r[0] for r in rows]
             cur.execute(self._fsql.redact_user(where), {**params, "gone": gone, **_REDACT})
-            self._write_audit(cur, _drafts(rows, "erase", actor, now))
+            self._write_audit(cur, _drafts(rows, "erase", actor, now, lambda _: cause))
         return len(rows)
 
     @pg_guarded(idempotent=True)
@@ -230,6 +233,7 @@ class PostgresForgetting:
     @pg_guarded(idempotent=False)
     def _apply_changes(self, changes: FactChanges, *, actor: str, now: float) -> FactChangeCounts:
         q = self._fsql
+        why = changes.cause_of
         removed = changes.delete | changes.erase
         anonymise = {k: v for k, v in changes.anonymise.items() if k not in removed}
         for value in anonymise.values():
@@ -240,7 +244,9 @@ class PostgresForgetting:
             self._write_audit(
                 cur,
                 [
-                    audit_draft(f, "delete", actor, now, anonymise_value(f.value), None)
+                    audit_draft(
+                        f, "delete", actor, now, anonymise_value(f.value), None, why(f.fact_id)
+                    )
                     for f in map(fact, deleted)
                 ],
             )
@@ -249,9 +255,11 @@ class PostgresForgetting:
             erased = _rows(cur, q.delete_ids, ids=sorted(changes.erase - changes.delete))
             if erased:
                 cur.execute(q.redact_facts, {"ids": [r[0] for r in erased], **_REDACT})
-            self._write_audit(cur, _drafts(erased, "erase", actor, now))
-            archived = _rows(cur, q.archive_ids, ids=sorted(changes.archive - removed), now=now)
-            self._write_audit(cur, _drafts(archived, "archive", actor, now))
+            self._write_audit(cur, _drafts(erased, "erase", actor, now, why))
+            to_archive = sorted(changes.archive - removed)
+            causes = [why(i) for i in to_archive]
+            archived = _rows(cur, q.archive_ids, ids=to_archive, causes=causes, now=now)
+            self._write_audit(cur, _drafts(archived, "archive", actor, now, why))
             rewritten: list[tuple[Any, ...]] = []
             if anonymise:
                 ids = sorted(anonymise)
@@ -266,7 +274,7 @@ class PostgresForgetting:
                 self._write_audit(
                     cur,
                     [
-                        audit_draft(f, "anonymise", actor, now, None, f.value)
+                        audit_draft(f, "anonymise", actor, now, None, f.value, why(f.fact_id))
                         for f in map(fact, rewritten)
                     ],
                 )
@@ -321,8 +329,12 @@ def _rows(cur: psycopg.Cursor[Any], statement: bytes, **params: Any) -> list[Any
     return cur.execute(statement, params).fetchall() if params["ids"] else []
 
 
-def _drafts(rows: list[Any], action: str, actor: str, now: float) -> list[AuditEntry]:
-    return [audit_draft(fact(r), action, actor, now, None, None) for r in rows]
+def _drafts(
+    rows: list[Any], action: str, actor: str, now: float, why: Callable[[str], str]
+) -> list[AuditEntry]:
+    """Audit entries without values, each with `why(fact_id)` as its cause."""
+    facts = [fact(r) for r in rows]
+    return [audit_draft(f, action, actor, now, None, None, why(f.fact_id)) for f in facts]
 
 
 __all__ = ["ForgettingStatements", "PostgresForgetting", "erase_where", "value_sealed_at"]

@@ -22,6 +22,7 @@ from reference.clock import Clock
 from reference.errors import MemoryStoreError
 from reference.ids import new_id
 from reference.keys import Namespace
+from reference.lexical import lexical_terms
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import audit_draft, nonzero_vector, storable_json, storable_text
 from reference.ltm.dispatch import MethodPerOperation
@@ -36,9 +37,7 @@ from reference.ltm.postgres_forgetting import (
     PostgresForgetting,
     value_sealed_at,
 )
-from reference.ltm.primitives import (
-    UpsertFact,
-)
+from reference.ltm.primitives import AuditLog, UpsertFact
 from reference.models import AuditEntry, Category, Fact, Hit
 from reference.resilience import (
     DEFAULT_RETRY,
@@ -50,7 +49,7 @@ from reference.text_interfaces import Embedder
 
 _AUDIT_COLUMNS = [
     *("fact_id", "user_id", "category", "key", "action", "actor", "at", "version"),
-    *("old_value", "new_value"),
+    *("old_value", "new_value", "cause"),
 ]
 _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s)"
 _UPSERT_ATTEMPTS = 5
@@ -103,11 +102,24 @@ class PostgresLongTermStore(
     # ------------------------------------------------------------------ primitives
     @pg_guarded(idempotent=False)
     def _upsert(self, op: UpsertFact) -> Fact:
-        user_id, category, key, value, text, importance, expires_at, actor, embedding, now = op
+        (
+            user_id,
+            category,
+            key,
+            value,
+            text,
+            importance,
+            expires_at,
+            actor,
+            embedding,
+            now,
+            cause,
+        ) = op
         storable_json("value", value)
         storable_text("key", key)
         storable_text("text", text)
         vector = nonzero_vector("embedding", embedding)
+        lexemes = lexical_terms(text)
         ident = {"user_id": user_id, "category": category.value, "key": key}
         sealed = value_sealed_at(value)
         with self._transaction() as cur:
@@ -119,6 +131,7 @@ class PostgresLongTermStore(
                     "value": Jsonb(value),
                     "sealed_at": sealed,
                     "text": text,
+                    "lexemes": lexemes,
                     "embedding": vector,
                     "importance": importance,
                     "expires_at": expires_at,
@@ -134,7 +147,8 @@ class PostgresLongTermStore(
                 raise MemoryStoreError(f"upsert of {key!r}: too many concurrent writers")
             fact = _fact(row)
             action, old_value = ("insert", None) if prior is None else ("update", prior[2])
-            self._write_audit(cur, [audit_draft(fact, action, actor, now, old_value, fact.value)])
+            entry = audit_draft(fact, action, actor, now, old_value, fact.value, cause)
+            self._write_audit(cur, [entry])
         return fact
 
     @pg_guarded(idempotent=lambda kw: not kw["touch"])
@@ -163,20 +177,35 @@ class PostgresLongTermStore(
         return [Hit(record=_fact(r), score=1.0 - float(r[-1])) for r in rows]
 
     @pg_guarded(idempotent=True)
-    def _archive(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _lexical_matches(
+        self, terms: list[str], flt: LtmFilter, now: float
+    ) -> tuple[int, list[tuple[str, list[str]]]]:
         where, params = _where(flt, now)
+        lexemes = [_tsquery_lexeme(term) for term in terms]
+        params.update(terms=terms, term_queries=lexemes, any_term=" | ".join(lexemes))
+        with self._transaction(read=True) as cur:
+            rows = cur.execute(self._sql.lexical(where), params).fetchall()
+        total = int(rows[0][0]) if rows else 0  # no candidate: no ranking, the total unused
+        return total, [(fact_id, list(held)) for _, fact_id, held in rows]
+
+    @pg_guarded(idempotent=True)
+    def _archive(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
+        where, params = _where(flt, now)
+        params["cause"] = cause
         with self._transaction() as cur:
             rows = cur.execute(self._sql.archive(where), params).fetchall()
-            entries = [audit_draft(_fact(r), "archive", actor, now, None, None) for r in rows]
+            entries = [
+                audit_draft(_fact(r), "archive", actor, now, None, None, cause) for r in rows
+            ]
             self._write_audit(cur, entries)
         return len(entries)
 
     @pg_guarded(idempotent=True)
-    def _delete(self, flt: LtmFilter, *, actor: str, now: float) -> int:
+    def _delete(self, flt: LtmFilter, *, actor: str, now: float, cause: str) -> int:
         where, params = _where(flt, now)
         with self._transaction() as cur:
             rows = cur.execute(self._sql.delete(where), params).fetchall()
-            self._write_audit(cur, _deleted(rows, actor, now))
+            self._write_audit(cur, _deleted(rows, actor, now, cause))
         return len(rows)
 
     @pg_guarded(idempotent=True)
@@ -190,11 +219,15 @@ class PostgresLongTermStore(
         return 0 if row is None else int(row[0])
 
     @pg_guarded(idempotent=True)
-    def _audit_log(self, user_id: str, fact_id: str | None) -> list[AuditEntry]:
+    def _audit_log(self, op: AuditLog) -> list[AuditEntry]:
+        params = {
+            "user_id": op.user_id,
+            "fact_id": op.fact_id,
+            "since": op.since,
+            "until": op.until,
+        }
         with self._transaction(read=True) as cur:
-            rows = cur.execute(
-                self._sql.audit_log, {"user_id": user_id, "fact_id": fact_id}
-            ).fetchall()
+            rows = cur.execute(self._sql.audit_log, params).fetchall()
         return [_audit_entry(r) for r in rows]
 
 
@@ -221,15 +254,16 @@ class _Statements(RenderedStatements):
         self.upsert = q(
             "INSERT INTO {facts} AS f (fact_id, user_id, category, key, value, text, embedding,"
             " importance, version, status, created_at, updated_at, last_accessed_at,"
-            " access_count, expires_at, sealed_at)"
+            " access_count, expires_at, sealed_at, lexemes)"
             " VALUES (%(fact_id)s, %(user_id)s, %(category)s, %(key)s, %(value)s, %(text)s,"
             " %(embedding)s, %(importance)s, 1, 'active', %(now)s, %(now)s, %(now)s, 0,"
-            " %(expires_at)s, %(sealed_at)s)"
+            " %(expires_at)s, %(sealed_at)s, array_to_tsvector(%(lexemes)s::text[]))"
             " ON CONFLICT (user_id, category, key) DO UPDATE SET"
             " value = EXCLUDED.value, sealed_at = EXCLUDED.sealed_at,"
-            " text = EXCLUDED.text, embedding = EXCLUDED.embedding,"
+            " text = EXCLUDED.text, embedding = EXCLUDED.embedding, lexemes = EXCLUDED.lexemes,"
             " importance = EXCLUDED.importance, expires_at = EXCLUDED.expires_at,"
-            " version = f.version + 1, status = 'active', updated_at = EXCLUDED.updated_at"
+            " version = f.version + 1, status = 'active', updated_at = EXCLUDED.updated_at,"
+            " archive_reason = NULL"
             " WHERE f.version = %(prior_version)s"
             " RETURNING {f_cols}"
         )
@@ -238,8 +272,10 @@ class _Statements(RenderedStatements):
             placeholders=sql.SQL(", ").join(sql.Placeholder() * len(_AUDIT_COLUMNS)),
         )
         self.audit_log = q(
-            "SELECT audit_id, {audit_cols} FROM {audit} WHERE user_id = %(user_id)s"
-            " AND (%(fact_id)s::text IS NULL OR fact_id = %(fact_id)s) ORDER BY audit_id"
+            "SELECT audit_id, {audit_cols} FROM {audit}"
+            " WHERE (%(user_id)s::text IS NULL OR user_id = %(user_id)s)"
+            " AND (%(fact_id)s::text IS NULL OR fact_id = %(fact_id)s)"
+            " AND at >= %(since)s::float8 AND at <= %(until)s::float8 ORDER BY audit_id"
         )
 
     # Statements over a filter: `where` is the clause text of `_where`.
@@ -270,10 +306,21 @@ class _Statements(RenderedStatements):
             where,
         )
 
+    def lexical(self, where: str) -> bytes:
+        # How many facts are in scope, then (the GIN index finds them) the rows holding
+        # any term, each with its terms in query order.
+        return self._over(
+            "SELECT (SELECT count(*) FROM {facts} WHERE {where}), fact_id,"
+            " ARRAY(SELECT t FROM unnest(%(terms)s::text[], %(term_queries)s::tsquery[])"
+            " WITH ORDINALITY AS q(t, tq, n) WHERE lexemes @@ tq ORDER BY n)"
+            " FROM {facts} WHERE {where} AND lexemes @@ %(any_term)s::tsquery",
+            where,
+        )
+
     def archive(self, where: str) -> bytes:
         return self._over(
-            "UPDATE {facts} SET status = 'archived', updated_at = %(now)s"
-            " WHERE {where} AND status = 'active' RETURNING {cols}",
+            "UPDATE {facts} SET status = 'archived', updated_at = %(now)s,"
+            " archive_reason = %(cause)s WHERE {where} AND status = 'active' RETURNING {cols}",
             where,
         )
 
@@ -330,10 +377,15 @@ def _audit_row(entry: AuditEntry) -> list[Any]:
     ]
 
 
-def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float) -> list[AuditEntry]:
+def _deleted(rows: list[tuple[Any, ...]], actor: str, now: float, cause: str) -> list[AuditEntry]:
     # A deletion's audit keeps the value it removed; erasure redacts it later.
     facts = [_fact(r) for r in rows]
-    return [audit_draft(f, "delete", actor, now, f.value, None) for f in facts]
+    return [audit_draft(f, "delete", actor, now, f.value, None, cause) for f in facts]
+
+
+def _tsquery_lexeme(term: str) -> str:
+    """A term as a quoted lexeme of tsquery input syntax (matched exactly, no parsing)."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _new_fact_id() -> str:

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reference.footprint import Usage, scanned_usage
+from reference.lexical import lexical_matches
 from reference.models import AuditEntry, Category, Fact, Hit, RetentionUpdate
 from reference.policy.sweep import DueRule
 
@@ -37,15 +38,19 @@ class UpsertFact(NamedTuple):
     #: backend may not keep without copying.
     embedding: Any
     now: float
+    #: The audit entry's cause (`AuditEntry.cause`).
+    cause: str = ""
 
 
 class ArchiveFacts(NamedTuple):
     """Set the matching active facts to archived (`updated_at=now`, audit 'archive').
-    Returns how many."""
+    Returns how many. Each archived fact keeps `cause` as its `archive_reason`."""
 
     filter: LtmFilter
     actor: str
     now: float
+    #: The audit entries' cause (and the archived facts' `archive_reason`).
+    cause: str = ""
 
 
 class DeleteFacts(NamedTuple):
@@ -55,6 +60,8 @@ class DeleteFacts(NamedTuple):
     filter: LtmFilter
     actor: str
     now: float
+    #: The audit entries' cause.
+    cause: str = ""
 
 
 class EraseFacts(NamedTuple):
@@ -66,6 +73,8 @@ class EraseFacts(NamedTuple):
     filter: LtmFilter
     actor: str
     now: float
+    #: The audit entries' cause.
+    cause: str = ""
 
 
 class ApplyChanges(NamedTuple):
@@ -112,10 +121,13 @@ LtmWrite = (
 
 
 class AuditLog(NamedTuple):
-    """The user's audit entries (of one fact if `fact_id`), by audit_id."""
+    """The user's audit entries (every user's if `user_id` is None; of one fact if
+    `fact_id`) written at `since` <= at <= `until`, by audit_id."""
 
-    user_id: str
+    user_id: str | None
     fact_id: str | None
+    since: float = float("-inf")
+    until: float = float("inf")
 
 
 class Activity(NamedTuple):
@@ -168,6 +180,15 @@ class LtmPrimitives(ABC):
         """Top-k matching facts by cosine similarity (score = 1 - cosine distance), ties
         by fact_id; `embedding` as in `UpsertFact`, refused if zero. With `touch`, as
         `_fetch`."""
+
+    def _lexical_matches(
+        self, terms: list[str], flt: LtmFilter, now: float
+    ) -> tuple[int, list[tuple[str, list[str]]]]:
+        """How many facts match `flt`, and those of them whose text holds a query term:
+        (fact_id, its query terms). Nothing touched. A default that reads every matching
+        fact (`_fetch`); the built-in backends keep each fact's terms and use an index."""
+        facts = self._fetch(flt, now, touch=False)
+        return len(facts), lexical_matches(terms, ((f.fact_id, f.text) for f in facts))
 
     @abstractmethod
     def _count(self, flt: LtmFilter | None, now: float) -> int:

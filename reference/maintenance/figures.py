@@ -14,7 +14,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -198,9 +198,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 class MetricsServer:
     """`GET /metrics` on 127.0.0.1:`port` (0: a free port, see `.port`), served from a
-    daemon thread with the figures' Prometheus text."""
+    daemon thread with the figures' Prometheus text, then `more()`'s (the engine's
+    monitoring counters, `reference.monitoring`)."""
 
-    def __init__(self, figures: MaintenanceFigures, port: int = 0) -> None:
+    def __init__(
+        self, figures: MaintenanceFigures, port: int = 0, more: Callable[[], str] | None = None
+    ) -> None:
         owner = figures
 
         class Handler(BaseHTTPRequestHandler):
@@ -208,7 +211,7 @@ class MetricsServer:
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404)
                     return
-                body = owner.to_prometheus().encode()
+                body = (owner.to_prometheus() + (more() if more else "")).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))

@@ -25,6 +25,7 @@ from reference.maintenance.process import (
     default_replica_name,
 )
 from reference.maintenance.shared import SharedSessions
+from reference.monitoring import exposition
 from reference.policy.strategy import Strategy
 from reference.settings import Settings
 
@@ -89,6 +90,16 @@ def build_maintenance(
     )
 
 
+def counters_text(process: MaintenanceProcess) -> Callable[[], str] | None:
+    """The Prometheus text of the process engine's counters (`reference.monitoring`),
+    labelled with the strategy and the replica."""
+    engine = process.system.engine
+    if engine is None:
+        return None
+    labels = {"strategy": process.strategy.name, "replica": process.replica}
+    return lambda: exposition(engine.counters, labels)
+
+
 def run_maintenance(
     process: MaintenanceProcess,
     *,
@@ -99,7 +110,9 @@ def run_maintenance(
     """Run `process` in this (main) thread until SIGTERM/SIGINT or `duration_s`: the batch
     in hand finishes, the lease is released, the figures written; then the system's
     connections are closed."""
-    server = None if metrics_port is None else MetricsServer(process.figures, metrics_port)
+    server = None
+    if metrics_port is not None:
+        server = MetricsServer(process.figures, metrics_port, more=counters_text(process))
     if server is not None and on_metrics is not None:
         on_metrics(server.port)
     previous: dict[signal.Signals, Any] = {}

@@ -11,5 +11,6 @@ that applies the decisions calls, per layer (STM `MemoryRecord`, LTM `Fact`):
 - on retrieval: `ranking.rerank`.
 
 The strategy itself (`strategy`, `rules`, `loading`, the YAML files in `builtin/`) and
-the text rules a turn applies (`intent`, `forget_commands`, `lexicon`) live here too.
+the text rules a turn applies (`intent`, `forget_commands`, `confirmation`, `lexicon`)
+live here too.
 """

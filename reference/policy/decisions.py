@@ -31,6 +31,10 @@ class Decision:
     record_id: str
     action: Action
     reason: str
+    #: The memory's type (an STM record's type, an LTM fact's category) and when its
+    #: current value was written (`written_at`): what the monitoring counters read.
+    kind: str = ""
+    written: float = 0.0
 
 
 def written_at(record: Memory) -> float:
@@ -49,4 +53,5 @@ def memory_ident(record: Memory) -> tuple[Layer, str]:
 def decision_for(record: Memory, action: Action, reason: str) -> Decision:
     """The decision to apply `action` to `record`."""
     layer, record_id = memory_ident(record)
-    return Decision(layer, record.user_id, record_id, action, reason)
+    kind = record.category.value if isinstance(record, Fact) else record.type.value
+    return Decision(layer, record.user_id, record_id, action, reason, kind, written_at(record))

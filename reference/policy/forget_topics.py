@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from reference.errors import InvalidInput
+from reference.policy.field_keys import parse_field
 from reference.policy.lexicon import WordSet
 from reference.policy.vocabulary import PROFILE_KEYS, SAFETY, TOPICS
 
@@ -33,6 +34,9 @@ def topic_keys(topic: str) -> set[str]:
     while (shorter := _TOPIC_DETERMINER.sub("", norm)) != norm:
         norm = shorter
     norm = norm or topic.strip().lower()
+    field = parse_field(norm)  # "my home address" -> address, "收货地址" -> delivery_address
+    if field is not None:
+        return {field.field if field.qualifier is None else field.key}
     for key, synonyms in PROFILE_KEYS.items():
         if norm == key or norm in synonyms:
             return {key}

@@ -22,9 +22,10 @@ from typing import TypeVar
 
 from reference.models import MemoryType
 from reference.policy.chitchat import chitchat_reason
+from reference.policy.entities import named_entity, stated_knowledge
 from reference.policy.forget_commands import parse_forget_command
 from reference.policy.intent_patterns import KINDS_BY_PRIORITY, STABLE
-from reference.policy.lexicon import safety_kind
+from reference.policy.lexicon import safety_kind, sensitive_word_kind
 from reference.policy.remember import explicit_request
 from reference.text_interfaces import IntentDecision, IntentFilter
 
@@ -144,6 +145,13 @@ def _classify(text: str) -> IntentDecision:
             if is_question(stripped):
                 return IntentDecision(True, MemoryType.INSTRUCTION, "question")
             return IntentDecision(True, MemoryType.FACT, "health or safety fact")
+        if not is_question(stripped) and (
+            named_entity(content) is not None or stated_knowledge(content) is not None
+        ):
+            return IntentDecision(True, MemoryType.FACT, "named entity or stated knowledge")
+        if sensitive_word_kind(lower) is not None and not is_question(stripped):
+            # Health, identity or money: kept (and typed `sensitive`, memory_types).
+            return IntentDecision(True, MemoryType.FACT, "sensitive disclosure")
     named = [r for r in reasons if r and r != "no content"]
     if named:
         return IntentDecision(False, None, f"chit-chat: {named[0]}")

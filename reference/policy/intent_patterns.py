@@ -92,8 +92,9 @@ PROFILE = KindRule(
         r"|shipping |delivery |billing |mailing )?address\b",
         r"\bmy (?:full |first |last )?name is\b",
         # The phone or e-mail as a value, not the device: "I dropped my phone" is no profile.
-        r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:(?:phone|mobile|cell)"
-        r"(?: number)?|number|e-?mail(?: address)?) (?:is|was|=|:|has changed|changed)",
+        r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:(?:home|work|office"
+        r"|business|personal|private|mobile|cell) )?(?:(?:phone|mobile|cell|telephone)"
+        r"(?: number)?|number|landline|e-?mail(?: address)?) (?:is|was|=|:|has changed|changed)",
         r"\bmy (?:(?:new|current|updated|latest|present|correct) )?(?:birthday|date of birth|job"
         r"|title|role|company|employer|wife|husband|son|daughter|hometown|city)\b",
         r"\b(?:i|we) (?:now |currently )?live (?:in|at|on|near)\b",
@@ -106,6 +107,7 @@ PROFILE = KindRule(
         "我(?:的)?(?:新的?|现在的?|目前的?|最新的?|当前的?)?(?:家庭|收货|公司|办公|送货|常用|邮寄)?"
         "(?:地址|住址)",
         "我(?:的)?(?:新的?|现在的?|目前的?|最新的?|当前的?)(?:电话|手机号?|邮箱|公司|单位|工作)",
+        "我的?(?:家庭|家里|工作|办公|公司|单位|个人|私人)?(?:电话|手机号?|座机|邮箱)(?:号码?)?(?:是|为|：|:)",
         "我住(?:在|的)|我家(?:在|住)|我(?:搬|搬家)(?:到|去)|我(?:叫|姓)",
         "我的(?:名字|姓名|电话|手机|邮箱|生日|身份证|护照|工作|职位|公司|单位|老家|籍贯)",
         "我(?:在|于).{1,12}(?:工作|上班|上学|读书)",

@@ -14,6 +14,7 @@ from reference.policy.decisions import (
     memory_ident,
     written_at,
 )
+from reference.policy.field_keys import KeySelector
 from reference.policy.rules import EventRule, Layer
 from reference.policy.strategy import Strategy
 
@@ -25,6 +26,10 @@ def invalidations_for(
     the event's user written strictly before the event (see `EventRule`). An LTM
     episode is matched as the STM record it was consolidated from (`_episode_matches`).
 
+    Keys select by family (`reference.policy.field_keys`): `address` in the payload
+    selects every qualified address (`delivery_address`, `work_address`, ...),
+    `delivery_address` or 收货地址 that one only.
+
     Idempotent for at-least-once delivery: archived memories are not archived again. A
     memory matched by several rules gets one decision, the strongest (delete > archive).
     """
@@ -34,7 +39,7 @@ def invalidations_for(
     stm, ltm = list(records), list(facts)
     chosen: dict[tuple[Layer, str], Decision] = {}
     for index, rule in enumerate(rules):
-        keys: set[str] | None = None
+        keys: KeySelector | None = None
         if rule.keys_from is not None:
             keys = _payload_keys(event.payload.get(rule.keys_from))
             if not keys:
@@ -73,30 +78,30 @@ def _said_at(memory: Memory) -> float:
 
 
 def _stm_matches(
-    record: MemoryRecord, rule: EventRule, event: Event, keys: set[str] | None
+    record: MemoryRecord, rule: EventRule, event: Event, keys: KeySelector | None
 ) -> bool:
     if not _in_scope(record, rule, event):
         return False
     if rule.types is not None and record.type not in rule.types:
         return False
-    if keys is not None and _norm_key(record.metadata.get(rule.topic_field)) not in keys:
+    if keys is not None and not keys.matches(record.metadata.get(rule.topic_field)):
         return False
     return all(_same(record.metadata.get(f), event.payload[f]) for f in rule.match_on)
 
 
-def _fact_matches(fact: Fact, rule: EventRule, event: Event, keys: set[str] | None) -> bool:
+def _fact_matches(fact: Fact, rule: EventRule, event: Event, keys: KeySelector | None) -> bool:
     if not _in_scope(fact, rule, event):
         return False
     if fact.category is Category.EPISODE:
         return _episode_matches(fact, rule, event, keys)
     if rule.categories is not None and fact.category not in rule.categories:
         return False
-    if keys is not None and _norm_key(fact.key) not in keys:
+    if keys is not None and not keys.matches(fact.key):
         return False
     return all(_same(fact.value.get(f), event.payload[f]) for f in rule.match_on)
 
 
-def _episode_matches(fact: Fact, rule: EventRule, event: Event, keys: set[str] | None) -> bool:
+def _episode_matches(fact: Fact, rule: EventRule, event: Event, keys: KeySelector | None) -> bool:
     # An episode is an STM record consolidated into LTM: in scope where the rule reaches
     # that record in STM (`types` by its `kind`) or names episodes in LTM (no
     # `categories`, or `episode` among them); then matched as the record (keys by its
@@ -108,21 +113,15 @@ def _episode_matches(fact: Fact, rule: EventRule, event: Event, keys: set[str] |
     )
     if not (in_stm or in_ltm):
         return False
-    if keys is not None and _norm_key(fact.value.get(rule.topic_field)) not in keys:
+    if keys is not None and not keys.matches(fact.value.get(rule.topic_field)):
         return False
     return all(_same(fact.value.get(f), event.payload[f]) for f in rule.match_on)
 
 
-def _payload_keys(value: object) -> set[str]:
-    items = value if isinstance(value, list | tuple) else [value]
-    return {key for item in items if (key := _norm_key(item)) is not None}
-
-
-def _norm_key(value: object) -> str | None:
+def _payload_keys(value: object) -> KeySelector:
     # Keys compare case- and space-insensitively ("Address" in a payload is "address").
-    if isinstance(value, str) and value.strip():
-        return value.strip().casefold()
-    return None
+    items = value if isinstance(value, list | tuple) else [value]
+    return KeySelector.of([item for item in items if isinstance(item, str) and item.strip()])
 
 
 def _same(stored: object, wanted: object) -> bool:

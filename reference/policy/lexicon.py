@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from reference.policy.type_vocabulary import SENSITIVE
 from reference.policy.vocabulary import PROFILE_KEYS, SAFETY, TOPICS, ZH_COMPOUNDS
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "safety_word",
     "scoped_key",
     "segments",
+    "sensitive_word_kind",
     "slug",
 ]
 
@@ -83,7 +85,7 @@ _HAS_LATIN = re.compile("[a-z]")
 
 
 def _vocabulary() -> tuple[frozenset[str], int]:
-    words = {w for _, ws in (*TOPICS, *SAFETY) for w in ws if not w.isascii()}
+    words = {w for _, ws in (*TOPICS, *SAFETY, *SENSITIVE) for w in ws if not w.isascii()}
     words.update(w for ws in PROFILE_KEYS.values() for w in ws if not w.isascii())
     words.update(ZH_COMPOUNDS)
     return frozenset(words), max(len(w) for w in words)
@@ -172,6 +174,7 @@ class Lexicon:
 
 _TOPIC_LEXICON = Lexicon(TOPICS)
 _SAFETY_LEXICON = Lexicon(SAFETY)
+_SENSITIVE_LEXICON = Lexicon(SENSITIVE)
 
 
 def first_topic(lower: str) -> str | None:
@@ -190,6 +193,14 @@ def safety_word(lower: str) -> tuple[str, str] | None:
     """The first health or safety kind the text names, with the lexicon word that named
     it (stems without their `*`): ("condition", "diabet"), ("allergy", "过敏")."""
     return _SAFETY_LEXICON.first(lower)
+
+
+def sensitive_word_kind(lower: str) -> str | None:
+    """The sensitive kind ("health", "identity", "financial") a word of the lowercased
+    text names (`type_vocabulary.SENSITIVE`), or None. Health also counts the `SAFETY`
+    kinds allergy, medication and condition: `reference.policy.memory_types`."""
+    found = _SENSITIVE_LEXICON.first(lower)
+    return None if found is None else found[0]
 
 
 # --- keys ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -252,3 +253,40 @@ class ConsolidationRule(Block):
     is at least `min_importance`. The others leave STM with their session."""
 
     min_importance: float = Field(0.0, ge=0, le=10)
+
+
+class ForgetCommandsRule(Block):
+    """Whether forget commands are carried out, and whether "forget everything" waits for
+    the user's confirmation (`reference.policy.confirmation`).
+
+    In a strategy file, `forget_commands: true` is this block at its defaults (every
+    command carried out at once) and `false` is `enabled: false` (commands are stored as
+    instructions and erase nothing: a baseline for what obeying them costs).
+    """
+
+    enabled: bool = True
+    #: "Forget everything" erases nothing until the user confirms within `confirm_within_s`.
+    confirm_everything: bool = False
+    confirm_within_s: Seconds = 120.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return {"enabled": value}
+        return value
+
+    @model_validator(mode="after")
+    def _confirm_needs_commands(self) -> ForgetCommandsRule:
+        if self.confirm_everything and not self.enabled:
+            raise field_error("confirm_everything needs forget commands on (enabled: true)")
+        return self
+
+
+class RetrievalRule(Block):
+    """How LTM retrieval ranks: dense (cosine over embeddings) alone, or with `lexical`
+    fused by reciprocal rank with the lexical ranking of the query's terms
+    (`reference.lexical`); `rrf_k` is the fusion constant (larger flattens the ranks)."""
+
+    lexical: bool = True
+    rrf_k: int = Field(60, ge=1, le=100_000)

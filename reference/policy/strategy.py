@@ -19,14 +19,17 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
+from reference.policy.alerts import AlertRule
 from reference.policy.rules import (
     ArchivalRule,
     Block,
     ConsolidationRule,
     DecayRule,
     EventRule,
+    ForgetCommandsRule,
     ImportanceRule,
     PiiRule,
+    RetrievalRule,
     Seconds,
     SlidingRule,
     TtlRule,
@@ -52,7 +55,7 @@ class Strategy(Block):
     importance: ImportanceRule | None = None
     decay: DecayRule | None = None
     events: tuple[EventRule, ...] = ()
-    forget_commands: bool = True
+    forget_commands: ForgetCommandsRule = ForgetCommandsRule()
     pii: PiiRule | None = None
     archival: ArchivalRule | None = None
     sweep_interval_s: Seconds = 300.0
@@ -62,6 +65,11 @@ class Strategy(Block):
     #: LTM episodes (`reference.forgetting.consolidation`).
     promotion: Promotion = "rules"
     consolidation: ConsolidationRule | None = None
+    #: Thresholds on the monitoring figures (`reference.policy.alerts`): they change no
+    #: decision, only what a run reports.
+    alerts: AlertRule | None = None
+    #: LTM retrieval: dense only when absent (or `lexical: false`), else dense + lexical.
+    retrieval: RetrievalRule | None = None
     # Last, so that its validator sees the rule blocks above.
     oracle: bool = False
 
@@ -86,6 +94,11 @@ class Strategy(Block):
     def consolidates(self) -> bool:
         """Whether ended sessions are consolidated into LTM episodes."""
         return self.promotion == "consolidate"
+
+    @property
+    def lexical_retrieval(self) -> RetrievalRule | None:
+        """The lexical retrieval settings when on, else None (dense only)."""
+        return self.retrieval if self.retrieval is not None and self.retrieval.lexical else None
 
     @property
     def consolidation_rule(self) -> ConsolidationRule:
@@ -119,13 +132,22 @@ class Strategy(Block):
         Run results are keyed by fingerprint, so an option a strategy leaves at such a
         default stays out of the hash, and adding one never re-keys the strategies that
         don't use it: the default `promotion: rules` (which takes no `consolidation`
-        block, so both are left out) and a rule's quiet options (`ScopedRule`: `types`,
-        `layers`, `ttl_from`, left out of the dump itself). Any other value of these
-        counts like every other field.
+        block, so both are left out), no `alerts` block, and a rule's quiet options
+        (`ScopedRule`: `types`, `layers`, `ttl_from`, left out of the dump itself). Any
+        other value of these counts like every other field. `forget_commands` without
+        confirmation hashes as its `enabled` bool, as it was before it became a block.
         """
         config = self.model_dump(mode="json", exclude={"name", "description"})
+        # `forget_commands: true` / `false` hash as the bool they were before the block.
+        commands = self.forget_commands
+        if (commands.confirm_everything, commands.confirm_within_s) == (False, 120.0):
+            config["forget_commands"] = commands.enabled
         if self.promotion == "rules":
             del config["promotion"], config["consolidation"]
+        if self.alerts is None:
+            del config["alerts"]
+        if self.retrieval is None:  # dense only, as before the option existed
+            del config["retrieval"]
         blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -3,10 +3,14 @@ safety, in English and Chinese.
 
 One module for the vocabularies that intent, promotion and forget commands share, so
 none of those modules imports another for its words. How a text is matched against
-them is `reference.policy.lexicon`.
+them is `reference.policy.lexicon`. The words that type a memory `sensitive`, `entity`
+or `knowledge` are `reference.policy.type_vocabulary`'s; the qualified fields (address,
+phone, e-mail) `reference.policy.field_keys`'s.
 """
 
 from __future__ import annotations
+
+from reference.policy.field_keys import field_synonyms
 
 # Preference topics: the key a preference is promoted under, so "I prefer window seats"
 # and later "I prefer aisle seats" share `seat`. When a text names several topics, the
@@ -126,13 +130,15 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 
-# Profile attributes: "my X is Y" / "我的X是Y" keys on the attribute X names.
+# Profile attributes: "my X is Y" / "我的X是Y" keys on the attribute X names. Address,
+# phone and e-mail are qualified fields (delivery address, work phone, 收货地址): their
+# words and keys are `reference.policy.field_keys`'s.
 PROFILE_KEYS: dict[str, tuple[str, ...]] = {
-    "address": ("address", "home address", "地址", "住址", "家庭住址"),
+    "address": field_synonyms("address"),
     "company": ("company", "employer", "公司", "单位"),
     "name": ("name", "名字", "姓名"),
-    "phone": ("phone", "phone number", "mobile", "number", "电话", "手机", "手机号"),
-    "email": ("email", "e-mail", "邮箱"),
+    "phone": field_synonyms("phone"),
+    "email": field_synonyms("email"),
     "birthday": ("birthday", "date of birth", "生日"),
     "city": ("city", "hometown", "城市"),
     "job": ("job", "occupation", "role", "title", "职位", "工作"),
@@ -231,4 +237,17 @@ ZH_COMPOUNDS = (
     "发货单",
     "联系人",
     "电话会议",
+    # "病" and "药" alone are health (`SENSITIVE`), not in these.
+    "毛病",
+    "病毒",
+    "语病",
+    "通病",
+    "弊病",
+    "病句",
+    "药店",
+    "药房",
+    "火药",
+    "弹药",
+    "农药",
+    "炸药",
 )

@@ -1,17 +1,23 @@
-"""Regex and checksum based detection and masking of personal data (PII).
+"""Detection and masking of personal data (PII): patterns with checksums, and libraries.
 
 Kinds: `cn_id` (Chinese resident ID, date and ISO 7064 MOD 11-2 checked), `mobile`
-(Chinese mobile numbers), `email`, `bank_card` (13-19 digits passing Luhn) and `passport`.
-Checksums keep near-misses (a mistyped ID, a random long number) out, so order numbers
-and amounts are not masked. Masking keeps the shape of the value (`1101**********231X`,
-`138****5678`, `a***@example.com`, `E*****678`) so a reader still sees what it was.
+(Chinese mobile numbers), `email`, `bank_card` (13-19 digits passing Luhn), `passport`,
+`ssn` (US social security number, with its area/group/serial rules), `phone` (any other
+phone number, by `phonenumbers`: `phones.py`), `name` and `address` (English: `english.py`;
+Chinese, by jieba: `chinese.py`). Checksums and validity rules keep near-misses (a mistyped
+ID, a random long number) out, so order numbers and amounts are not masked. Masking keeps
+the shape of the value (`1101**********231X`, `138****5678`, `a***@example.com`,
+`E*****678`, `***-**-6789`, `+1 415-***-**71`, `J** S**`, `王**`, `** *** Street,
+Springfield`, `北京市海淀区*******`) so a reader still sees what it was.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date
 
+from reference.pii import chinese, english, phones
 from reference.text_interfaces import PiiMasker, PiiMatch
 
 __all__ = [
@@ -73,6 +79,15 @@ _GROUP_RE = re.compile(r"\d+", _A)
 _PASSPORT_STRICT_RE = re.compile(r"(?<![0-9A-Za-z])[EGeg]\d{8}(?![0-9A-Za-z])", _A)
 _PASSPORT_LOOSE_RE = re.compile(r"(?<![0-9A-Za-z])[A-Za-z]{1,2}\d{7,8}(?![0-9A-Za-z])", _A)
 _ANY_DIGIT = re.compile(r"\d", _A)
+# 123-45-6789 (or spaced): area not 000, 666 or 9xx, group not 00, serial not 0000.
+_SSN_RE = re.compile(
+    r"(?<![\d-])(?!000|666|9\d\d)\d{3}(?P<sep>[- ])(?!00)\d{2}(?P=sep)(?!0000)\d{4}(?![\d-])", _A
+)
+# Nine digits in a row count only close after "SSN" / "social security".
+_SSN_BARE_RE = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}(?!00)\d{2}(?!0000)\d{4}(?!\d)", _A)
+_SSN_KEYWORD_RE = re.compile(r"(?i)\bssn\b|social security")
+_SSN_WINDOW = 30
+_UPPER_OR_CJK = re.compile(r"[A-Z\u4e00-\u9fff]")
 # A loose passport number only counts close after a keyword: "passport no. P1234567",
 # "护照号码：EA1234567". The window is short so an unrelated code later on is not caught.
 _PASSPORT_KEYWORD_RE = re.compile(r"(?i)passport|护照|護照")
@@ -83,7 +98,17 @@ _PASSPORT_WINDOW = 24
 _CACHE_MAX_CHARS = 1_000
 
 # Which kind wins when two candidates overlap: the more specific pattern first.
-_PRIORITY = ("email", "cn_id", "mobile", "bank_card", "passport")
+_PRIORITY = (
+    "email",
+    "cn_id",
+    "mobile",
+    "bank_card",
+    "ssn",
+    "passport",
+    "phone",
+    "address",
+    "name",
+)
 
 
 def is_valid_cn_id(value: str) -> bool:
@@ -148,6 +173,16 @@ def _mask_match(match: PiiMatch) -> str:
         return "".join(MASK if i in hidden else ch for i, ch in enumerate(match.text))
     if match.kind == "passport":
         return _mask_keep(match.text, 1, 3)
+    if match.kind == "ssn":
+        return _mask_keep(match.text, 0, 4)
+    if match.kind == "phone":
+        return phones.mask_phone(match.text)
+    if match.kind == "name":
+        return " ".join(chinese.mask_name(word) for word in match.text.split())
+    if match.kind == "address":
+        if chinese.has_cjk(match.text):
+            return chinese.mask_address(match.text)
+        return english.mask_address(match.text)
     return _mask_keep(match.text, 4, 4)  # cn_id and bank_card
 
 
@@ -163,8 +198,9 @@ class RegexPiiMasker(PiiMasker):
     masked output, or an input with nothing to mask): raw PII never sits in the cache.
     """
 
-    def __init__(self, *, cache_size: int = 16_384) -> None:
+    def __init__(self, *, cache_size: int = 16_384, chinese_words: bool = True) -> None:
         self._cache_size = cache_size
+        self._chinese = chinese_words
         self._masked: dict[str, str] = {}
 
     def detect(self, text: str) -> list[PiiMatch]:
@@ -188,7 +224,25 @@ class RegexPiiMasker(PiiMasker):
                     add("bank_card", start, end)
             for start, end in _passports(norm):
                 add("passport", start, end)
+            for start, end in _ssns(norm):
+                add("ssn", start, end)
+            for start, end in phones.find_phones(norm):
+                add("phone", start, end)
+        if _UPPER_OR_CJK.search(norm):
+            self._add_names_and_addresses(norm, add)
         return _resolve(candidates)
+
+    def _add_names_and_addresses(self, norm: str, add: Callable[[str, int, int], None]) -> None:
+        for start, end in english.find_names(norm):
+            add("name", start, end)
+        for start, end in english.find_addresses(norm):
+            add("address", start, end)
+        if self._chinese and chinese.has_cjk(norm):
+            names, addresses = chinese.find_names_and_addresses(norm)
+            for start, end in names:
+                add("name", start, end)
+            for start, end in addresses:
+                add("address", start, end)
 
     def mask(self, text: str) -> str:
         if type(text) is not str or len(text) > _CACHE_MAX_CHARS or not self._cache_size:
@@ -208,8 +262,21 @@ class RegexPiiMasker(PiiMasker):
         # round strictly shrinks what can match and the loop ends (one round in practice).
         # Looping to the fixed point is what makes mask idempotent.
         while matches := self.detect(text):
-            text = _apply(text, matches)
+            masked = _apply(text, matches)
+            if masked == text:
+                # A kind's shape-keeping mask was found again as it stands: hide all of it,
+                # so the loop still ends (a mask that keeps a value found must not hang a turn).
+                masked = _apply(text, matches, keep_shape=False)
+            text = masked
         return text
+
+
+def _ssns(norm: str) -> list[tuple[int, int]]:
+    found = [(m.start(), m.end()) for m in _SSN_RE.finditer(norm)]
+    for kw in _SSN_KEYWORD_RE.finditer(norm):
+        for m in _SSN_BARE_RE.finditer(norm, kw.end(), kw.end() + _SSN_WINDOW + 9):
+            found.append((m.start(), m.end()))
+    return found
 
 
 def _passports(norm: str) -> list[tuple[int, int]]:
@@ -256,12 +323,15 @@ def _resolve(candidates: dict[str, list[PiiMatch]]) -> list[PiiMatch]:
     return taken
 
 
-def _apply(text: str, matches: list[PiiMatch]) -> str:
+def _apply(text: str, matches: list[PiiMatch], *, keep_shape: bool = True) -> str:
     parts: list[str] = []
     pos = 0
     for m in matches:
         parts.append(text[pos : m.start])
-        parts.append(_mask_match(m))
+        if keep_shape:
+            parts.append(_mask_match(m))
+        else:
+            parts.append("".join(ch if ch.isspace() else MASK for ch in m.text))
         pos = m.end
     parts.append(text[pos:])
     return "".join(parts)
