@@ -40,9 +40,10 @@ class NativeExpiry:
     #: The smallest step of a time to live it honours, in seconds (LangGraph: 60, mem0:
     #: 86,400): the harness rounds the strategy's TTL up to it.
     granularity_s: float
-    #: What an expired memory is before (or without) a sweep: `hidden` from search but
-    #: kept, or `deleted`.
-    expired: Literal["hidden", "deleted"]
+    #: What an expired memory is before (or without) a sweep: `readable` still (search
+    #: and get return it until a sweep deletes it: LangGraph's stores by default),
+    #: `hidden` from search but kept (mem0), or `deleted` at once.
+    expired: Literal["readable", "hidden", "deleted"]
     #: Whether a read (search, get) restarts the time to live.
     refresh_on_read: bool
     #: Whose clock expiry reads: the harness's virtual clock (`set_clock`) or the
