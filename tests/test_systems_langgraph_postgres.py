@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from pydantic import SecretStr
 
 from memharness.systems import adapter_class
 from memharness.systems.langgraph_postgres import (
@@ -246,6 +247,22 @@ def test_footprint_counts_rows_and_bytes(open_adapter: Open, embedder: Embedder)
     assert two.bytes > one.bytes
 
 
+def test_a_pg_url_is_used_instead_of_the_embedded_server(
+    tmp_path: Path, embedded_pg: EmbeddedPostgres, embedder: Embedder
+) -> None:
+    """With `pg_url` set, no embedded server is started under `data_dir`."""
+    settings = Settings(data_dir=tmp_path / "unused", pg_url=SecretStr(embedded_pg.url))
+    adapter = LangGraphPostgresAdapter.open(
+        namespace=f"t{uuid.uuid4().hex[:10]}", embedder=embedder, settings=settings
+    )
+    try:
+        key = _add(adapter, "on the external server")
+        assert adapter.holds(user_id="alice", memory_id=key)
+    finally:
+        adapter.close()
+    assert not (tmp_path / "unused").exists()
+
+
 def test_close_drops_every_row_and_only_this_instances_tables(
     open_adapter: Open, settings: Settings, embedder: Embedder
 ) -> None:
@@ -278,6 +295,8 @@ def test_bad_input_names_the_field_and_writes_nothing(open_adapter: Open) -> Non
         ({"ttl_s": -5}, "ttl_s"),
         ({"text": "  "}, "text"),
         ({"at": float("nan")}, "at"),
+        ({"metadata": {"when": {1, 2}}}, "metadata"),
+        ({"metadata": {"score": float("inf")}}, "metadata"),
     ):
         args: dict[str, Any] = {
             "user_id": "alice",

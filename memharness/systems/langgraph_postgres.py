@@ -47,6 +47,7 @@ schema (this instance's tables only), closes the connection and releases the ser
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -145,8 +146,8 @@ class LangGraphPostgresAdapter(MemoryAdapter):
         notes = [
             "TTL, search and sweeps are LangGraph's own SQL; its NOW() reads the virtual "
             "clock through a per-instance schema function (see the module docstring)",
-            f"sweeps run PostgresStore.sweep_ttl() every {sweep_interval_minutes:g} virtual "
-            "minutes (its sweeper's interval)",
+            "sweeps run PostgresStore.sweep_ttl() at the harness's sweep calls, at most "
+            f"once per {sweep_interval_minutes:g} virtual minutes (its sweeper's interval)",
             "delete_user lists the user's keys in the store table and deletes them with "
             "the store's own batched deletes (PostgresStore has no delete by namespace)",
         ]
@@ -277,9 +278,15 @@ class LangGraphPostgresAdapter(MemoryAdapter):
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("text", "must be a non-empty string")
         minutes = ttl_minutes(ttl_s)
+        value = {"text": text, "session_id": session_id, "at": at, "metadata": metadata}
+        if not isinstance(metadata, dict):
+            raise InvalidInput("metadata", f"must be a dict, got {type(metadata).__name__}")
+        try:  # the store writes it as jsonb (psycopg's json.dumps): refuse it up front
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput("metadata", f"must be JSON-serialisable: {exc}") from exc
         self.set_clock(at)
         key = uuid.uuid4().hex
-        value = {"text": text, "session_id": session_id, "at": at, "metadata": dict(metadata)}
         self.store.put(namespace, key, value, ttl=minutes)
         return Written(memory_ids=[key])
 
