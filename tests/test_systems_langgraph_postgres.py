@@ -120,6 +120,9 @@ def test_ttl_is_computed_on_the_virtual_clock_in_whole_minutes(open_adapter: Ope
     assert _expires_at(adapter, key) == T0 + 120
     assert _expires_at(adapter, kept) is None
     assert ttl_minutes(60) == 1 and ttl_minutes(60.001) == 2 and ttl_minutes(None) is None
+    assert ttl_minutes(120.0000001) == 2
+    with pytest.raises(InvalidInput, match="ttl_s"):
+        ttl_minutes(float("inf"))
     # The server's own clock is untouched on other connections.
     with psycopg.connect(adapter_url(adapter)) as other:
         row = other.execute("SELECT now()").fetchone()

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -101,9 +102,10 @@ def ttl_minutes(ttl_s: float | None) -> int | None:
     """The strategy's TTL as the store's whole minutes, rounded up (None: keep)."""
     if ttl_s is None:
         return None
-    if isinstance(ttl_s, bool) or not isinstance(ttl_s, int | float) or not ttl_s > 0:
-        raise InvalidInput("ttl_s", f"must be a number > 0 or None, got {ttl_s!r}")
-    return max(1, -(-int(ttl_s * 1000) // 60_000))  # ceil without float surprises
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, int | float) or not 0 < ttl_s < math.inf:
+        raise InvalidInput("ttl_s", f"must be a finite number > 0 or None, got {ttl_s!r}")
+    # To the millisecond first, so 120.0000001 s (float noise) stays 2 minutes.
+    return max(1, math.ceil(round(ttl_s, 3) / 60))
 
 
 class LangGraphPostgresAdapter(MemoryAdapter):
