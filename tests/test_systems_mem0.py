@@ -230,6 +230,8 @@ def test_footprint_counts_points_texts_vectors_and_history(adapter: Mem0Adapter)
         ("text", {"text": "  "}),
         ("ttl_s", {"ttl_s": 0}),
         ("ttl_s", {"ttl_s": float("inf")}),
+        ("ttl_s", {"ttl_s": True}),
+        ("at", {"at": float("nan")}),
     ],
 )
 def test_bad_input_names_the_field_and_writes_nothing(
