@@ -180,6 +180,8 @@ def test_delete_removes_the_vector_but_history_keeps_the_text(adapter: Mem0Adapt
     assert [h.memory_id for h in hits] == [kept]
     assert not adapter.in_vector_store(user_id="alice", memory_id=gone)
     assert adapter.holds(user_id="alice", memory_id=gone)  # mem0's history table has it
+    assert not adapter.holds(user_id="bob", memory_id=gone)  # alice's, not bob's
+    assert not adapter.holds(user_id="alice", memory_id="not-a-uuid")
     history = adapter._memory.db.get_history(gone)
     assert [row["event"] for row in history] == ["ADD", "DELETE"]
     assert history[1]["old_memory"] == "my phone is 555-0100"

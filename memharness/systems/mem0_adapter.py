@@ -201,6 +201,7 @@ class Mem0Adapter(MemoryAdapter):
         self._directory = directory
         self.collection = collection
         self._dim = embedder.dim
+        self._owners: dict[str, str] = {}  # memory id -> user id, for the history's rows
         self._closed = False
 
     @classmethod
@@ -275,7 +276,9 @@ class Mem0Adapter(MemoryAdapter):
             expiration_date=None if ttl_s is None else expiration_date(at, ttl_s),
             infer=False,
         )
-        return Written(memory_ids=[row["id"] for row in result["results"]])
+        ids = [row["id"] for row in result["results"]]
+        self._owners.update(dict.fromkeys(ids, user_id))
+        return Written(memory_ids=ids)
 
     def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
         self._check_open()
@@ -298,13 +301,21 @@ class Mem0Adapter(MemoryAdapter):
         """In the vector store (hidden or not), or its text in mem0's history table."""
         self._check_open()
         _check_user(user_id)
+        try:
+            memory_id = _check_memory_id(memory_id)
+        except InvalidInput:
+            return False  # not a mem0 id: nothing of it can be held
         if self.in_vector_store(user_id=user_id, memory_id=memory_id):
             return True
-        rows = self._memory.db.get_history(_check_memory_id(memory_id))
+        # History rows name no user: whose the memory was is known from `add`.
+        if self._owners.get(memory_id) != user_id:
+            return False
+        rows = self._memory.db.get_history(memory_id)
         return any(row["old_memory"] or row["new_memory"] for row in rows)
 
     def in_vector_store(self, *, user_id: str, memory_id: str) -> bool:
         """Whether the user's memory is still a point of the collection (read-only)."""
+        self._check_open()
         point = self._memory.vector_store.get(vector_id=_check_memory_id(memory_id))
         return point is not None and (point.payload or {}).get("user_id") == user_id
 
