@@ -7,7 +7,9 @@ its local Qdrant and its SQLite history are real.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import socket
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memharness.systems import adapter_class
+from memharness.systems import MissingExtra, adapter_class
 from memharness.systems.base import Footprint
 from memharness.systems.mem0_adapter import (
     DAY_S,
@@ -72,6 +74,18 @@ def test_the_registry_opens_it_with_a_temp_data_dir(
         assert Path(settings.data_dir, "mem0").is_dir()
     finally:
         opened.close()
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def without_mem0(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "mem0" else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_mem0)
+    monkeypatch.delitem(sys.modules, "memharness.systems.mem0_adapter")
+    with pytest.raises(MissingExtra, match=r"pip install -e '\.\[mem0\]'"):
+        adapter_class("mem0")
 
 
 def test_search_sees_only_the_users_own_memories(adapter: Mem0Adapter) -> None:
