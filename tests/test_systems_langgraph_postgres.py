@@ -87,7 +87,7 @@ def test_registry_opens_it_and_it_says_what_it_does(open_adapter: Open) -> None:
     assert (native.granularity_s, native.expired, native.clock) == (60.0, "hidden", "virtual")
     assert native.refresh_on_read is False
     default = open_adapter().capabilities.native_expiry
-    assert default is not None and default.refresh_on_read and default.expired == "deleted"
+    assert default is not None and default.refresh_on_read and default.expired == "readable"
 
 
 def test_search_returns_only_the_users_own_memories(open_adapter: Open) -> None:

@@ -153,15 +153,10 @@ class LangGraphPostgresAdapter(MemoryAdapter):
             "delete_user lists the user's keys in the store table and deletes them with "
             "the store's own batched deletes (PostgresStore has no delete by namespace)",
         ]
-        if not omit_expired:
-            notes.append(
-                "an expired memory stays readable by search until the next sweep deletes "
-                "it (omit_expired=False, LangGraph's default)"
-            )
         self.capabilities = Capabilities(
             native_expiry=NativeExpiry(
                 granularity_s=60.0,
-                expired="hidden" if omit_expired else "deleted",
+                expired="hidden" if omit_expired else "readable",
                 refresh_on_read=refresh_on_read,
                 clock="virtual",
             ),
