@@ -233,6 +233,7 @@ class ResultWriter:
         entry = {
             "label": spec.label,
             "name": spec.name,
+            "system": spec.system,
             "params": dict(spec.params),
             "fingerprint": spec.strategy.fingerprint(),
             "config": spec.strategy.model_dump(mode="json"),

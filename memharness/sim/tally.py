@@ -74,6 +74,9 @@ class ShardResult:
     peak_rss_mb: float = 0.0  # of the process that replayed the shard, over its life
     #: Growth, lifetime, cleanup and hit rate counts (`monitoring.py`).
     monitor: MonitorTally = field(default_factory=MonitorTally)
+    #: A system under test: what it was asked and could not do ("delete (expiry)" -> n;
+    #: `memharness/sim/peer_replay.py`). Empty for the reference.
+    unsupported: Counter[str] = field(default_factory=Counter)
 
 
 class Latencies:
