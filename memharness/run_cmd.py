@@ -208,6 +208,7 @@ def run(
     from memharness.sim.results import ResultWriter, ResumeError
     from memharness.sim.runner import RunOptions, StrategyOutcome
     from memharness.sim.simulator import Simulator
+    from memharness.systems_table import systems_markdown
 
     settings = settings_from_options(backend=backend, embedder=embedder)
     if resume_dir is not None:
@@ -336,6 +337,9 @@ def run(
     finally:
         writer.finish(status)
         click.echo(verdict_terminal(writer.document), nl=False)
+        systems = systems_markdown(writer.document)
+        if systems:
+            click.echo("\n" + "\n".join(systems), nl=False)
         with shown.start(f"writing the report in {writer.run_dir}"):
             summary = write_report(writer.run_dir)
         click.echo(f"\nreport: {summary}")

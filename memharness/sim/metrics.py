@@ -126,6 +126,7 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         "footprint": footprint(shards),
         "latency_ms": latency([s.histograms for s in shards]),
         "monitoring": monitoring_figures([s.monitor for s in shards]),
+        "capabilities": next((s.capabilities for s in shards if s.capabilities), None),
     }
 
 

@@ -24,6 +24,7 @@ the raw text the system holds. The footprint is the system's (`footprint()`), un
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,6 +135,7 @@ class PeerReplay:
         self.pii: list[PeerItem] = []
         self.pii_dirty: set[str] = set()
         self._spent = 0.0  # seconds inside the system since the operation in flight began
+        self.result.capabilities = dataclasses.asdict(adapter.capabilities)
 
     # ------------------------------------------------------------------ the oracle
     def oracle_until(self, memory: Memory) -> float | None:
@@ -424,6 +426,7 @@ class PeerReplay:
         self._move(at)
         removed = self._timed("sweep", lambda: self.adapter.sweep(at))
         stats = self.mirror.sweep(at=at)
+        self.monitor.swept(stats, at, lambda fact: None)  # one layer: no episodes
         found = stats.by_layer.get("stm")
         decisions = [] if found is None else list(found.decisions)
         for decision in decisions:

@@ -234,6 +234,7 @@ class ResultWriter:
             "label": spec.label,
             "name": spec.name,
             "system": spec.system,
+            "capabilities": figures.get("capabilities"),
             "params": dict(spec.params),
             "fingerprint": spec.strategy.fingerprint(),
             "config": spec.strategy.model_dump(mode="json"),

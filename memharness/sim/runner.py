@@ -164,8 +164,9 @@ class ShardWorker:
     ) -> ShardResult:
         """Replay the shard under `strategy` on `system` (the reference, or an adapter
         opened here in the worker: only its name crosses from the driver); `die_at` (a
-        share of the shard's steps, for `--fault`) kills this process with SIGKILL once that share is replayed, and
-        `server_fault` kills, stops or restarts one of its embedded servers then. A
+        share of the shard's steps, for `--fault`) kills this process with SIGKILL once
+        that share is replayed, and `server_fault` kills, stops or restarts one of its
+        embedded servers then. A
         replay with a server fault fails: with the layer's error if it met one, else with
         `ServerFaultInjected` (its figures are not those of an uninterrupted replay)."""
         with self.lock:

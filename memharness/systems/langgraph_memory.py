@@ -45,10 +45,7 @@ class LangGraphMemoryAdapter(MemoryAdapter):
     def __init__(self, *, namespace: str, embedder: Embedder) -> None:
         self.namespace = namespace
         self.embedder = embedder
-        self.capabilities = Capabilities(
-            native_expiry=None,
-            notes=("no TTL: the harness applies every time rule by sweeps (delete by key)",),
-        )
+        self.capabilities = Capabilities(native_expiry=None)
         self.store = InMemoryStore(
             index={"dims": embedder.dim, "embed": self._embed, "fields": ["text"]}
         )
