@@ -1,0 +1,178 @@
+"""Replaying hand-written scenarios against a system under test (`PeerReplay`), here
+LangGraph's InMemoryStore, on the hashing embedder: what the harness does for a system
+without native expiry (sweeps delete), for one with it (TTLs handed over, the system
+expires), and for one that cannot delete (the leak is counted and named)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from memharness.cli import main
+from memharness.scenarios import load_scenario
+from memharness.sim.metrics import merge
+from memharness.sim.plan import StrategySpec, probe_times, sample_times, sweep_ticks
+from memharness.sim.replay import SimUser
+from memharness.sim.shard import ShardReplayer
+from memharness.sim.tally import ShardResult
+from memharness.systems.base import Hit, NativeExpiry, Unsupported, Written
+from memharness.systems.langgraph_memory import LangGraphMemoryAdapter
+from reference.keys import Namespace
+from reference.settings import Settings
+from reference.text_interfaces import Embedder
+
+SUITE = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+class Recording(LangGraphMemoryAdapter):
+    """The LangGraph adapter, noting every delete and each add's time to live."""
+
+    def __init__(self, *, namespace: str, embedder: Embedder) -> None:
+        super().__init__(namespace=namespace, embedder=embedder)
+        self.deleted: list[tuple[str, str, bool]] = []  # (user, id, still held after)
+        self.ttls: list[float | None] = []
+
+    def add(self, **kwargs: Any) -> Written:
+        self.ttls.append(kwargs["ttl_s"])
+        return super().add(**kwargs)
+
+    def delete(self, *, user_id: str, memory_id: str) -> None:
+        super().delete(user_id=user_id, memory_id=memory_id)
+        self.deleted.append((user_id, memory_id, self.holds(user_id=user_id, memory_id=memory_id)))
+
+
+class CannotDelete(Recording):
+    """A system without delete or delete-by-user."""
+
+    def delete(self, *, user_id: str, memory_id: str) -> None:
+        raise Unsupported(self.name, "delete a memory")
+
+    def delete_user(self, *, user_id: str) -> None:
+        raise Unsupported(self.name, "delete a user's data")
+
+
+class HidesExpired(Recording):
+    """Native expiry in the style of mem0: day-free here, 60 s granularity, expired
+    memories hidden from search and kept until deleted."""
+
+    def __init__(self, *, namespace: str, embedder: Embedder) -> None:
+        super().__init__(namespace=namespace, embedder=embedder)
+        self.capabilities = type(self.capabilities)(
+            native_expiry=NativeExpiry(60.0, "hidden", False, "virtual")
+        )
+        self.deadline: dict[str, float] = {}
+
+    def add(self, **kwargs: Any) -> Written:
+        written = super().add(**kwargs)
+        if kwargs["ttl_s"] is not None:
+            self.deadline[written.memory_ids[0]] = kwargs["at"] + kwargs["ttl_s"]
+        return written
+
+    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
+        hits = super().search(user_id=user_id, query=query, k=100, at=at)
+        return [h for h in hits if at < self.deadline.get(h.memory_id, float("inf"))][:k]
+
+
+def replay(
+    scenario: str, spec: str, adapter: type[Recording], embedder: Embedder
+) -> tuple[ShardResult, Recording]:
+    users = [SimUser(i, u) for i, u in enumerate(load_scenario(SUITE / scenario).users)]
+    strategy = StrategySpec.parse(spec).strategy
+    times = [s.at for u in users for s in u.user.timeline]
+    settings = Settings(backend="memory")
+    opened: list[Recording] = []
+
+    def open_adapter(namespace: str) -> Recording:
+        opened.append(adapter(namespace=namespace, embedder=embedder))
+        return opened[0]
+
+    result = ShardReplayer(users, k=5).run_peer(
+        open_adapter,
+        strategy,
+        Namespace("peer_test"),
+        settings=settings,
+        embedder=embedder,
+        ticks=sweep_ticks(times, strategy.sweep_interval_s, 21600.0),
+        samples=sample_times(times),
+        peak_samples=probe_times([u.user for u in users]),
+    )
+    return result, opened[0]
+
+
+def test_keep_all_recalls_everything_and_deletes_nothing(embedder: Embedder) -> None:
+    result, store = replay("drift.yaml", "keep_all", Recording, embedder)
+    m = merge([result])["metrics"]
+    assert m["recall_at_k"] == 1.0 and m["leakage"] == 0
+    # Nothing removes a superseded preference: it keeps coming back, stale.
+    assert m["stale_at_k"] > 0
+    assert store.deleted == [] and store.ttls and set(store.ttls) == {None}
+    assert result.capabilities["native_expiry"] is None
+
+
+def test_a_ttl_is_applied_by_the_harness_sweep_and_the_memory_is_gone(
+    embedder: Embedder,
+) -> None:
+    kept, _ = replay("drift.yaml", "keep_all", Recording, embedder)
+    result, store = replay("drift.yaml", "fixed_ttl:ttl.default_s=60", Recording, embedder)
+    assert store.deleted, "the sweeps deleted the expired memories"
+    assert not any(held for _, _, held in store.deleted), "a deleted memory is not held"
+    m = merge([result])["metrics"]
+    assert m["stale_at_k"] == 0.0 < merge([kept])["metrics"]["stale_at_k"]
+    # A minute is shorter than any gap from statement to probe: over-forgetting, named.
+    assert m["over_forget_rate"] > 0
+    causes = {w["cause"] for r in result.probe_records for w in r["why"].values()}
+    assert causes == {"ttl.default_s"}  # the rule, as the reference names it
+    final = merge([result])["footprint"]["final"]["ltm"]["records"]
+    assert final < merge([kept])["footprint"]["final"]["ltm"]["records"]
+
+
+def test_a_forget_command_deletes_and_nothing_leaks(embedder: Embedder) -> None:
+    result, store = replay("forget_commands.yaml", "keep_all", Recording, embedder)
+    m = merge([result])["metrics"]
+    assert m["leakage"] == 0
+    assert store.deleted and not any(held for _, _, held in store.deleted)
+    assert result.monitor.forgets > 0 and result.monitor.forgets_failed == 0
+
+
+def test_a_system_that_cannot_delete_leaks_and_says_so(embedder: Embedder) -> None:
+    result, store = replay("forget_commands.yaml", "keep_all", CannotDelete, embedder)
+    m = merge([result])["metrics"]
+    assert m["leakage"] > 0
+    assert m["unsupported"], "the operations it could not do are counted"
+    assert any(op.startswith("delete") for op in m["unsupported"])
+    assert store.footprint().memories == 0  # closed: whatever it held is dropped
+    assert result.monitor.forgets_failed > 0
+
+
+def test_native_expiry_gets_the_strategy_ttl_and_the_harness_does_not_expire(
+    embedder: Embedder,
+) -> None:
+    result, store = replay("drift.yaml", "fixed_ttl:ttl.default_s=60", HidesExpired, embedder)
+    assert {t for t in store.ttls} == {60.0}
+    assert store.deleted == [], "expiry is the system's: the harness deletes nothing"
+    m = merge([result])["metrics"]
+    assert m["stale_at_k"] == 0.0 and m["over_forget_rate"] > 0  # hidden: not retrievable
+    assert result.capabilities["native_expiry"]["expired"] == "hidden"
+
+
+def test_an_event_invalidates_through_delete(embedder: Embedder) -> None:
+    kept, _ = replay("hotline_ticket.yaml", "keep_all", Recording, embedder)
+    result, store = replay("hotline_ticket.yaml", "event_driven", Recording, embedder)
+    assert store.deleted
+    assert merge([result])["metrics"]["stale_at_k"] < merge([kept])["metrics"]["stale_at_k"]
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [("nosuch", "unknown system 'nosuch'"), ("reference,reference", "named twice")],
+)
+def test_run_rejects_a_bad_system_naming_it(value: str, needle: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["run", "--system", value, "--scenario", str(SUITE / "drift.yaml"), "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 2, result.output
+    assert needle in result.output and "Traceback" not in result.output
