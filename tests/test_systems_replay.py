@@ -5,10 +5,13 @@ expires), and for one that cannot delete (the leak is counted and named)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import ray
 from click.testing import CliRunner
 
 from memharness.cli import main
@@ -176,3 +179,47 @@ def test_run_rejects_a_bad_system_naming_it(value: str, needle: str, tmp_path: P
     )
     assert result.exit_code == 2, result.output
     assert needle in result.output and "Traceback" not in result.output
+
+
+@pytest.fixture
+def ray_session() -> Iterator[None]:
+    yield
+    ray.shutdown()
+
+
+def test_run_system_end_to_end(ray_session: None, tmp_path: Path) -> None:
+    """The whole pipeline (a Ray worker, the adapter built in it from its name, result
+    files, the report's systems table) on one small scenario, beside the reference."""
+    result = CliRunner().invoke(
+        main,
+        ["run", "--system", "langgraph-memory,reference", "--scenario",
+         str(SUITE / "forget_commands.yaml"), "--strategy", "keep_all", "--backend", "memory",
+         "--embedder", "hashing", "--workers", "1", "--out", str(tmp_path), "--run-id", "peers",
+         "--no-progress"],
+        env={"MEMH_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1",
+             "TRANSFORMERS_OFFLINE": "1"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "peers" / "results.json").read_text())
+    entries = {e["label"]: e for e in document["scenarios"][0]["strategies"]}
+    assert set(entries) == {"langgraph-memory/keep_all", "keep_all"}
+    peer = entries["langgraph-memory/keep_all"]
+    assert peer["system"] == "langgraph-memory" and peer["status"] == "ok"
+    assert peer["metrics"]["leakage"] == 0 and peer["metrics"]["recall_at_k"] == 1.0
+    assert peer["latency_ms"]["turn"]["n"] > 0 and peer["latency_ms"]["recall"]["n"] > 0
+    summary = (tmp_path / "peers" / "summary.md").read_text()
+    assert "## Systems × strategies" in summary
+    assert "| langgraph-memory | keep_all |" in summary and "| reference | keep_all |" in summary
+    assert "no native expiry" in summary
+
+
+def test_the_real_embedder_recalls_and_forgets_through_langgraph() -> None:
+    """MiniLM, as a run uses it (offline), under keep_all and hybrid."""
+    from reference.embedding import MiniLMEmbedder
+
+    minilm = MiniLMEmbedder()
+    result, store = replay("forget_commands.yaml", "keep_all", Recording, minilm)
+    m = merge([result])["metrics"]
+    assert m["recall_at_k"] == 1.0 and m["leakage"] == 0 and store.deleted
+    result, _ = replay("drift.yaml", "hybrid", Recording, minilm)
+    assert merge([result])["metrics"]["stale_at_k"] == 0.0

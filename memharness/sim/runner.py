@@ -131,7 +131,10 @@ class ShardWorker:
             gc.unfreeze()  # what the previous load froze may be collected again
             shard = ShardReplayer(users, k=k)
             masker = RegexPiiMasker()
-            texts = sorted({masker.mask(t) for t in shard.texts()})
+            said = shard.texts()
+            # Masked: what the reference embeds; raw: what a system under test is given
+            # (`peer_replay.py`), so neither's turn waits on the model for a known text.
+            texts = sorted({masker.mask(t) for t in said} | set(said))
             self.embedder = CachedEmbedder(self.inner, maxsize=len(texts) + 10_000)
             for start in range(0, len(texts), EMBED_BATCH):
                 self.embedder.embed(texts[start : start + EMBED_BATCH])
