@@ -320,7 +320,7 @@ class PeerReplay:
                 self.result.unsupported[f"delete ({rule})"] += 1
                 if len(self.result.leaks) < self.shard.max_leaks and rule == "forget command":
                     what = f"{exc}: the memory stays"
-                    self.result.leaks.append({"user": user, "at": at, "fact": None, "how": what})
+                    self.result.leaks.append({"user": user, "at": at, "fact": "-", "how": what})
                 continue
             self.deleted.add(mirror_id)
             self.causes.remove(("stm", mirror_id, 0), at, rule, detail)
@@ -433,7 +433,7 @@ class PeerReplay:
             if decision.action in _REMOVING:
                 rule = sweep_rule(decision) or str(decision.action)
                 self._delete([decision.record_id], at, rule, decision.reason)
-        if self.native is not None and (removed or self.native.expired == "hidden"):
+        if self.native is not None and removed:  # only what the system says it removed
             self._native_gone(at)
         if self.pii_dirty and self.pii:
             self.pii = [
