@@ -5,6 +5,7 @@ expires), and for one that cannot delete (the leak is counted and named)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,3 +224,26 @@ def test_the_real_embedder_recalls_and_forgets_through_langgraph() -> None:
     assert m["recall_at_k"] == 1.0 and m["leakage"] == 0 and store.deleted
     result, _ = replay("drift.yaml", "hybrid", Recording, minilm)
     assert merge([result])["metrics"]["stale_at_k"] == 0.0
+
+
+def test_a_missing_extra_is_named_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memharness.systems as systems
+
+    real = importlib.import_module
+
+    def not_installed(module: str) -> Any:
+        if module == systems.SYSTEMS["langgraph-memory"].module:
+            raise ModuleNotFoundError("No module named 'langgraph'", name="langgraph")
+        return real(module)
+
+    monkeypatch.setattr(systems.importlib, "import_module", not_installed)
+    result = CliRunner().invoke(
+        main,
+        ["run", "--system", "langgraph-memory", "--scenario", str(SUITE / "drift.yaml"),
+         "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "pip install -e '.[langgraph]'" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "results.json").exists()
