@@ -192,10 +192,10 @@ class PeerReplay:
         state = self.mirror.session.get(user_id=user, session_id=session_id)
         if state is None:
             state = self.mirror.session.create(user_id=user, session_id=session_id, channel="web")
+        self._spent = 0.0  # the turn's time in the system: a forget's deletes, search, add
         forgetting = forget_turn(self.engine, state, masked, user_id=user, session_id=session_id)
         if forgetting.forgotten is not None:
             self._carry_out(u, forgetting.forgotten, at)
-        self._spent = 0.0
         self._search(user, text, self.shard.k, at, touch=True)  # the turn's context
         added = None
         if not forgetting.handled:
@@ -333,7 +333,7 @@ class PeerReplay:
         if report.scope == "everything":
             ids = sorted(m for m, (user, _) in self.peer.items() if user == u.user_id)
             try:
-                self._timed("sweep", lambda: self.adapter.delete_user(user_id=u.user_id))
+                self._timed(None, lambda: self.adapter.delete_user(user_id=u.user_id))
             except Unsupported:
                 self.result.unsupported["delete_user (forget everything)"] += 1
             else:
@@ -424,7 +424,8 @@ class PeerReplay:
     # ------------------------------------------------------------------ time
     def tick(self, at: float) -> None:
         self._move(at)
-        removed = self._timed("sweep", lambda: self.adapter.sweep(at))
+        self._spent = 0.0  # the system's sweep and the harness's deletes: one sweep
+        removed = self._timed(None, lambda: self.adapter.sweep(at))
         stats = self.mirror.sweep(at=at)
         self.monitor.swept(stats, at, lambda fact: None)  # one layer: no episodes
         found = stats.by_layer.get("stm")
@@ -435,6 +436,7 @@ class PeerReplay:
                 self._delete([decision.record_id], at, rule, decision.reason)
         if self.native is not None and removed:  # only what the system says it removed
             self._native_gone(at)
+        self.latencies.record("sweep", self._spent * 1000.0)
         if self.pii_dirty and self.pii:
             self.pii = [
                 item
