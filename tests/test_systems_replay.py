@@ -247,3 +247,19 @@ def test_a_missing_extra_is_named_without_a_traceback(
     assert result.exit_code == 2, result.output
     assert "pip install -e '.[langgraph]'" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "results.json").exists()
+
+
+def test_one_layer_keeps_what_each_rule_covers() -> None:
+    from memharness.sim.peer_mirror import one_layer, peer_kind
+    from reference.models import MemoryType
+
+    hybrid = StrategySpec.parse("hybrid").strategy
+    flat = one_layer(hybrid, native_expiry=False)
+    knowledge = next(e for e in flat.events if e.event == "knowledge_updated")
+    assert knowledge.layers == ("stm",) and knowledge.types == (MemoryType.KNOWLEDGE,)
+    assert flat.ttl is not None and flat.ttl.ttl_for(MemoryType.PROFILE) is None  # a fact
+    assert flat.promotion == "rules" and flat.pii is None
+    assert one_layer(hybrid, native_expiry=True).ttl is None  # the system's own TTL
+    kind, _, tags = peer_kind("My address is 12 Oak Street", hybrid)
+    assert kind is MemoryType.PROFILE and tags["topic"] == "address"
+    assert peer_kind("haha nice weather today", hybrid)[0] is MemoryType.EPISODE
