@@ -1,7 +1,8 @@
 """The systems × strategies table of a run with `--system` (summary.md and the terminal).
 
 One row per system and strategy over the run's scenarios: mean recall@k and stale@k
-(over the scenarios that measured them), leakage and peak bytes (summed), the slowest
+(over the scenarios that measured them), leakage, the statements with marked PII still
+held in plaintext at the run's end, and peak bytes (summed), the slowest
 scenario's turn p95, and what the system could not do (`unsupported`, counted by the
 replay: `memharness/sim/peer_replay.py`). A strategy that failed on a system keeps its
 row, saying so. Under the table, a line per system says what it does natively (its
@@ -47,6 +48,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                     "recall": [],
                     "stale": [],
                     "leakage": 0,
+                    "pii": [0, 0],  # marked PII statements, still held raw at the end
                     "bytes": 0,
                     "turn_p95": None,
                     "failed": [],
@@ -63,6 +65,8 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 if m.get(name) is not None:
                     row[key].append(m[name])
             row["leakage"] += m.get("leakage") or 0
+            row["pii"][0] += m.get("pii_items") or 0
+            row["pii"][1] += m.get("pii_raw_at_end") or 0
             peak = (entry.get("footprint") or {}).get("peak") or {}
             row["bytes"] += sum(int(layer.get("bytes") or 0) for layer in peak.values())
             p95 = ((entry.get("latency_ms") or {}).get("turn") or {}).get("p95")
@@ -105,11 +109,14 @@ def systems_markdown(results: dict[str, Any]) -> list[str]:
     out = [
         "## Systems × strategies",
         "",
-        "Over the run's scenarios: recall and stale are means, leakage and peak bytes sums, "
-        "turn p95 the slowest scenario's (a peer's turn is its search and its add).",
+        "Over the run's scenarios: recall and stale are means; leakage, PII raw at end "
+        "(statements with marked personal data still held in plaintext when the run ended) "
+        "and peak bytes are sums; turn p95 is the slowest scenario's (a peer's turn is its "
+        "search and its add).",
         "",
-        "| system | strategy | recall | stale | leakage | peak bytes | turn p95 | cannot |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| system | strategy | recall | stale | leakage | PII raw at end | peak bytes "
+        "| turn p95 | cannot |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in table:
         cannot = ", ".join(f"{op} ×{n}" for op, n in sorted(r["unsupported"].items())) or "-"
@@ -118,7 +125,8 @@ def systems_markdown(results: dict[str, Any]) -> list[str]:
         p95 = "-" if r["turn_p95"] is None else f"{r['turn_p95']:.1f} ms"
         out.append(
             f"| {r['system']} | {r['strategy']} | {_pct(_mean(r['recall']))} "
-            f"| {_pct(_mean(r['stale']))} | {r['leakage']} | {_bytes(r['bytes'])} | {p95} "
+            f"| {_pct(_mean(r['stale']))} | {r['leakage']} | {r['pii'][1]} of {r['pii'][0]} "
+            f"| {_bytes(r['bytes'])} | {p95} "
             f"| {cannot.replace('|', '/')} |"
         )
     out.append("")

@@ -27,6 +27,7 @@ an event) the replay applies to the system by `delete` (`peer_replay.py`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from reference.clock import VirtualClock
@@ -85,14 +86,17 @@ def one_layer(strategy: Strategy, *, native_expiry: bool) -> Strategy:
     return validate_strategy(data, source=f"{strategy.name} (one layer)")
 
 
-def peer_kind(text: str, strategy: Strategy) -> tuple[MemoryType, float, dict[str, str]]:
+def peer_kind(
+    text: str, strategy: Strategy, *, disclosed: Sequence[str] = ()
+) -> tuple[MemoryType, float, dict[str, str]]:
     """A peer memory's kind, importance and tags (`topic`, `category`: what events and
-    forget commands match), from the reference's pure classifiers on the masked text."""
+    forget commands match), from the reference's pure classifiers on the masked text
+    (`disclosed`: the PII detector's kinds in the raw text, as the reference's turn)."""
     decision = RuleIntentFilter().classify(text)
     intent = decision.kind or MemoryType.CONVERSATION
     candidate = extract_fact(text, decision.kind) if decision.keep else None
     category = None if candidate is None else candidate.category
-    stm_type = memory_type(text, intent, category=category)
+    stm_type = memory_type(text, intent, category=category, disclosed=disclosed)
     tags: dict[str, str] = {}
     if candidate is not None:
         tags = {"topic": candidate.key, "category": candidate.category.value}

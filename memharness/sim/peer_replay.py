@@ -226,7 +226,8 @@ class PeerReplay:
     def _add(
         self, u: SimUser, session_id: str, text: str, masked: str, at: float, meta: dict[str, Any]
     ) -> MemoryRecord | None:
-        kind, importance, tags = peer_kind(masked, self.strategy)
+        disclosed = [m.kind for m in self.masker.detect(text)] if masked != text else []
+        kind, importance, tags = peer_kind(masked, self.strategy, disclosed=disclosed)
         ttl_s = None
         if self.native is not None:
             ttl_s = ttl_for_peer(
