@@ -20,6 +20,14 @@ REFERENCE_NATIVE = (
 )
 
 
+#: What an expired memory is, per `NativeExpiry.expired`.
+_EXPIRED = {
+    "readable": "readable until the system's sweep deletes it",
+    "hidden": "hidden from search and kept",
+    "deleted": "deleted at once",
+}
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -89,9 +97,10 @@ def native_line(system: str, capabilities: dict[str, Any] | None) -> str:
         said = "no native expiry: the harness applies every time rule by sweeps (delete)"
     else:
         refresh = "refreshed on read" if expiry.get("refresh_on_read") else "not refreshed on read"
+        fate = _EXPIRED.get(str(expiry.get("expired")), str(expiry.get("expired")))
         said = (
-            f"native expiry at {expiry.get('granularity_s'):g} s granularity, expired memories "
-            f"{expiry.get('expired')} until swept, {refresh}, on the {expiry.get('clock')} clock"
+            f"native expiry at {expiry.get('granularity_s'):g} s granularity, an expired memory "
+            f"{fate}, {refresh}, on the {expiry.get('clock')} clock"
         )
     can = [
         f"delete {'yes' if capabilities.get('delete', True) else 'NO'}",

@@ -80,6 +80,29 @@ class HidesExpired(Recording):
         return [h for h in hits if at < self.deadline.get(h.memory_id, float("inf"))][:k]
 
 
+class SweepsExpired(HidesExpired):
+    """Native expiry in the style of LangGraph's stores: expired memories stay readable
+    until the system's own sweep deletes them."""
+
+    def __init__(self, *, namespace: str, embedder: Embedder) -> None:
+        super().__init__(namespace=namespace, embedder=embedder)
+        self.capabilities = type(self.capabilities)(
+            native_expiry=NativeExpiry(60.0, "readable", False, "virtual")
+        )
+
+    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
+        return LangGraphMemoryAdapter.search(self, user_id=user_id, query=query, k=k, at=at)
+
+    def sweep(self, at: float) -> int:
+        due = [m for m, deadline in self.deadline.items() if deadline <= at]
+        for memory_id in due:
+            LangGraphMemoryAdapter.delete(
+                self, user_id=self._held[memory_id][0], memory_id=memory_id
+            )
+            del self.deadline[memory_id]
+        return len(due)
+
+
 def replay(
     scenario: str, spec: str, adapter: type[Recording], embedder: Embedder
 ) -> tuple[ShardResult, Recording]:
@@ -263,3 +286,12 @@ def test_one_layer_keeps_what_each_rule_covers() -> None:
     kind, _, tags = peer_kind("My address is 12 Oak Street", hybrid)
     assert kind is MemoryType.PROFILE and tags["topic"] == "address"
     assert peer_kind("haha nice weather today", hybrid)[0] is MemoryType.EPISODE
+
+
+def test_a_system_that_sweeps_its_own_expired_memories(embedder: Embedder) -> None:
+    result, store = replay("drift.yaml", "fixed_ttl:ttl.default_s=60", SweepsExpired, embedder)
+    assert set(store.ttls) == {60.0} and store.deleted == []  # the harness deleted nothing
+    m = merge([result])["metrics"]
+    assert m["over_forget_rate"] > 0 and m["stale_at_k"] == 0.0
+    causes = {w["cause"] for r in result.probe_records for w in r["why"].values()}
+    assert causes == {"native expiry"}

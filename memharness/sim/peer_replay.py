@@ -486,9 +486,11 @@ class PeerReplay:
         return self.adapter.holds(user_id=user, memory_id=memory_id)
 
     def _live(self, mirror_id: str, at: float) -> bool:
-        """Held and not hidden by native expiry: where a search could still find it."""
+        """Held and not hidden by native expiry (a `readable` one is, until its system's
+        sweep deletes it): where a search could still find it."""
         deadline = self.native_deadline.get(mirror_id)
-        return (deadline is None or at < deadline) and self._holds(mirror_id)
+        readable = self.native is not None and self.native.expired == "readable"
+        return (deadline is None or at < deadline or readable) and self._holds(mirror_id)
 
     def _resolved(self, item: PeerItem, at: float) -> bool:
         raw = any(
