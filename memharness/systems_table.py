@@ -105,6 +105,7 @@ def native_line(system: str, capabilities: dict[str, Any] | None) -> str:
     can = [
         f"delete {'yes' if capabilities.get('delete', True) else 'NO'}",
         f"delete a user's data {'yes' if capabilities.get('delete_user', True) else 'NO'}",
+        *(["a deleted memory's text is KEPT"] if capabilities.get("deletes_keep_text") else []),
     ]
     notes = list(capabilities.get("notes") or ())
     return "; ".join([said, *can, *notes])

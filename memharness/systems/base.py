@@ -56,6 +56,9 @@ class Capabilities:
     native_expiry: NativeExpiry | None  # None: the harness applies the strategy by sweeps
     delete: bool = True  # delete one memory by id
     delete_user: bool = True  # delete every memory of one user
+    #: A deleted memory's text stays in the system (mem0's history table): `holds` stays
+    #: true after `delete` and `delete_user`, and a forgotten fact counts as a leak.
+    deletes_keep_text: bool = False
     notes: tuple[str, ...] = ()  # anything else a reader of the report should know
 
 

@@ -183,6 +183,7 @@ class Mem0Adapter(MemoryAdapter):
         native_expiry=NativeExpiry(
             granularity_s=DAY_S, expired="hidden", refresh_on_read=False, clock="virtual"
         ),
+        deletes_keep_text=True,
         notes=(
             "expiration_date is a UTC date: hidden from the midnight after at + ttl, kept "
             "in the vector store for good (mem0 has no sweep)",
