@@ -26,7 +26,6 @@ an event) the replay applies to the system by `delete` (`peer_replay.py`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -114,12 +113,15 @@ def ttl_for_peer(
     strategy: Strategy, kind: MemoryType, importance: float, now: float, granularity_s: float
 ) -> float | None:
     """The time to live a system with native expiry gets for a new memory: the one-layer
-    strategy's deadline on write, rounded up to the system's granularity (None: keep)."""
+    strategy's deadline on write, as it is (None: keep). The adapter rounds it the way its
+    system does (LangGraph: up to whole minutes; mem0: to the UTC date), so rounding here
+    too would make expiry late twice. A deadline already past gets the shortest TTL the
+    system can express."""
     deadline = expires_at_on_write(strategy, kind=kind, importance=importance, now=now)
     if deadline is None:
         return None
-    ttl = max(deadline - now, granularity_s)
-    return math.ceil(ttl / granularity_s) * granularity_s if granularity_s > 0 else ttl
+    ttl = deadline - now
+    return ttl if ttl > 0 else granularity_s
 
 
 def build_mirror(

@@ -38,7 +38,7 @@ class NativeExpiry:
     """A system's own expiry."""
 
     #: The smallest step of a time to live it honours, in seconds (LangGraph: 60, mem0:
-    #: 86,400): the harness rounds the strategy's TTL up to it.
+    #: 86,400): the adapter rounds the strategy's TTL to it as its system does.
     granularity_s: float
     #: What an expired memory is before (or without) a sweep: `readable` still (search
     #: and get return it until a sweep deletes it: LangGraph's stores by default),
@@ -114,7 +114,8 @@ class MemoryAdapter(ABC):
         ttl_s: float | None,
     ) -> Written:
         """Store what the user said at `at`; `ttl_s` is the strategy's time to live for
-        it (None: keep), used only by systems with native expiry."""
+        it, unrounded (None: keep), used only by systems with native expiry: the adapter
+        rounds it the way its system does (`NativeExpiry.granularity_s`)."""
 
     @abstractmethod
     def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
