@@ -480,7 +480,12 @@ class PeerReplay:
 
     # ------------------------------------------------------------------ checks
     def _holds(self, mirror_id: str) -> bool:
-        if mirror_id in self.deleted or mirror_id not in self.peer:
+        """Whether the system still keeps the memory in any form. A deleted one is gone
+        unless the system keeps a deleted memory's text (`deletes_keep_text`: then the
+        system is asked, and a forgotten fact it keeps is a leak)."""
+        if mirror_id not in self.peer:
+            return False
+        if mirror_id in self.deleted and not self.adapter.capabilities.deletes_keep_text:
             return False
         user, memory_id = self.peer[mirror_id]
         return self.adapter.holds(user_id=user, memory_id=memory_id)
