@@ -493,6 +493,8 @@ class PeerReplay:
     def _live(self, mirror_id: str, at: float) -> bool:
         """Held and not hidden by native expiry (a `readable` one is, until its system's
         sweep deletes it): where a search could still find it."""
+        if mirror_id in self.deleted:  # kept text (mem0's history) is not searchable
+            return False
         deadline = self.native_deadline.get(mirror_id)
         readable = self.native is not None and self.native.expired == "readable"
         return (deadline is None or at < deadline or readable) and self._holds(mirror_id)
