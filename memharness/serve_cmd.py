@@ -16,7 +16,7 @@ import click
 
 from memharness.cli_settings import settings_from_options
 from memharness.serve.auth import KeyStore
-from reference.errors import InvalidInput
+from reference.errors import InvalidInput, MemoryStoreError
 
 EXTRA_MESSAGE = (
     "memharness serve needs the optional extra 'serve' (FastAPI, uvicorn): "
@@ -141,7 +141,10 @@ def serve(
         threads=settings.embedder_threads,
     )
     batched = wrap_batching(model, window_ms=batch_window_ms, max_batch=max_batch)
-    system = build_memory_system(settings, clock=clock, embedder=batched, strategy=strategy)
+    try:
+        system = build_memory_system(settings, clock=clock, embedder=batched, strategy=strategy)
+    except MemoryStoreError as exc:  # a missing encryption key, a server that won't start
+        raise click.ClickException(str(exc)) from None
     app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads)
     click.echo(
         f"memharness serve on http://{host}:{port} (strategy {strategy}, {settings.backend} "
@@ -156,6 +159,14 @@ def serve(
         for part in (batched, getattr(batched, "inner", None)):
             if isinstance(part, BatchingEmbedder):
                 part.close()
+                sizes = part.batch_sizes
+                if sizes:
+                    click.echo(
+                        f"embedding: {part.batches} model calls, mean batch "
+                        f"{sum(sizes) / len(sizes):.2f} texts (last {len(sizes)}), "
+                        f"largest {max(sizes)}",
+                        err=True,
+                    )
 
 
 @serve.group()

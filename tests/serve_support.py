@@ -23,9 +23,7 @@ KEY = generate_key()
 
 def memory_system(prefix: str, tmp_path: Path, *, strategy: str = "hybrid") -> MemorySystem:
     """A system on the in-memory backends with the hashing embedder and a virtual clock."""
-    settings = Settings(
-        backend="memory", data_dir=tmp_path, prefix=prefix, encryption_key=KEY
-    )
+    settings = Settings(backend="memory", data_dir=tmp_path, prefix=prefix, encryption_key=KEY)
     return build_memory_system(
         settings,
         clock=VirtualClock(T0),

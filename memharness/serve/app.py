@@ -225,6 +225,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         field = ".".join(where) or None
         kind = str(first.get("type", "invalid"))
         code = {"extra_forbidden": "unknown_field", "missing": "missing_field"}.get(kind, "invalid")
+        if kind == "missing" and field is None:
+            return JSONResponse(
+                error_body("missing_body", None, "the request needs a JSON object body"), 422
+            )
         if kind == "extra_forbidden":
             message = "is not a field of this request"
         else:
