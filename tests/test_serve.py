@@ -9,6 +9,7 @@ what was forgotten, event outcomes, deletion counts.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +199,35 @@ def test_at_is_refused_on_a_wall_clock_and_in_the_past(tmp_path: Path) -> None:
         got = client.post("/v1/turn", json=body, headers=auth(key))
         assert got.status_code == 422 and got.json()["error"]["field"] == "at"
         assert virtual.footprint() == before
+
+
+def test_without_the_extra_the_command_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from memharness.cli import main
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if `serve` were not installed
+    result = CliRunner().invoke(main, ["serve", "--backend", "memory"])
+    assert result.exit_code == 1
+    assert "optional extra 'serve'" in result.output and "memharness[serve]" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_keys_add_list_revoke_from_the_command_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memharness.cli import main
+
+    path = str(tmp_path / "k.json")
+    runner = CliRunner()
+    added = runner.invoke(main, ["serve", "keys", "add", "--tenant", "acme", "--keys", path])
+    assert added.exit_code == 0, added.output
+    key = added.stdout.strip().splitlines()[0]
+    assert KeyStore(Path(path)).tenant_of(key) == "acme"
+    listed = runner.invoke(main, ["serve", "keys", "list", "--keys", path])
+    assert "acme  active" in listed.output and key not in listed.output
+    key_id = key.split("_")[1]
+    revoked = runner.invoke(main, ["serve", "keys", "revoke", "--key-id", key_id, "--keys", path])
+    assert revoked.exit_code == 0 and KeyStore(Path(path)).tenant_of(key) is None
+    bad = runner.invoke(main, ["serve", "keys", "add", "--tenant", "a.b", "--keys", path])
+    assert bad.exit_code == 2 and "tenant" in bad.output
