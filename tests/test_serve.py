@@ -231,3 +231,26 @@ def test_keys_add_list_revoke_from_the_command_line(tmp_path: Path) -> None:
     assert revoked.exit_code == 0 and KeyStore(Path(path)).tenant_of(key) is None
     bad = runner.invoke(main, ["serve", "keys", "add", "--tenant", "a.b", "--keys", path])
     assert bad.exit_code == 2 and "tenant" in bad.output
+
+
+def test_an_unexpected_failure_is_a_500_in_the_error_shape_without_its_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient as Client
+
+    from memharness.serve.app import create_app
+
+    keys = KeyStore(tmp_path / "keys.json")
+    key = keys.add("acme")
+    system = memory_system("srvfail", tmp_path)
+
+    def explode(**_: object) -> None:
+        raise RuntimeError("secret stored value")
+
+    monkeypatch.setattr(system, "turn", explode)
+    with Client(create_app(system, keys), raise_server_exceptions=False) as client:
+        body = {"user_id": "a", "session_id": "s", "text": "I prefer tea."}
+        got = client.post("/v1/turn", json=body, headers=auth(key))
+    assert got.status_code == 500
+    assert got.json()["error"]["code"] == "internal"
+    assert "secret" not in got.text and "RuntimeError" in got.text

@@ -243,6 +243,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unavailable(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(error_body("store_unavailable", None, str(exc)), 503)
 
+    async def internal(_: Request, exc: Exception) -> JSONResponse:
+        # Starlette's last resort (it re-raises for the server's log): the client gets
+        # the error's type, never its text, which may quote stored values.
+        message = f"internal error ({type(exc).__name__}); see the service's log"
+        return JSONResponse(error_body("internal", None, message), 500)
+
+    app.add_exception_handler(Exception, internal)
     app.add_exception_handler(InvalidInput, invalid_input)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)
