@@ -67,7 +67,7 @@ def main() -> None:
     run = f"{int(time.time())}"
 
     def client(number: int) -> None:
-        rng = random.Random(number)
+        rng = random.Random(f"{run}-{number}")  # new texts each run: the cache must not hit
         headers = {"Authorization": f"Bearer {args.key}"}
         with httpx.Client(base_url=args.url, headers=headers, timeout=30) as http:
             turn = 0
