@@ -20,9 +20,9 @@ are answered at once and only misses wait for a batch, with the cache's semantic
 unchanged (an LRU by exact text, rows returned as copies). `window_s=0` is not batching:
 use the inner embedder directly then (`wrap_batching` does).
 
-Batched and single vectors of MiniLM agree to about 1e-6, not bit for bit: a batch is
-padded to its longest text, and the attention mask keeps the padding out of the result
-up to rounding.
+Batched and single vectors of MiniLM agree within 2e-7 per component (34 texts, one
+batch against one by one; cosine 0.9999999), not bit for bit: a batch is padded to its
+longest text, and the attention mask keeps the padding out of the result up to rounding.
 """
 
 from __future__ import annotations
