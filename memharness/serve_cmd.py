@@ -8,15 +8,19 @@ See docs/serve.md.
 from __future__ import annotations
 
 import ipaddress
+import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
 from memharness.cli_settings import settings_from_options
+from memharness.load_strategies import shared_servers
 from memharness.serve.auth import KeyStore
 from reference.errors import InvalidInput, MemoryStoreError
+from reference.settings import Settings
 
 EXTRA_MESSAGE = (
     "memharness serve needs the optional extra 'serve' (FastAPI, uvicorn): "
@@ -84,6 +88,15 @@ _data_dir_option = click.option(
     help="worker threads running the memory's calls at once",
 )  # fmt: skip
 @click.option("--torch-threads", type=click.IntRange(1, 256), default=None)
+@click.option(
+    "--maintain/--no-maintain", default=True, show_default=True,
+    help="run the strategy's background work beside the service (sweeps, consolidation, "
+    "events): a `memharness maintain` child on servers, a sweeping thread in memory",
+)  # fmt: skip
+@click.option(
+    "--sweep-every", type=click.FloatRange(0, min_open=True), default=10.0, show_default=True,
+    help="in-memory backend: seconds between the service's own sweeps",
+)  # fmt: skip
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -100,6 +113,8 @@ def serve(
     max_body_bytes: int,
     threads: int,
     torch_threads: int | None,
+    maintain: bool,
+    sweep_every: float,
 ) -> None:
     """Serve the reference memory over HTTP (routes: docs/serve.md; keys: `serve keys`).
 
@@ -108,19 +123,14 @@ def serve(
     if ctx.invoked_subcommand is not None:
         return
     try:
-        import uvicorn
-
-        from memharness.serve.app import create_app
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
     except ImportError:
         raise click.ClickException(EXTRA_MESSAGE) from None
-    from memharness.serve.batching import BatchingEmbedder, wrap_batching
-    from reference.clock import Clock, SystemClock, VirtualClock
-    from reference.embedding import make_embedder
-    from reference.factory import build_memory_system
-
-    settings = settings_from_options(
+    options: dict[str, object] = dict(
         backend=backend, embedder=embedder, data_dir=data_dir, embedder_threads=torch_threads
     )
+    settings = settings_from_options(**options)
     store = KeyStore(_keys_path(keys, settings.data_dir))
     if not store.entries():
         click.echo(
@@ -134,6 +144,53 @@ def serve(
             "machines (plain HTTP; put TLS in front)",
             err=True,
         )
+    with ExitStack() as stack:
+        if maintain:  # both processes on the same servers: start the embedded ones here
+            urls = stack.enter_context(shared_servers(settings, settings.data_dir))
+            os.environ.update(urls)  # the maintenance child inherits them
+            settings = settings_from_options(**options)
+        _serve(
+            stack,
+            settings,
+            store,
+            host=host,
+            port=port,
+            strategy=strategy,
+            virtual_time=virtual_time,
+            batch_window_ms=batch_window_ms,
+            max_batch=max_batch,
+            max_body_bytes=max_body_bytes,
+            threads=threads,
+            maintain=maintain,
+            sweep_every=sweep_every,
+        )
+
+
+def _serve(
+    stack: ExitStack,
+    settings: Settings,
+    store: KeyStore,
+    *,
+    host: str,
+    port: int,
+    strategy: str,
+    virtual_time: bool,
+    batch_window_ms: float,
+    max_batch: int,
+    max_body_bytes: int,
+    threads: int,
+    maintain: bool,
+    sweep_every: float,
+) -> None:
+    import uvicorn
+
+    from memharness.serve.app import create_app
+    from memharness.serve.background import background_work
+    from memharness.serve.batching import BatchingEmbedder, wrap_batching
+    from reference.clock import Clock, SystemClock, VirtualClock
+    from reference.embedding import make_embedder
+    from reference.factory import build_memory_system
+
     clock: Clock = VirtualClock(time.time()) if virtual_time else SystemClock()
     model = make_embedder(
         settings.embedder,
@@ -145,6 +202,7 @@ def serve(
         system = build_memory_system(settings, clock=clock, embedder=batched, strategy=strategy)
     except MemoryStoreError as exc:  # a missing encryption key, a server that won't start
         raise click.ClickException(str(exc)) from None
+    stack.callback(system.dispose)
     app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads)
     click.echo(
         f"memharness serve on http://{host}:{port} (strategy {strategy}, {settings.backend} "
@@ -152,10 +210,20 @@ def serve(
         f"{'virtual' if virtual_time else 'wall'} clock)",
         err=True,
     )
+    if maintain:
+        running = stack.enter_context(
+            background_work(
+                system, settings, strategy, virtual_time=virtual_time, sweep_every_s=sweep_every
+            )
+        )
+        click.echo(f"background work: {running}", err=True)
+    else:
+        click.echo(
+            "background work: none here (--no-maintain: run `memharness maintain`)", err=True
+        )
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
-        system.dispose()
         for part in (batched, getattr(batched, "inner", None)):
             if isinstance(part, BatchingEmbedder):
                 part.close()
