@@ -155,8 +155,9 @@ def report_run(environment: Environment, run: LoadRun) -> None:
         else run.timelines.document(os.environ.get(SCENARIO_ENV)),
         "virtual_days": run.days.document() if run.days is not None else None,
     }
-    if run.target is not None:
-        meta["target"] = run.target.url
+    target = run.backends.get("target")  # on a master: as its workers reported it
+    if target is not None:
+        meta["target"] = target
         meta["service_split"] = split_document(run.hists)
         meta["consistency_note"] = NOT_REACHABLE
     report = build_report(run.hists, verdicts, failed=broken, meta=meta, errors=run.errors)
@@ -168,9 +169,9 @@ def report_run(environment: Environment, run: LoadRun) -> None:
         print("  " + verdict.message, flush=True)
     if run.recorder is not None:
         print("  (rate steps: these verdicts mix all steps; each step is judged below)", flush=True)
-    if run.target is not None:
+    if target is not None:
         print("", flush=True)
-        for line in format_split(meta["service_split"], verdicts, run.target.url):  # type: ignore[arg-type]
+        for line in format_split(meta["service_split"], verdicts, target):  # type: ignore[arg-type]
             print(line, flush=True)
     for line in format_errors(report):
         print("  " + line, flush=True)
@@ -180,7 +181,7 @@ def report_run(environment: Environment, run: LoadRun) -> None:
         print("  " + line, flush=True)
     for line in format_consistency(run.consistency):
         print("  " + line, flush=True)
-    if run.target is not None:
+    if target is not None:
         print(f"  servers' consistency: not checked ({NOT_REACHABLE})", flush=True)
     if run.days is not None:
         print(format_days(meta["virtual_days"]), flush=True)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""A memory service that speaks the HTTP contract (docs/http-api.md), seen from the load.
+"""A memory service that speaks the HTTP contract (docs/serve.md), seen from the load.
 
 `memharness load --target URL` drives such a service instead of an in-process memory.
 This module holds what the load needs of it besides the Locust user
@@ -110,7 +110,7 @@ def check_target(url: str, key: str, *, timeout_s: float = HEALTH_TIMEOUT_S) -> 
     if response.status_code != 200:
         return (
             f"{url}/v1/health answered {error_of(response.status_code, response.content)}: "
-            "is this a memory service speaking the contract (docs/http-api.md)?"
+            "is this a memory service speaking the contract (docs/serve.md)?"
         )
     return None
 

@@ -50,7 +50,13 @@ from memharness.load_plan import (
     prepare_scenario,
     run_under_strategies,
 )
-from memharness.load_target import check_target_options, target_environment
+from memharness.load_target import (
+    api_key_option,
+    check_target_options,
+    refuse_stray_key,
+    target_environment,
+    target_option,
+)
 from memharness.scenarios import DOMAINS
 
 __all__ = ["load"]
@@ -214,23 +220,8 @@ _OVERLOAD_USERS = 16
     "windows, decay and archival fire during the load: 4320 makes 10 minutes 30 virtual "
     "days. Adds p95 and record counts per virtual day.",
 )
-@click.option(
-    "--target",
-    default=None,
-    metavar="URL",
-    help="Drive the memory service at URL over HTTP (the contract in docs/load.md) instead "
-    "of the memory in-process: same plan, SLAs and reports, the round trip split into "
-    "service time (Server-Timing) and network time. Its strategy, backends and clock are "
-    "its own: --strategy, --grid, --time-scale, --backend, --embedder and --overload are "
-    "refused with it.",
-)
-@click.option(
-    "--api-key",
-    default=None,
-    envvar="MEMH_API_KEY",
-    show_envvar=True,
-    help="With --target: the tenant's key, sent as a bearer token.",
-)
+@target_option
+@api_key_option
 @click.argument("locust_args", nargs=-1, type=click.UNPROCESSED)
 def load(
     users: int | None,
@@ -318,6 +309,8 @@ def load(
     if scenario_users is not None and scenario_file is not None:
         raise click.UsageError("--scenario-users goes with generated users, not --scenario")
     key = None
+    if target is None and api_key is not None:
+        refuse_stray_key()
     if target is not None:
         target, key = check_target_options(
             target,

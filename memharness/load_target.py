@@ -20,7 +20,38 @@ import click
 
 from loadtests.target import API_KEY_ENV, check_target, check_target_url
 
-__all__ = ["check_target_options", "target_environment"]
+__all__ = [
+    "api_key_option",
+    "check_target_options",
+    "refuse_stray_key",
+    "target_environment",
+    "target_option",
+]
+
+target_option = click.option(
+    "--target",
+    default=None,
+    metavar="URL",
+    help="Drive the memory service at URL over HTTP (the contract: docs/serve.md; "
+    "docs/load.md) instead of the memory in-process: same plan, SLAs and reports, each "
+    "round trip split into service time (Server-Timing) and network time. Its strategy, "
+    "backends and clock are its own: --strategy, --grid, --time-scale, --backend, "
+    "--embedder and --overload are refused with it.",
+)
+api_key_option = click.option(
+    "--api-key",
+    default=None,
+    envvar=API_KEY_ENV,
+    show_envvar=True,
+    help="With --target: the tenant's key, sent as a bearer token.",
+)
+
+
+def refuse_stray_key() -> None:
+    """--api-key typed without --target: a usage error (the variable alone is fine)."""
+    context = click.get_current_context()
+    if context.get_parameter_source("api_key") == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--api-key goes with --target URL")
 
 
 def check_target_options(

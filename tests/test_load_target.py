@@ -174,3 +174,8 @@ def test_server_timing_and_urls_are_read_as_the_contract_says() -> None:
     for bad in ("127.0.0.1:8080", "ftp://host", "http://host:port", "http://h/?q=1"):
         with pytest.raises(ValueError):
             check_target_url(bad)
+
+
+def test_a_key_without_a_target_is_refused() -> None:
+    result = CliRunner().invoke(load, ["--api-key", "k", "--duration", "1s"])
+    assert result.exit_code == 2 and "--api-key goes with --target URL" in result.output
