@@ -179,3 +179,29 @@ def test_server_timing_and_urls_are_read_as_the_contract_says() -> None:
 def test_a_key_without_a_target_is_refused() -> None:
     result = CliRunner().invoke(load, ["--api-key", "k", "--duration", "1s"])
     assert result.exit_code == 2 and "--api-key goes with --target URL" in result.output
+
+
+def test_the_split_says_when_the_service_reports_no_server_timing() -> None:
+    from loadtests.hdr import OpHistograms
+    from loadtests.service_split import format_split, split_document
+    from memharness.verdict.histograms import check_slas
+    from memharness.verdict.limits import Sla
+
+    hists = OpHistograms()
+    for ms in (10.0, 20.0, 30.0):
+        hists.record_ms("turn", ms)
+        hists.record_ms("recall", ms / 2)
+        hists.record_ms("recall.service", ms / 4)
+        hists.record_ms("recall.network", ms / 4)
+    split = split_document(hists)
+    assert split["turn"]["service"] is None and split["turn"]["network"] is None
+    assert split["recall"]["service"]["count"] == 3 and "event" not in split
+    verdicts = check_slas(hists, (Sla("turn", 25.0), Sla("recall", 100.0)))
+    text = "\n".join(format_split(split, verdicts, "http://svc"))
+    assert "turn      service" in text and "(no Server-Timing from the service)" in text
+    assert "SLA turn p95 < 25 ms: BROKEN on the round trip" in text
+    assert "the service reported no Server-Timing" in text
+    assert (
+        "SLA recall p95 < 100 ms: met on the round trip (recall p95 15.0 ms); the "
+        "service's own p95 7.5 ms, the network's 7.5 ms" in text
+    )
