@@ -374,7 +374,8 @@ class ReferenceStore(BaseStore):
         texts: list[tuple[str, str]] = []
         for path, tokens in paths:
             found = get_text_at_path(op.value, tokens)
-            named = [f"{path}.{i}" for i in range(len(found))] if len(found) > 1 else [path] * len(found)
+            many = len(found) > 1
+            named = [f"{path}.{i}" for i in range(len(found))] if many else [path] * len(found)
             # An empty text has no direction to compare: nothing to find it by.
             texts.extend((p, t) for p, t in zip(named, found, strict=True) if t.strip())
         return texts
