@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
-import dataclasses
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -64,10 +63,9 @@ from reference.langgraph_mapping import (
     user_of_label,
     vector_key,
 )
-from reference.langgraph_ttl import TtlSweeper
+from reference.langgraph_ttl import TtlSweeper, expired_items, fact_gone, refresh_facts
 from reference.ltm.filters import LtmFilter
-from reference.models import Fact, RetentionUpdate
-from reference.policy.sweep import DueRule
+from reference.models import Fact
 from reference.system import MemorySystem
 from reference.validation import EMBEDDING_DIM
 
@@ -158,7 +156,7 @@ class ReferenceStore(BaseStore):
         if fact is None:
             return None
         if self._refresh(op.refresh_ttl):
-            fact = self._touch([fact])[0]
+            fact = refresh_facts(self.ltm, [fact], self.clock.now())[0]
         return _item(fact)
 
     def _put(self, op: PutOp) -> None:
@@ -233,7 +231,7 @@ class ReferenceStore(BaseStore):
         page = scored[op.offset : op.offset + op.limit]
         facts = [f for f, _ in page]
         if facts and self._refresh(op.refresh_ttl):
-            facts = self._touch(facts)
+            facts = refresh_facts(self.ltm, facts, self.clock.now())
         return [_search_item(f, score) for f, (_, score) in zip(facts, page, strict=True)]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -266,9 +264,9 @@ class ReferenceStore(BaseStore):
         it found expired and removed (their vector facts go with them, uncounted)."""
         with self._lock:
             now = self.clock.now()
-            due = self._expired_items(now)
+            due = expired_items(self.ltm, now)
             self.system.sweep()
-            return sum(1 for fact in due if self._fact_gone(fact))
+            return sum(1 for fact in due if fact_gone(self.ltm, fact))
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
@@ -389,54 +387,6 @@ class ReferenceStore(BaseStore):
         if query:
             return [np.asarray(self.embeddings.embed_query(plain[0]), dtype=np.float64)]
         return [np.asarray(v, dtype=np.float64) for v in self.embeddings.embed_documents(plain)]
-
-    def _touch(self, facts: list[Fact]) -> list[Fact]:
-        """Extend each fact's expiry (and its vectors') by its TTL from now."""
-        now = self.clock.now()
-        by_user: dict[str, list[RetentionUpdate]] = {}
-        fresh: list[Fact] = []
-        for fact in facts:
-            minutes = fact.value["ttl_minutes"]
-            if minutes is None:
-                fresh.append(fact)
-                continue
-            expires = now + float(minutes) * 60.0
-            updates = by_user.setdefault(fact.user_id, [])
-            updates.append(RetentionUpdate(fact.fact_id, expires, fact.importance))
-            keys = frozenset(vector_key(fact.key, i) for i in range(fact.value["vectors"]))
-            if keys:
-                flt = LtmFilter(user_id=fact.user_id, keys=keys)
-                updates.extend(
-                    RetentionUpdate(v.fact_id, expires, v.importance)
-                    for v in self.ltm.facts(filter=flt)
-                )
-            fresh.append(_with_expiry(fact, expires))
-        for user, updates in by_user.items():
-            self.ltm.touch(user_id=user, updates=updates)
-        return fresh
-
-    def _expired_items(self, now: float) -> list[Fact]:
-        """The item facts past their expiry at `now` (the LTM's due index, paged)."""
-        found: list[Fact] = []
-        after: str | None = None
-        while True:
-            page = self.ltm.scan_due(now=now, rule=DueRule(), after=after)
-            found.extend(
-                f
-                for f in page.records
-                if f.category is ITEM_CATEGORY and f.expires_at is not None and f.expires_at <= now
-            )
-            if page.after is None:
-                return found
-            after = page.after
-
-    def _fact_gone(self, fact: Fact) -> bool:
-        flt = LtmFilter(user_id=fact.user_id, fact_ids=frozenset({fact.fact_id}), include_dead=True)
-        return not self.ltm.facts(filter=flt)
-
-
-def _with_expiry(fact: Fact, expires_at: float) -> Fact:
-    return dataclasses.replace(fact, expires_at=expires_at)
 
 
 def _stamp(ts: float) -> datetime:
