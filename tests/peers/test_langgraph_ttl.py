@@ -27,7 +27,7 @@
 #   - test_ttl_sweeper, test_async_ttl_sweeper: one assertion added, that the background
 #     sweeper removed the item (the reference hides an expired item before any sweep, so
 #     the original `get(...) is None` alone would pass without a sweeper).
-#   Nothing is not applicable: all 12 tests run.
+#   Nothing is not applicable: all 11 tests run.
 """Test SQLite store Time-To-Live (TTL) functionality."""
 
 import asyncio
