@@ -350,15 +350,15 @@ class ReferenceStore(BaseStore):
         if users is None:
             users = sorted({f.user_id for f in self._scan(lambda f: f.key in wanted)})
         best: dict[str, float] = {}
-        cats = frozenset({VECTOR_CATEGORY})
         for user in users:
-            total = self.ltm.count(filter=LtmFilter(user_id=user, categories=cats))
-            if total == 0:
-                continue
-            hits = self.ltm.query(
-                user_id=user, embedding=vector, k=total, categories=cats, touch=False
+            # Every live fact of the user, scored (`query` caps k at 1,000); the item
+            # facts among them carry a placeholder vector and are skipped.
+            hits = self.ltm.similar(
+                user_id=user, embedding=vector, min_score=float("-inf"), include_dead=False
             )
             for hit in hits:
+                if hit.record.category is not VECTOR_CATEGORY:
+                    continue
                 item = hit.record.value["item"]
                 if item in wanted and hit.score > best.get(item, float("-inf")):
                     best[item] = hit.score

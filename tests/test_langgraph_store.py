@@ -122,7 +122,8 @@ def test_ttl_expiry_is_swept_by_the_forgetting_engine(
     assert store.sweep_ttl() == 1  # the engine removes it (and its vector fact)
     assert store.sweep_ttl() == 0
     everything = store.ltm.facts(filter=LtmFilter(user_id="dave", include_dead=True))
-    assert [f.value.get("key") for f in everything] == ["kept", None]  # item + its vector
+    items = [f.value["key"] for f in everything if f.category is ITEM_CATEGORY]
+    assert items == ["kept"] and len(everything) == 2  # the item that stays + its vector
 
 
 def test_bad_index_config_is_refused_by_field(clock: VirtualClock) -> None:
@@ -151,3 +152,14 @@ def test_without_the_extra_the_import_error_names_it() -> None:
     ).stdout
     assert "pip install -e '.[langgraph]'" in out
     assert "optional extra 'langgraph'" in out
+
+
+def test_query_search_ranks_more_than_a_thousand_fields_of_one_user(
+    store: ReferenceStore,
+) -> None:
+    for i in range(1001):
+        store.put(("erin", "notes"), f"n{i}", {"text": f"note number {i}"})
+    store.put(("erin", "notes"), "tea", {"text": "green tea with jasmine"})
+    hits = store.search(("erin",), query="green tea with jasmine", limit=2)
+    assert hits[0].key == "tea"
+    assert len(store.search(("erin",), query="note", limit=2000)) == 1002
