@@ -67,7 +67,12 @@ from reference.langgraph_ttl import TtlSweeper, expired_items, fact_gone, refres
 from reference.ltm.filters import LtmFilter
 from reference.models import Fact
 from reference.system import MemorySystem
-from reference.validation import EMBEDDING_DIM
+from reference.validation import (
+    EMBEDDING_DIM,
+    check_embedding,
+    check_json_object,
+    check_text,
+)
 
 
 class ReferenceStore(BaseStore):
@@ -178,9 +183,16 @@ class ReferenceStore(BaseStore):
         else:
             minutes = op.ttl
         expires_at = None if minutes is None else self.clock.now() + float(minutes) * 60.0
+        # Everything checked before the first write: nothing half-written.
+        check_json_object("value", op.value)
+        if minutes is not None and not (isinstance(minutes, int | float) and minutes > 0):
+            raise ValueError(f"ttl: must be a number of minutes > 0 or None, got {minutes!r}")
         texts = self._texts(op)
-        vectors = self._embed(texts)
+        for path, text in texts:
+            check_text(f"value.{path}", text)
+        vectors = [check_embedding("embedding", v) for v in self._embed(texts)]
         stored = item_value(op.namespace, op.key, op.value, ttl=minutes, vectors=len(texts))
+        check_json_object("value", stored)
         self.ltm.upsert(
             user_id=user,
             category=ITEM_CATEGORY,

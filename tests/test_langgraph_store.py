@@ -163,3 +163,16 @@ def test_query_search_ranks_more_than_a_thousand_fields_of_one_user(
     hits = store.search(("erin",), query="green tea with jasmine", limit=2)
     assert hits[0].key == "tea"
     assert len(store.search(("erin",), query="note", limit=2000)) == 1002
+
+
+def test_bad_values_are_refused_by_field_and_write_nothing(store: ReferenceStore) -> None:
+    from reference.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="value"):
+        store.put(("frank",), "k", {"when": object()})
+    with pytest.raises(InvalidInput, match=r"value\.text"):
+        store.put(("frank",), "k", {"text": "x" * 9_000})  # over MAX_TEXT_CHARS
+    with pytest.raises(ValueError, match="ttl"):
+        store.put(("frank",), "k", {"text": "ok"}, ttl=-1)
+    assert store.ltm.count(filter=LtmFilter(user_id="frank", include_dead=True)) == 0
+    assert store.ltm.audit_log(user_id="frank") == []
