@@ -24,8 +24,6 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 try:
     from langgraph.store.base import (
         BaseStore,
@@ -40,9 +38,6 @@ try:
         SearchItem,
         SearchOp,
         TTLConfig,
-        ensure_embeddings,
-        get_text_at_path,
-        tokenize_path,
         validate_op_namespace,
     )
 except ModuleNotFoundError as exc:  # the optional extra is not installed
@@ -51,6 +46,7 @@ except ModuleNotFoundError as exc:  # the optional extra is not installed
         f"(module {exc.name!r} is not installed): pip install -e '.[langgraph]'"
     ) from exc
 
+from reference.langgraph_index import SemanticIndex, best_scores
 from reference.langgraph_mapping import (
     ITEM_CATEGORY,
     ITEM_TEXT,
@@ -68,7 +64,6 @@ from reference.ltm.filters import LtmFilter
 from reference.models import Fact
 from reference.system import MemorySystem
 from reference.validation import (
-    EMBEDDING_DIM,
     check_embedding,
     check_json_object,
     check_text,
@@ -103,27 +98,10 @@ class ReferenceStore(BaseStore):
         self.clock = system.clock
         self.user_label = user_label
         self.ttl_config = ttl
-        self.index_config: IndexConfig | None = None
-        self.embeddings: Any = None
-        self._fields: list[tuple[str, Any]] = []
-        if index:
-            self._configure_index(index)
+        self.index = SemanticIndex(index, system.embedder) if index else None
+        self.index_config: IndexConfig | None = self.index.config if self.index else None
         self._lock = threading.RLock()
         self._sweeper: TtlSweeper | None = None
-
-    def _configure_index(self, index: IndexConfig) -> None:
-        dims = index.get("dims")
-        if dims != EMBEDDING_DIM:
-            raise ValueError(f"index.dims: the reference's LTM keeps {EMBEDDING_DIM}, got {dims}")
-        distance = dict(index).get("distance_type", "cosine")
-        if distance != "cosine":
-            raise ValueError(f"index.distance_type: only 'cosine' is supported, got {distance!r}")
-        self.index_config = index.copy()
-        embed = index.get("embed")
-        self.embeddings = ensure_embeddings(embed) if embed is not None else None
-        self._fields = [
-            (p, tokenize_path(p) if p != "$" else p) for p in (index.get("fields") or ["$"])
-        ]
 
     def setup(self) -> None:
         """Apply the LTM's pending schema migrations (idempotent), as LangGraph's stores'
@@ -187,10 +165,15 @@ class ReferenceStore(BaseStore):
         check_json_object("value", op.value)
         if minutes is not None and not (isinstance(minutes, int | float) and minutes > 0):
             raise ValueError(f"ttl: must be a number of minutes > 0 or None, got {minutes!r}")
-        texts = self._texts(op)
+        texts = (
+            []
+            if self.index is None or op.index is False
+            else self.index.texts(op.value, None if op.index is None else list(op.index))
+        )
         for path, text in texts:
             check_text(f"value.{path}", text)
-        vectors = [check_embedding("embedding", v) for v in self._embed(texts)]
+        embedded = [] if self.index is None else self.index.embed_documents([t for _, t in texts])
+        vectors = [check_embedding("embedding", v) for v in embedded]
         stored = item_value(op.namespace, op.key, op.value, ttl=minutes, vectors=len(texts))
         check_json_object("value", stored)
         self.ltm.upsert(
@@ -233,8 +216,8 @@ class ReferenceStore(BaseStore):
             and matches_filter(f.value["value"], op.filter)
         ]
         scored: list[tuple[Fact, float | None]]
-        if op.query and self.index_config:
-            scores = self._scores(op.query, prefix, {f.key for f in items})
+        if op.query and self.index is not None:
+            scores = self._scores(self.index, op.query, prefix, {f.key for f in items})
             ranked = sorted((f for f in items if f.key in scores), key=lambda f: -scores[f.key])
             scored = [(f, scores[f.key]) for f in ranked]
         else:
@@ -355,50 +338,14 @@ class ReferenceStore(BaseStore):
             after = page[-1].fact_id
         return found
 
-    def _scores(self, query: str, prefix: tuple[str, ...], wanted: set[str]) -> dict[str, float]:
+    def _scores(
+        self, index: SemanticIndex, query: str, prefix: tuple[str, ...], wanted: set[str]
+    ) -> dict[str, float]:
         """Each wanted item's best score over its embedded fields (cosine similarity)."""
-        vector = self._embed([("$", query)], query=True)[0]
         users = self._users(prefix)
         if users is None:
             users = sorted({f.user_id for f in self._scan(lambda f: f.key in wanted)})
-        best: dict[str, float] = {}
-        for user in users:
-            # Every live fact of the user, scored (`query` caps k at 1,000); the item
-            # facts among them carry a placeholder vector and are skipped.
-            hits = self.ltm.similar(
-                user_id=user, embedding=vector, min_score=float("-inf"), include_dead=False
-            )
-            for hit in hits:
-                if hit.record.category is not VECTOR_CATEGORY:
-                    continue
-                item = hit.record.value["item"]
-                if item in wanted and hit.score > best.get(item, float("-inf")):
-                    best[item] = hit.score
-        return best
-
-    def _texts(self, op: PutOp) -> list[tuple[str, str]]:
-        """(path, text) of each text of the value the index embeds (LangGraph's paths)."""
-        if not self.index_config or op.index is False or op.value is None:
-            return []
-        paths = self._fields if op.index is None else [(p, tokenize_path(p)) for p in op.index]
-        texts: list[tuple[str, str]] = []
-        for path, tokens in paths:
-            found = get_text_at_path(op.value, tokens)
-            many = len(found) > 1
-            named = [f"{path}.{i}" for i in range(len(found))] if many else [path] * len(found)
-            # An empty text has no direction to compare: nothing to find it by.
-            texts.extend((p, t) for p, t in zip(named, found, strict=True) if t.strip())
-        return texts
-
-    def _embed(self, texts: list[tuple[str, str]], *, query: bool = False) -> list[np.ndarray]:
-        if not texts:
-            return []
-        plain = [t for _, t in texts]
-        if self.embeddings is None:
-            return list(self.system.embedder.embed(plain))
-        if query:
-            return [np.asarray(self.embeddings.embed_query(plain[0]), dtype=np.float64)]
-        return [np.asarray(v, dtype=np.float64) for v in self.embeddings.embed_documents(plain)]
+        return best_scores(self.ltm, index.embed_query(query), users, wanted)
 
 
 def _stamp(ts: float) -> datetime:
