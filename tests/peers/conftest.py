@@ -13,6 +13,7 @@ an update) and TTL tests move it with `advance` instead of sleeping.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -74,7 +75,8 @@ def reference_store(
     backend = os.environ.get(PEERS_BACKEND_ENV, "memory")
     if backend not in ("memory", "embedded"):
         raise ValueError(f"{PEERS_BACKEND_ENV}: expected 'memory' or 'embedded', got {backend!r}")
-    settings = Settings(backend=backend, data_dir=_DATA_DIR, embedder="hashing")
+    data_dir = _data_dir() if backend == "embedded" else Path(".memharness-unused")
+    settings = Settings(backend=backend, data_dir=data_dir, embedder="hashing")
     system = build_memory_system(
         settings,
         clock=clock or TickingClock(T0),
@@ -89,8 +91,12 @@ def reference_store(
         system.drop()
 
 
-#: Where the embedded servers keep their files (one set per test process).
-_DATA_DIR = Path(tempfile.mkdtemp(prefix="memh-peers-"))
+@functools.cache
+def _data_dir() -> Path:
+    """Where the embedded servers keep their files (one set per test process)."""
+    return Path(tempfile.mkdtemp(prefix="memh-peers-"))
+
+
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
