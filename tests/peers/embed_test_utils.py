@@ -1,3 +1,5 @@
+# ruff: noqa
+# fmt: off
 # Copied from LangGraph: https://github.com/langchain-ai/langgraph
 # path libs/checkpoint-postgres/tests/embed_test_utils.py, commit
 # f09cfe8ffc1eeffd68f4b628ed69c30f7cad229f (2026-08-20; langgraph-checkpoint-postgres 3.1.2).

@@ -1,4 +1,5 @@
 # ruff: noqa
+# fmt: off
 # LangGraph's own store tests, run against the reference (reference.langgraph_store).
 #
 # Source: https://github.com/langchain-ai/langgraph
@@ -614,20 +615,16 @@ async def test_store_ttl(store):
         value={"foo": "bar"},
         ttl=TTL_MINUTES,  # type: ignore
     )
-    store.clock.advance(  # ADAPTED: virtual time, no sleep
-        TTL_SECONDS - 2)
+    store.clock.advance(TTL_SECONDS - 2)  # ADAPTED: virtual time, no sleep
     res = await store.aget(ns, key="item1", refresh_ttl=True)
     assert res is not None
-    store.clock.advance(  # ADAPTED: virtual time, no sleep
-        TTL_SECONDS - 2)
+    store.clock.advance(TTL_SECONDS - 2)  # ADAPTED: virtual time, no sleep
     results = await store.asearch(ns, query="foo", refresh_ttl=True)
     assert len(results) == 1
-    store.clock.advance(  # ADAPTED: virtual time, no sleep
-        TTL_SECONDS - 2)
+    store.clock.advance(TTL_SECONDS - 2)  # ADAPTED: virtual time, no sleep
     res = await store.aget(ns, key="item1", refresh_ttl=False)
     assert res is not None
-    store.clock.advance(  # ADAPTED: virtual time, no sleep
-        TTL_SECONDS - 1)
+    store.clock.advance(TTL_SECONDS - 1)  # ADAPTED: virtual time, no sleep
     # Now has been (TTL_SECONDS-2)*2 > TTL_SECONDS + TTL_SECONDS/2
     results = await store.asearch(ns, query="bar", refresh_ttl=False)
     assert len(results) == 0

@@ -1,4 +1,5 @@
 # ruff: noqa
+# fmt: off
 # LangGraph's own TTL tests (of its SQLite store), run against the reference
 # (reference.langgraph_store).
 #
@@ -93,8 +94,7 @@ def test_ttl_basic(temp_db_file: str) -> None:
         assert item is not None
         assert item.value["value"] == "test"
 
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + 1.0)
+        store.clock.advance(ttl_seconds + 1.0)  # ADAPTED: virtual time, no sleep
 
         store.sweep_ttl()
 
@@ -117,8 +117,7 @@ def test_ttl_refresh(temp_db_file: str) -> None:
         store.put(("test",), "item1", {"value": "test"})
 
         # Sleep almost to expiration
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds - 0.5)
+        store.clock.advance(ttl_seconds - 0.5)  # ADAPTED: virtual time, no sleep
         swept = store.sweep_ttl()
         assert swept == 0
 
@@ -126,8 +125,7 @@ def test_ttl_refresh(temp_db_file: str) -> None:
         item = store.get(("test",), "item1", refresh_ttl=True)
         assert item is not None
 
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds - 0.5)
+        store.clock.advance(ttl_seconds - 0.5)  # ADAPTED: virtual time, no sleep
         swept = store.sweep_ttl()
         assert swept == 0
 
@@ -137,8 +135,7 @@ def test_ttl_refresh(temp_db_file: str) -> None:
         assert item.value["value"] == "test"
 
         # Sleep again but don't refresh this time
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + 0.75)
+        store.clock.advance(ttl_seconds + 0.75)  # ADAPTED: virtual time, no sleep
 
         swept = store.sweep_ttl()
         assert swept == 1
@@ -174,8 +171,7 @@ def test_ttl_sweeper(temp_db_file: str) -> None:
         assert item is not None
 
         # Wait for TTL to expire and the sweeper to run
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + (ttl_seconds / 2) + 0.5)
+        store.clock.advance(ttl_seconds + (ttl_seconds / 2) + 0.5)  # ADAPTED: virtual time, no sleep
 
         # ADAPTED (added): the background sweeper removed it (not merely hidden).
         assert swept_in_background(store, ("test",), "item1")
@@ -198,8 +194,7 @@ def test_ttl_custom_value(temp_db_file: str) -> None:
         store.put(("test",), "item2", {"value": "long"}, ttl=3 / 60)  # 3 seconds
 
         # Item with short TTL
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            2)  # Wait for short TTL
+        store.clock.advance(2)  # ADAPTED: virtual time, no sleep # Wait for short TTL
         store.sweep_ttl()
 
         # Short TTL item should be gone, long TTL item should remain
@@ -209,8 +204,7 @@ def test_ttl_custom_value(temp_db_file: str) -> None:
         assert item2 is not None
 
         # Wait for the second item's TTL
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            4)
+        store.clock.advance(4)  # ADAPTED: virtual time, no sleep
         store.sweep_ttl()
 
         # Now both should be gone
@@ -237,8 +231,7 @@ def test_ttl_override_default(temp_db_file: str) -> None:
         store.put(("test",), "item3", {"value": "permanent"}, ttl=None)
 
         # Wait for the override TTL to expire
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            2)
+        store.clock.advance(2)  # ADAPTED: virtual time, no sleep
         store.sweep_ttl()
 
         # Check results
@@ -251,8 +244,7 @@ def test_ttl_override_default(temp_db_file: str) -> None:
         assert item3 is not None  # No TTL, should still be there
 
         # Wait for default TTL to expire
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            4)
+        store.clock.advance(4)  # ADAPTED: virtual time, no sleep
         store.sweep_ttl()
 
         # Check results again
@@ -284,8 +276,7 @@ def test_search_with_ttl(temp_db_file: str) -> None:
         assert results[0].key == "item1"
 
         # Wait for TTL to expire
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + 1)
+        store.clock.advance(ttl_seconds + 1)  # ADAPTED: virtual time, no sleep
         store.sweep_ttl()
 
         # Search after expiration
@@ -313,8 +304,7 @@ async def test_async_ttl_basic(temp_db_file: str) -> None:
         assert item.value["value"] == "test"
 
         # Wait for TTL to expire
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + 1.0)
+        store.clock.advance(ttl_seconds + 1.0)  # ADAPTED: virtual time, no sleep
 
         # Manual sweep needed without the sweeper thread
         await store.sweep_ttl()
@@ -340,16 +330,14 @@ async def test_async_ttl_refresh(temp_db_file: str) -> None:
         await store.aput(("test",), "item1", {"value": "test"})
 
         # Sleep almost to expiration
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds - 0.5)
+        store.clock.advance(ttl_seconds - 0.5)  # ADAPTED: virtual time, no sleep
 
         # Get the item and refresh TTL
         item = await store.aget(("test",), "item1", refresh_ttl=True)
         assert item is not None
 
         # Sleep again - without refresh, would have expired by now
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds - 0.5)
+        store.clock.advance(ttl_seconds - 0.5)  # ADAPTED: virtual time, no sleep
 
         # Get the item, should still be there
         item = await store.aget(("test",), "item1")
@@ -357,8 +345,7 @@ async def test_async_ttl_refresh(temp_db_file: str) -> None:
         assert item.value["value"] == "test"
 
         # Sleep again but don't refresh this time
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + 1.0)
+        store.clock.advance(ttl_seconds + 1.0)  # ADAPTED: virtual time, no sleep
 
         # Manual sweep
         await store.sweep_ttl()
@@ -396,8 +383,7 @@ async def test_async_ttl_sweeper(temp_db_file: str) -> None:
         assert item is not None
 
         # Wait for TTL to expire and the sweeper to run
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + (ttl_seconds / 2) + 0.5)
+        store.clock.advance(ttl_seconds + (ttl_seconds / 2) + 0.5)  # ADAPTED: virtual time, no sleep
 
         # ADAPTED (added): the background sweeper removed it (not merely hidden).
         assert swept_in_background(store, ("test",), "item1")
@@ -431,8 +417,7 @@ async def test_async_search_with_ttl(temp_db_file: str) -> None:
         assert results[0].key == "item1"
 
         # Wait for TTL to expire
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds + 1)
+        store.clock.advance(ttl_seconds + 1)  # ADAPTED: virtual time, no sleep
         await store.sweep_ttl()
 
         # Search after expiration
@@ -458,8 +443,7 @@ async def test_async_asearch_refresh_ttl(temp_db_file: str) -> None:
         await store.aput(namespace, "item2", {"text": "content2", "id": 2})
 
         # t=3.0s: (after sleep ttl_seconds * 0.75 = 3s)
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds * 0.75)
+        store.clock.advance(ttl_seconds * 0.75)  # ADAPTED: virtual time, no sleep
 
         # Perform asearch with refresh_ttl=True for item1.
         # item1's TTL should be refreshed. New expiry: t=3.0s + 4.0s = t=7.0s.
@@ -471,8 +455,7 @@ async def test_async_asearch_refresh_ttl(temp_db_file: str) -> None:
         assert searched_items[0].key == "item1"
 
         # t=5.0s: (after sleep ttl_seconds * 0.5 = 2s more. Total elapsed: 3s + 2s = 5s)
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds * 0.5)
+        store.clock.advance(ttl_seconds * 0.5)  # ADAPTED: virtual time, no sleep
         # At this point:
         # - item1 (refreshed by asearch) should expire at t=7.0s. Should be ALIVE.
         # - item2 (original TTL) should have expired at t=4.0s. Should be GONE after sweep.
@@ -493,8 +476,7 @@ async def test_async_asearch_refresh_ttl(temp_db_file: str) -> None:
         )
 
         # t=7.5s: (after sleep ttl_seconds * 0.625 = 2.5s more. Total elapsed: 5s + 2.5s = 7.5s)
-        store.clock.advance(  # ADAPTED: virtual time, no sleep
-            ttl_seconds * 0.625)
+        store.clock.advance(ttl_seconds * 0.625)  # ADAPTED: virtual time, no sleep
         # At this point:
         # - item1 (refreshed by asearch, expired at t=7.0s) should be GONE after sweep.
 
