@@ -13,8 +13,10 @@ an update) and TTL tests move it with `advance` instead of sleeping.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -94,7 +96,10 @@ def reference_store(
 @functools.cache
 def _data_dir() -> Path:
     """Where the embedded servers keep their files (one set per test process)."""
-    return Path(tempfile.mkdtemp(prefix="memh-peers-"))
+    path = Path(tempfile.mkdtemp(prefix="memh-peers-"))
+    # Registered before the servers start, so it runs after they stop (atexit is LIFO).
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
