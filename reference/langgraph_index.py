@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from langgraph.store.base import IndexConfig, ensure_embeddings, get_text_at_path, tokenize_path
 
-from reference.langgraph_mapping import VECTOR_CATEGORY
+from reference.langgraph_mapping import is_vector
 from reference.ltm.base import LongTermStore
 from reference.text_interfaces import Embedder
 from reference.validation import EMBEDDING_DIM
@@ -77,7 +77,7 @@ def best_scores(
             user_id=user, embedding=vector, min_score=float("-inf"), include_dead=False
         )
         for hit in hits:
-            if hit.record.category is not VECTOR_CATEGORY:
+            if not is_vector(hit.record):
                 continue
             item = hit.record.value["item"]
             if item in wanted and hit.score > best.get(item, float("-inf")):

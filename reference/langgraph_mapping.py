@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from reference.models import Category
+from reference.models import Category, Fact
 from reference.validation import EMBEDDING_DIM
 
 #: The category of the facts that hold items, and of those that hold their vectors.
@@ -76,6 +76,20 @@ def item_value(
         "ttl_minutes": ttl,
         "vectors": vectors,
     }
+
+
+_ITEM_FIELDS = frozenset({"namespace", "key", "value", "ttl_minutes", "vectors"})
+
+
+def is_item(fact: Fact) -> bool:
+    """Whether a fact holds a store item (not a fact the reference's turns wrote, should
+    the store share a system's LTM with them)."""
+    return fact.category is ITEM_CATEGORY and fact.value.keys() >= _ITEM_FIELDS
+
+
+def is_vector(fact: Fact) -> bool:
+    """Whether a fact holds the vector of an item's field."""
+    return fact.category is VECTOR_CATEGORY and {"item", "path"} == fact.value.keys()
 
 
 def matches_filter(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:

@@ -52,6 +52,7 @@ from reference.langgraph_mapping import (
     ITEM_TEXT,
     ITEM_VECTOR,
     VECTOR_CATEGORY,
+    is_item,
     item_key,
     item_value,
     matches_filter,
@@ -327,8 +328,9 @@ class ReferenceStore(BaseStore):
         users = self._users(prefix)
         if users is not None:
             cats = frozenset({ITEM_CATEGORY})
-            return self.ltm.facts(filter=LtmFilter(user_id=users[0], categories=cats))
-        return self._scan(lambda f: f.category is ITEM_CATEGORY)
+            found = self.ltm.facts(filter=LtmFilter(user_id=users[0], categories=cats))
+            return [f for f in found if is_item(f)]
+        return self._scan(is_item)
 
     def _scan(self, keep: Any) -> list[Fact]:
         now, after = self.clock.now(), None

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 
 from reference.clock import Clock
-from reference.langgraph_mapping import ITEM_CATEGORY, vector_key
+from reference.langgraph_mapping import is_item, vector_key
 from reference.ltm.base import LongTermStore
 from reference.ltm.filters import LtmFilter
 from reference.models import Fact, RetentionUpdate
@@ -94,7 +94,7 @@ def expired_items(ltm: LongTermStore, now: float) -> list[Fact]:
         found.extend(
             f
             for f in page.records
-            if f.category is ITEM_CATEGORY and f.expires_at is not None and f.expires_at <= now
+            if is_item(f) and f.expires_at is not None and f.expires_at <= now
         )
         if page.after is None:
             return found

@@ -176,3 +176,15 @@ def test_bad_values_are_refused_by_field_and_write_nothing(store: ReferenceStore
         store.put(("frank",), "k", {"text": "ok"}, ttl=-1)
     assert store.ltm.count(filter=LtmFilter(user_id="frank", include_dead=True)) == 0
     assert store.ltm.audit_log(user_id="frank") == []
+
+
+def test_facts_the_reference_wrote_itself_are_not_items(store: ReferenceStore) -> None:
+    for category in ("knowledge", "entity"):  # the categories the store's facts use
+        store.ltm.upsert(
+            user_id="gina", category=category, key="topic", value={"value": "x"}, text="tea"
+        )
+    store.put(("gina", "notes"), "k", {"text": "tea time"})
+    assert [i.key for i in store.search(("gina",))] == ["k"]
+    assert [i.key for i in store.search(("gina",), query="tea")] == ["k"]
+    assert [i.key for i in store.search((), query="tea")] == ["k"]
+    assert store.list_namespaces() == [("gina", "notes")]
