@@ -169,6 +169,16 @@ def test_refresh_on_read_restarts_the_ttl(open_adapter: Open, refresh: bool) -> 
     assert not adapter.holds(user_id="alice", memory_id=key)
 
 
+def test_a_probe_search_refreshes_nothing(open_adapter: Open) -> None:
+    """A read-only (probe) search passes refresh_ttl=False: measuring changes nothing."""
+    adapter = open_adapter(refresh_on_read=True, sweep_interval_minutes=0)
+    key = _add(adapter, "my gate code is 9090", at=T0, ttl_s=60)
+    hits = adapter.search(user_id="alice", query="gate code", k=5, at=T0 + 50, read_only=True)
+    assert [h.memory_id for h in hits] == [key]
+    assert _expires_at(adapter, key) == T0 + 60
+    assert adapter.sweep(T0 + 61) == 1
+
+
 def test_reading_an_expired_unswept_memory_revives_it(open_adapter: Open) -> None:
     """LangGraph's refresh applies to every row a search returns, expired ones too (with
     omit_expired=False): a memory read between its expiry and the sweep lives again."""

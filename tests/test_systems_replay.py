@@ -75,7 +75,9 @@ class HidesExpired(Recording):
             self.deadline[written.memory_ids[0]] = kwargs["at"] + kwargs["ttl_s"]
         return written
 
-    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
+    def search(
+        self, *, user_id: str, query: str, k: int, at: float, read_only: bool = False
+    ) -> list[Hit]:
         hits = super().search(user_id=user_id, query=query, k=100, at=at)
         return [h for h in hits if at < self.deadline.get(h.memory_id, float("inf"))][:k]
 
@@ -90,7 +92,9 @@ class SweepsExpired(HidesExpired):
             native_expiry=NativeExpiry(60.0, "readable", False, "virtual")
         )
 
-    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
+    def search(
+        self, *, user_id: str, query: str, k: int, at: float, read_only: bool = False
+    ) -> list[Hit]:
         return LangGraphMemoryAdapter.search(self, user_id=user_id, query=query, k=k, at=at)
 
     def sweep(self, at: float) -> int:

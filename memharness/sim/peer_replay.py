@@ -279,7 +279,10 @@ class PeerReplay:
         (the mirror stores `on_access`: sliding windows, importance)."""
         fetch = k * _OVERFETCH if self.policy.decay is not None else k
         hits: list[Hit] = self._timed(
-            None, lambda: self.adapter.search(user_id=user, query=query, k=fetch, at=at)
+            None,
+            lambda: self.adapter.search(
+                user_id=user, query=query, k=fetch, at=at, read_only=not touch
+            ),
         )
         records = self.mirror.stm.records(filter=StmFilter(user_id=user, include_dead=True))
         by_id = {r.record_id: r for r in records}

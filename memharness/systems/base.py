@@ -118,8 +118,12 @@ class MemoryAdapter(ABC):
         rounds it the way its system does (`NativeExpiry.granularity_s`)."""
 
     @abstractmethod
-    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
-        """The user's `k` best memories for `query`, best first (only this user's)."""
+    def search(
+        self, *, user_id: str, query: str, k: int, at: float, read_only: bool = False
+    ) -> list[Hit]:
+        """The user's `k` best memories for `query`, best first (only this user's).
+        `read_only`: a probe's search, which must change nothing (no time to live
+        refreshed on read); a turn's search reads as the system's app would."""
 
     @abstractmethod
     def holds(self, *, user_id: str, memory_id: str) -> bool:

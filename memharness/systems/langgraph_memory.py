@@ -86,7 +86,9 @@ class LangGraphMemoryAdapter(MemoryAdapter):
         self._held[memory_id] = (user_id, size)
         return Written([memory_id])
 
-    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
+    def search(
+        self, *, user_id: str, query: str, k: int, at: float, read_only: bool = False
+    ) -> list[Hit]:
         items = self.store.search(self._ns(user_id), query=query, limit=k)
         return [
             Hit(item.key, str(item.value.get("text", "")), float(item.score or 0.0))

@@ -287,13 +287,17 @@ class LangGraphPostgresAdapter(MemoryAdapter):
         self.store.put(namespace, key, value, ttl=minutes)
         return Written(memory_ids=[key])
 
-    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
-        """LangGraph's vector search in the user's namespace; refreshes TTLs per config."""
+    def search(
+        self, *, user_id: str, query: str, k: int, at: float, read_only: bool = False
+    ) -> list[Hit]:
+        """LangGraph's vector search in the user's namespace; refreshes TTLs per config,
+        never on a `read_only` (probe) search (`refresh_ttl=False`)."""
         namespace = (user_label(user_id), MEMORIES_LABEL)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInput("k", f"must be an integer >= 1, got {k!r}")
         self.set_clock(at)
-        items = self.store.search(namespace, query=query, limit=k)
+        refresh = False if read_only else None  # None: the store's refresh_on_read
+        items = self.store.search(namespace, query=query, limit=k, refresh_ttl=refresh)
         return [Hit(item.key, str(item.value["text"]), float(item.score or 0.0)) for item in items]
 
     def holds(self, *, user_id: str, memory_id: str) -> bool:

@@ -281,7 +281,9 @@ class Mem0Adapter(MemoryAdapter):
         self._owners.update(dict.fromkeys(ids, user_id))
         return Written(memory_ids=ids)
 
-    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
+    def search(
+        self, *, user_id: str, query: str, k: int, at: float, read_only: bool = False
+    ) -> list[Hit]:
         self._check_open()
         _check_user(user_id)
         if not isinstance(query, str) or not query.strip():
