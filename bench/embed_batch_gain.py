@@ -13,8 +13,29 @@ import argparse
 import random
 import time
 
-from bench.serve_load import utterance
 from reference.embedding import MiniLMEmbedder
+
+# Turn-like texts with varied values, so no two are alike.
+TEMPLATES = [
+    "My address is {n} {street} Street, {city}.",
+    "I always prefer {courier} for deliveries to {city}.",
+    "Please remember that order {n} should go by {courier}.",
+    "Where is my order {n}? It was going to {city}.",
+    "I am allergic to {food}, please note it for order {n}.",
+    "Book a table for {n} at {food} place in {city} tonight.",
+    "Can you change the delivery of {n} to {street} Road?",
+]
+VALUES = {
+    "street": ["Baker", "Oxford", "Elm", "Maple", "Church", "High", "Mill", "Park"],
+    "city": ["London", "Berlin", "Paris", "Lyon", "Porto", "Oslo", "Graz", "Turin"],
+    "courier": ["DHL", "UPS", "FedEx", "Hermes", "DPD", "GLS"],
+    "food": ["peanuts", "shellfish", "gluten", "sesame", "sushi", "pasta"],
+}
+
+
+def utterance(rng: random.Random) -> str:
+    values = {k: rng.choice(v) for k, v in VALUES.items()}
+    return rng.choice(TEMPLATES).format(n=rng.randint(1, 99_999), **values)
 
 
 def main() -> None:
