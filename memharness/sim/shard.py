@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memharness.sim.ceiling import CeilingTally, Embed, user_ceiling
 from memharness.sim.pii_scoring import Detect, user_tally
@@ -36,6 +36,9 @@ from reference.policy.strategy import Strategy
 from reference.settings import Settings
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder
+
+if TYPE_CHECKING:  # imported where it runs: the reference's replay does without it
+    from memharness.sim.peer_replay import PeerReplay
 
 
 class ShardReplayer:
@@ -131,17 +134,7 @@ class ShardReplayer:
         run.result.pii_detector = Counter(self.score_detector(system.pii.detect))
         began = time.perf_counter()
         try:
-            for _, kind, payload in self._merged(ticks, samples, peak_samples):
-                if kind == 0:
-                    run.tick(payload)
-                elif kind == 1:
-                    run.sample(*payload)
-                else:
-                    u, step, index, last = payload
-                    run.step(u, step, index)
-                    self.steps_done += 1
-                    self.users_done += last
-            run.finish()
+            self._drive(run, ticks, samples, peak_samples)
         finally:
             system.drop()  # the namespace is this replay's alone
         run.result.wall_s = time.perf_counter() - began
@@ -185,17 +178,7 @@ class ShardReplayer:
                 run.result.ceiling_needed, run.result.ceiling_found = astuple(self.ceiling)
             began = time.perf_counter()
             try:
-                for _, kind, payload in self._merged(ticks, samples, peak_samples):
-                    if kind == 0:
-                        run.tick(payload)
-                    elif kind == 1:
-                        run.sample(*payload)
-                    else:
-                        u, step, index, last = payload
-                        run.step(u, step, index)
-                        self.steps_done += 1
-                        self.users_done += last
-                run.finish()
+                self._drive(run, ticks, samples, peak_samples)
             finally:
                 run.mirror.drop()
         finally:
@@ -204,6 +187,26 @@ class ShardReplayer:
         run.result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         run.result.histograms = run.latencies.encoded()
         return run.result
+
+    def _drive(
+        self,
+        run: Replay | PeerReplay,
+        ticks: list[float],
+        samples: list[float],
+        peak_samples: Sequence[float],
+    ) -> None:
+        """Every tick, sample and step of the shard through `run`, in time order."""
+        for _, kind, payload in self._merged(ticks, samples, peak_samples):
+            if kind == 0:
+                run.tick(payload)
+            elif kind == 1:
+                run.sample(*payload)
+            else:
+                u, step, index, last = payload
+                run.step(u, step, index)
+                self.steps_done += 1
+                self.users_done += last
+        run.finish()
 
     def _merged(
         self, ticks: list[float], samples: list[float], peak_samples: Sequence[float]
