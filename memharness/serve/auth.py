@@ -140,6 +140,7 @@ class KeyStore:
             while key_id in self._entries:
                 key_id = secrets.token_hex(4)
             key = f"mhk_{key_id}_{secrets.token_urlsafe(32)}"
+            # wall-clock ok: when a key was made is a real date, whatever clock serves turns
             entry = KeyEntry(key_id, tenant, _digest(key), time.time())
             self._write({**self._entries, key_id: entry})
             return key
@@ -148,7 +149,7 @@ class KeyStore:
         """Revoke one key by id, or every key of a tenant; returns how many were revoked."""
         if (key_id is None) == (tenant is None):
             raise InvalidInput("key_id", "give a key id or a tenant, not both or neither")
-        now = time.time()
+        now = time.time()  # wall-clock ok: a revocation date is a real date
         with self._lock:
             self._refresh()
             changed = dict(self._entries)
