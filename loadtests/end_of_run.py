@@ -22,8 +22,10 @@ from loadtests.report import (
     write_report,
 )
 from loadtests.run import CONSISTENCY_EXIT_CODE, SLA_EXIT_CODE, LoadRun
+from loadtests.service_split import format_split, split_document
 from loadtests.shape import STEPS_ENV, steps_requested
 from loadtests.steps import StepRecorder, format_steps, step_verdicts
+from loadtests.target_run import NOT_REACHABLE
 from loadtests.timelines import SCENARIO_ENV
 from loadtests.virtual_days import format_days
 from memharness.verdict.histograms import check_slas, failed
@@ -153,6 +155,11 @@ def report_run(environment: Environment, run: LoadRun) -> None:
         else run.timelines.document(os.environ.get(SCENARIO_ENV)),
         "virtual_days": run.days.document() if run.days is not None else None,
     }
+    target = run.backends.get("target")  # on a master: as its workers reported it
+    if target is not None:
+        meta["target"] = target
+        meta["service_split"] = split_document(run.hists)
+        meta["consistency_note"] = NOT_REACHABLE
     report = build_report(run.hists, verdicts, failed=broken, meta=meta, errors=run.errors)
     path = write_report(report, Path(options.out_dir) / options.run_id)
     summaries = run.hists.summaries(ordered_ops(run.hists.ops))
@@ -162,6 +169,10 @@ def report_run(environment: Environment, run: LoadRun) -> None:
         print("  " + verdict.message, flush=True)
     if run.recorder is not None:
         print("  (rate steps: these verdicts mix all steps; each step is judged below)", flush=True)
+    if target is not None:
+        print("", flush=True)
+        for line in format_split(meta["service_split"], verdicts, target):  # type: ignore[arg-type]
+            print(line, flush=True)
     for line in format_errors(report):
         print("  " + line, flush=True)
     if hits + misses:
@@ -170,6 +181,8 @@ def report_run(environment: Environment, run: LoadRun) -> None:
         print("  " + line, flush=True)
     for line in format_consistency(run.consistency):
         print("  " + line, flush=True)
+    if target is not None:
+        print(f"  servers' consistency: not checked ({NOT_REACHABLE})", flush=True)
     if run.days is not None:
         print(format_days(meta["virtual_days"]), flush=True)  # type: ignore[arg-type]
     print(f"HDR report: {path}", flush=True)

@@ -43,6 +43,7 @@ from loadtests.steps import (
     auto_rates,
     parse_rates,
 )
+from loadtests.target_run import erase_target_users, is_target, prepare_target
 from loadtests.timelines import SCENARIO_ENV, TimelineQueue, load_timelines, scenario_requested
 from loadtests.virtual_days import VirtualDays, clock_from_env, sample_interval_s
 from reference.factory import (
@@ -79,6 +80,9 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if not runs_users(environment):
         gevent.get_hub().loop.update_now()  # see below
         return
+    if is_target(environment):
+        _init_target(run, environment)
+        return
     settings = run.settings = Settings()
     run.backends = {**describe_backends(settings), "embedder": settings.embedder}
     with run.progress.start("building and warming the memory") as phase:
@@ -92,11 +96,23 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if rates_requested() or run.options.sample_every > 0:
         run.roles, run.process_notes = discover_processes(settings)
     if rates_requested():
-        _prepare_rate_steps(run, settings)
+        _prepare_rate_steps(run)
     # gevent's loop has not run since Locust's import created it, so its clock is as old
     # as the imports and this build; Locust's -t timer, started next, would fire that
     # much early (measured: a 4 s run stopped after 2.8 s on the memory backend).
     gevent.get_hub().loop.update_now()
+
+
+def _init_target(run: LoadRun, environment: Environment) -> None:
+    """A --target run: check and warm the service instead of building a memory."""
+    try:
+        prepare_target(run, environment)
+    except ValueError as exc:
+        log.error("the service under load: %s", exc)
+        sys.exit(2)
+    if rates_requested():
+        _prepare_rate_steps(run)
+    gevent.get_hub().loop.update_now()  # as after building a memory (see above)
 
 
 def _build_memory(run: LoadRun, settings: Settings) -> None:
@@ -133,9 +149,10 @@ def _sample_days(run: LoadRun, days: VirtualDays) -> None:
         gevent.sleep(every)
 
 
-def _prepare_rate_steps(run: LoadRun, settings: Settings) -> None:
-    """Rate steps: find the processes to sample and, for `auto`, calibrate the rates."""
-    assert run.system is not None
+def _prepare_rate_steps(run: LoadRun) -> None:
+    """Rate steps: for `auto`, calibrate the rates on the memory or the service."""
+    memory = run.target or run.system
+    assert memory is not None
     rates = parse_rates(os.environ[RATES_ENV])
     if rates is None:  # auto: time turns one at a time, capacity ~ 1 / median turn
         phase = run.progress.start(
@@ -147,9 +164,9 @@ def _prepare_rate_steps(run: LoadRun, settings: Settings) -> None:
         while len(times) < CALIBRATION_TURNS:
             for text in render(rng.choice(run.conversations), rng):
                 started = time.perf_counter()
-                run.system.turn(user_id=user, session_id=f"{user}-c{len(times)}", text=text)
+                memory.turn(user_id=user, session_id=f"{user}-c{len(times)}", text=text)
                 times.append(time.perf_counter() - started)
-        run.system.delete_user_data(user_id=user)
+        memory.delete_user_data(user_id=user)
         median = sorted(times)[len(times) // 2]
         rates = auto_rates(median)
         run.calibration = {"turns": len(times), "median_turn_ms": round(median * 1000, 3)}
@@ -267,6 +284,9 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
         run.running.end()
         run.running = None
     _stop_background(run)  # its last write comes before the erasure, not after it
+    if run.target is not None:
+        with run.progress.start("erasing the load's users through the service"):
+            erase_target_users(run)
     if run.system is not None and (run.options.check_consistency or not run.options.keep_data):
         with run.progress.start("checking the servers' consistency, erasing the load's users"):
             check_and_erase(run, run.system)

@@ -43,6 +43,8 @@ OP_ORDER = (
     "ltm",
     "promotion",
     "turn",
+    "turn.service",
+    "turn.network",
     QUEUE,
     TURN_QUEUED,
     QUEUE_INTENDED,

@@ -25,6 +25,7 @@ from loadtests.pacing import ArrivalSchedule
 from loadtests.procstats import ProcessSample
 from loadtests.shape import step_at, steps_from_env, steps_requested
 from loadtests.steps import RATES_ENV, StepRecorder
+from loadtests.target import TargetClient
 from loadtests.timelines import TimelineQueue
 from loadtests.virtual_days import VirtualDays
 from memharness.progress import Phase, Progress
@@ -98,6 +99,8 @@ class LoadRun:
     errors: ErrorLog = field(default_factory=ErrorLog)
     options: LoadOptions = field(default_factory=LoadOptions)
     system: MemorySystem | None = None
+    #: `memharness load --target URL`: the service under load, instead of `system`.
+    target: TargetClient | None = None
     backends: dict[str, str] = field(default_factory=dict)
     conversations: tuple[Conversation, ...] = ()
     schedule: ArrivalSchedule | None = None

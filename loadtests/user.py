@@ -19,7 +19,6 @@ from memharness.scenarios.model import EventStep, ForgetStep, ProbeStep, SayStep
 from memharness.verdict.histograms import QUEUE, QUEUE_INTENDED, TURN_INTENDED, TURN_QUEUED
 from reference.errors import layer_failure
 from reference.models import Event
-from reference.system import MemorySystem
 from reference.turns import TIMING_KEYS
 
 
@@ -126,8 +125,8 @@ class ConversationUser(User):
 
     def _call(self, step: str | Step) -> None:
         """A scenario's probe (a recall) or business event (published), timed as an op."""
-        system, load = self.load.system, self.load
-        assert system is not None and load.timelines is not None
+        load = self.load
+        assert load.timelines is not None
         assert isinstance(step, ProbeStep | EventStep) and self.play is not None
         name = "recall" if isinstance(step, ProbeStep) else "event"
         if isinstance(step, EventStep):
@@ -135,12 +134,13 @@ class ConversationUser(User):
             # event and before the reply, and the maintenance process then applies it.
             load.timelines.count(self.play, step)
         with load.turn_slot:  # --serial: one call at a time, as for turns
-            self._timed_call(name, step, system)
+            self._timed_call(name, step)
         if isinstance(step, ProbeStep):
             load.timelines.count(self.play, step)
 
-    def _timed_call(self, name: str, step: ProbeStep | EventStep, system: MemorySystem) -> None:
-        load = self.load
+    def _timed_call(self, name: str, step: ProbeStep | EventStep) -> None:
+        load, system = self.load, self.load.system
+        assert system is not None, "the memory is built at init in every process with users"
         started = time.perf_counter()
         try:
             if isinstance(step, ProbeStep):
@@ -189,17 +189,21 @@ class ConversationUser(User):
                         self._fire("layer", key, ms)
                     self._fire("layer", where.layer, where.layer_ms, exc)
                 self._fire("turn", "turn", (finished - started) * 1000.0, exc)
-                if self.load.options.serial:
-                    self._fire("wait", QUEUE, (started - ready) * 1000.0)
-                    self._fire("turn", TURN_QUEUED, (finished - ready) * 1000.0, exc)
+                self._fire_queued(ready, started, finished, exc)
                 return exc
         finished = time.perf_counter()
         for key in TIMING_KEYS:
             self._fire("turn" if key == "turn" else "layer", key, result.timings_ms[key])
+        self._fire_queued(ready, started, finished)
+        return None
+
+    def _fire_queued(
+        self, ready: float, started: float, finished: float, exc: Exception | None = None
+    ) -> None:
+        """--serial: the wait for this process's turn slot, and the turn with it."""
         if self.load.options.serial:
             self._fire("wait", QUEUE, (started - ready) * 1000.0)
-            self._fire("turn", TURN_QUEUED, (finished - ready) * 1000.0)
-        return None
+            self._fire("turn", TURN_QUEUED, (finished - ready) * 1000.0, exc)
 
     def _fire(
         self, request_type: str, name: str, ms: float, exception: BaseException | None = None

@@ -19,6 +19,7 @@ from memharness.maintain_cmd import maintain
 from memharness.report_cmd import report
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
+from memharness.serve_cmd import serve
 from memharness.strategies_cmd import strategies
 from reference.errors import MemoryStoreError
 
@@ -118,6 +119,7 @@ main.add_command(compare)
 main.add_command(explain)
 main.add_command(report)
 main.add_command(audit)
+main.add_command(serve)
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,10 @@ offered load and seed, each beside its maintenance process (`memharness.load_str
 playing scenario users' timelines (`--scenario`, `--domain`); `--time-scale N` runs the
 memory and the maintenance on a clock N times the wall clock. Each strategy writes
 OUT/RUN_ID-STRATEGY/, and OUT/RUN_ID/load_strategies.json lists them.
+
+`--target URL` drives a memory service over HTTP instead (`memharness.load_target`,
+`loadtests/target_locustfile.py`): the service must answer its health check with the
+key before the run starts.
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ from memharness.load_plan import (
     plan_strategies,
     prepare_scenario,
     run_under_strategies,
+)
+from memharness.load_target import (
+    api_key_option,
+    check_target_options,
+    refuse_stray_key,
+    target_environment,
+    target_option,
 )
 from memharness.scenarios import DOMAINS
 
@@ -209,6 +220,8 @@ _OVERLOAD_USERS = 16
     "windows, decay and archival fire during the load: 4320 makes 10 minutes 30 virtual "
     "days. Adds p95 and record counts per virtual day.",
 )
+@target_option
+@api_key_option
 @click.argument("locust_args", nargs=-1, type=click.UNPROCESSED)
 def load(
     users: int | None,
@@ -238,6 +251,8 @@ def load(
     scenario_users: int | None,
     seed: int | None,
     time_scale: float | None,
+    target: str | None,
+    api_key: str | None,
     locust_args: tuple[str, ...],
 ) -> None:
     """Load-test the memory with Locust: conversations in-process, per-layer HDR latency.
@@ -278,7 +293,7 @@ def load(
     run_id = run_id or time.strftime("load-%Y%m%d-%H%M%S")
     if not _RUN_ID_RE.fullmatch(run_id):
         raise click.UsageError(f"--run-id {run_id[:60]!r}: 1-100 letters, digits, '.', '_', '-'")
-    locustfile = locustfile or default_locustfile()
+    locustfile = locustfile or default_locustfile(target=target is not None)
     if not locustfile.is_file():
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
     _check_shape_options(steps=steps, sla=sla)
@@ -293,6 +308,23 @@ def load(
         raise click.UsageError("--scenario or --domain, not both")
     if scenario_users is not None and scenario_file is not None:
         raise click.UsageError("--scenario-users goes with generated users, not --scenario")
+    key = None
+    if target is None and api_key is not None:
+        refuse_stray_key()
+    if target is not None:
+        target, key = check_target_options(
+            target,
+            api_key,
+            refused={
+                "--strategy": bool(strategy_specs),
+                "--grid": bool(grid_specs),
+                "--time-scale": time_scale is not None,
+                "--backend": backend is not None,
+                "--embedder": embedder is not None,
+                "--overload": overload,
+            },
+        )
+        locust_args = ("--host", target, *locust_args)
     specs = plan_strategies(strategy_specs, grid_specs) if under_strategies else []
     if seed is not None:
         locust_args = (*locust_args, "--seed", str(seed))
@@ -353,6 +385,8 @@ def load(
         env[RATES_ENV], env[STEP_S_ENV] = rates, f"{step_s:g}"
     if scenario_path is not None:
         env["MEMH_LOAD_SCENARIO"] = str(scenario_path)
+    if key is not None:
+        env = target_environment(env, key)
     if under_strategies:
         from memharness.cli_settings import settings_from_options
 

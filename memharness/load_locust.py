@@ -18,9 +18,11 @@ RUN_ENV = (
 )
 
 
-def default_locustfile() -> Path:
-    """loadtests/locustfile.py of the checkout this package runs from."""
-    return Path(__file__).resolve().parent.parent / "loadtests" / "locustfile.py"
+def default_locustfile(*, target: bool = False) -> Path:
+    """loadtests/locustfile.py of the checkout this package runs from; with `target`,
+    loadtests/target_locustfile.py (HTTP users driving a service)."""
+    name = "target_locustfile.py" if target else "locustfile.py"
+    return Path(__file__).resolve().parent.parent / "loadtests" / name
 
 
 def build_locust_command(

@@ -17,6 +17,7 @@ from memharness.pii_detector_table import detector_markdown
 from memharness.report_plots import PLOT_KINDS, PNG_TITLES, plot_stems, write_plots
 from memharness.result_figures import error_line, metric, peak, peak_total
 from memharness.run_verdict import verdict_markdown
+from memharness.systems_table import systems_markdown
 from memharness.units import human_bytes, human_duration
 
 LAYERS = ("session", "stm", "ltm")
@@ -218,6 +219,7 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
         "- versions: " + (", ".join(f"{k} {v}" for k, v in versions.items()) or "-"),
         f"- status: {status}",
         "",
+        *systems_markdown(results),  # a run with --system: its answer comes first
     ]
     for scenario, stem in zip(results.get("scenarios") or [], plot_stems(results), strict=True):
         seed = scenario.get("seed")

@@ -164,6 +164,14 @@ def run_tag(run_id: str) -> str:
     "error, the others run, --resume runs it again  [default: none]",
 )
 @click.option(
+    "--system",
+    "system_names",
+    default="reference",
+    show_default=True,
+    help="the memory system(s) under test, a comma list: reference, langgraph-memory, "
+    "langgraph-postgres, mem0 (docs/systems.md); each runs every strategy",
+)
+@click.option(
     "--progress/--no-progress",
     default=True,
     show_default=True,
@@ -186,6 +194,7 @@ def run(
     run_id: str | None,
     resume_dir: Path | None,
     fault: str | None,
+    system_names: str,
     progress: bool,
 ) -> None:
     """Replay scenarios under strategies on Ray; print the strategies side by side per
@@ -199,6 +208,7 @@ def run(
     from memharness.sim.results import ResultWriter, ResumeError
     from memharness.sim.runner import RunOptions, StrategyOutcome
     from memharness.sim.simulator import Simulator
+    from memharness.systems_table import systems_markdown
 
     settings = settings_from_options(backend=backend, embedder=embedder)
     if resume_dir is not None:
@@ -213,6 +223,10 @@ def run(
         if server_fault is not None:
             _check_server_fault(server_fault, settings)
         specs = plan_specs(strategy_specs, grid_specs, [s.name for s in list_strategies()])
+        systems = parse_systems(system_names)
+        if fault is not None and systems != ["reference"]:
+            raise SpecError(f"--fault {fault}: faults act on the reference's workers only")
+        specs = [spec.on(system) for system in systems for spec in specs]
         if scenario_files:
             inputs = [file_scenario(path, users) for path in scenario_files]
         else:
@@ -240,6 +254,7 @@ def run(
         "seed": seed,
         "idle_sweep_s": idle_sweep_s,
         "sample_every_s": SAMPLE_EVERY_S,
+        "systems": systems,
     }
     try:
         if resume_dir is not None:
@@ -322,11 +337,36 @@ def run(
     finally:
         writer.finish(status)
         click.echo(verdict_terminal(writer.document), nl=False)
+        systems = systems_markdown(writer.document)
+        if systems:
+            click.echo("\n" + "\n".join(systems), nl=False)
         with shown.start(f"writing the report in {writer.run_dir}"):
             summary = write_report(writer.run_dir)
         click.echo(f"\nreport: {summary}")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
+
+
+def parse_systems(text: str) -> list[str]:
+    """The systems `--system` names (a comma list), each known and importable: an
+    unknown name or a missing optional extra is a `SpecError` saying which."""
+    from memharness.systems import SYSTEMS, MissingExtra, UnknownSystem, adapter_class
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise SpecError(f"--system: no system named; known: {', '.join(SYSTEMS)}")
+    if len(set(names)) != len(names):
+        raise SpecError(f"--system {text!r}: a system is named twice")
+    for name in names:
+        if name == "reference":
+            continue
+        try:
+            adapter_class(name)
+        except (UnknownSystem, MissingExtra) as exc:
+            raise SpecError(str(exc)) from None
+        except ModuleNotFoundError:  # registered, its adapter not in this version yet
+            raise SpecError(f"--system {name}: its adapter is not in this version") from None
+    return names
 
 
 #: Options a resumed run takes from its directory, or that do not shape its figures.

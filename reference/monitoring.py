@@ -99,7 +99,7 @@ class MemoryCounters:
         started = time.perf_counter()
         try:
             yield
-        except Exception:
+        except Exception:  # counted as failed whatever it was, then re-raised
             self.cleanup(operation, ok=False, seconds=time.perf_counter() - started)
             raise
         self.cleanup(operation, ok=True, seconds=time.perf_counter() - started)

@@ -76,6 +76,7 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         total.pii_raw_s.extend(s.pii_raw_s)
         total.pii_sealed_s.extend(s.pii_sealed_s)
         total.pii_detector.update(s.pii_detector)
+        total.unsupported.update(s.unsupported)
     # Shards run side by side: the strategy took as long as its slowest shard.
     slowest = max(shards, key=lambda s: s.wall_s, default=ShardResult())
     wall = slowest.wall_s
@@ -110,6 +111,8 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         "inside_s": round(slowest.inside_s, 4),
         "peak_rss_mb_by_shard": [round(s.peak_rss_mb, 1) for s in shards],
         "turns_per_s": round(total.turns / wall, 1) if wall > 0 else None,
+        # A system under test: the operations it could not do (`peer_replay.py`).
+        "unsupported": dict(sorted(total.unsupported.items())),
     }
     return {
         "metrics": metrics,
@@ -123,6 +126,7 @@ def merge(shards: Sequence[ShardResult]) -> dict[str, Any]:
         "footprint": footprint(shards),
         "latency_ms": latency([s.histograms for s in shards]),
         "monitoring": monitoring_figures([s.monitor for s in shards]),
+        "capabilities": next((s.capabilities for s in shards if s.capabilities), None),
     }
 
 

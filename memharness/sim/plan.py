@@ -10,6 +10,7 @@ Every shard runs the same ticks, which is why 1 and N workers give the same resu
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import math
@@ -91,13 +92,21 @@ class StrategySpec:
     name: str
     params: tuple[tuple[str, Any], ...]
     strategy: Strategy
+    #: The memory system it runs on (`memharness.systems.SYSTEMS`); the label names any
+    #: other than the reference: `langgraph-memory/keep_all`.
+    system: str = "reference"
 
     @property
     def label(self) -> str:
+        head = "" if self.system == "reference" else f"{self.system}/"
         if not self.params:
-            return self.name
+            return head + self.name
         inner = ",".join(f"{key}={_show(value)}" for key, value in self.params)
-        return f"{self.name}[{inner}]"
+        return f"{head}{self.name}[{inner}]"
+
+    def on(self, system: str) -> StrategySpec:
+        """The same strategy on another system."""
+        return dataclasses.replace(self, system=system)
 
     @classmethod
     def parse(cls, text: str) -> StrategySpec:

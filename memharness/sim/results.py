@@ -233,6 +233,8 @@ class ResultWriter:
         entry = {
             "label": spec.label,
             "name": spec.name,
+            "system": spec.system,
+            "capabilities": figures.get("capabilities"),
             "params": dict(spec.params),
             "fingerprint": spec.strategy.fingerprint(),
             "config": spec.strategy.model_dump(mode="json"),

@@ -47,6 +47,8 @@ from memharness.sim.plan import (
 from memharness.sim.replay import SimUser
 from memharness.sim.shard import ShardReplayer
 from memharness.sim.tally import ShardResult
+from memharness.systems import adapter_class
+from memharness.systems.base import MemoryAdapter
 from reference.clock import VirtualClock
 from reference.embedding import CachedEmbedder, make_embedder
 from reference.factory import build_memory_system, start_embedded_servers
@@ -129,7 +131,10 @@ class ShardWorker:
             gc.unfreeze()  # what the previous load froze may be collected again
             shard = ShardReplayer(users, k=k)
             masker = RegexPiiMasker()
-            texts = sorted({masker.mask(t) for t in shard.texts()})
+            said = shard.texts()
+            # Masked: what the reference embeds; raw: what a system under test is given
+            # (`peer_replay.py`), so neither's turn waits on the model for a known text.
+            texts = sorted({masker.mask(t) for t in said} | set(said))
             self.embedder = CachedEmbedder(self.inner, maxsize=len(texts) + 10_000)
             for start in range(0, len(texts), EMBED_BATCH):
                 self.embedder.embed(texts[start : start + EMBED_BATCH])
@@ -158,16 +163,25 @@ class ShardWorker:
         die_at: float | None = None,
         server_fault: Fault | None = None,
         peak_samples: Sequence[float] = (),
+        system: str = "reference",
     ) -> ShardResult:
-        """Replay the shard under `strategy`; `die_at` (a share of the shard's steps, for
-        `--fault`) kills this process with SIGKILL once that share is replayed, and
-        `server_fault` kills, stops or restarts one of its embedded servers then. A
+        """Replay the shard under `strategy` on `system` (the reference, or an adapter
+        opened here in the worker: only its name crosses from the driver); `die_at` (a
+        share of the shard's steps, for `--fault`) kills this process with SIGKILL once
+        that share is replayed, and `server_fault` kills, stops or restarts one of its
+        embedded servers then. A
         replay with a server fault fails: with the layer's error if it met one, else with
         `ServerFaultInjected` (its figures are not those of an uninterrupted replay)."""
         with self.lock:
             shard, embedder = self.shard, self.embedder
             if shard is None or key != self.key:
                 raise RuntimeError(f"replay of {key!r}, but this worker holds {self.key!r}")
+            if system != "reference":
+                if embedder is None:
+                    raise RuntimeError(f"replay of {key!r} before its load")
+                return self._replay_peer(
+                    system, shard, strategy, prefix, ticks, samples, peak_samples, embedder
+                )
             if die_at is not None:
                 shard.steps_done = 0
                 threading.Thread(target=_die_at, args=(shard, die_at), daemon=True).start()
@@ -209,6 +223,35 @@ class ShardWorker:
                     f"one{lost}: its figures are discarded; --resume replays it"
                 )
             return result
+
+    def _replay_peer(
+        self,
+        system: str,
+        shard: ShardReplayer,
+        strategy: Strategy,
+        prefix: str,
+        ticks: list[float],
+        samples: list[float],
+        peak_samples: Sequence[float],
+        embedder: CachedEmbedder,
+    ) -> ShardResult:
+        """`replay` against a system under test (`ShardReplayer.run_peer`)."""
+        adapter = adapter_class(system)
+        settings = self.settings
+
+        def open_adapter(namespace: str) -> MemoryAdapter:
+            return adapter.open(namespace=namespace, embedder=embedder, settings=settings)
+
+        return shard.run_peer(
+            open_adapter,
+            strategy,
+            Namespace(prefix),
+            settings=settings,
+            embedder=embedder,
+            ticks=ticks,
+            samples=samples,
+            peak_samples=peak_samples,
+        )
 
     def _inject(self, fault: Fault, shard: ShardReplayer) -> ReplayFault:
         """Arm `fault` on this worker's embedded server (`memharness.faults`)."""

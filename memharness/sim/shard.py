@@ -20,19 +20,25 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memharness.sim.ceiling import CeilingTally, Embed, user_ceiling
 from memharness.sim.pii_scoring import Detect, user_tally
 from memharness.sim.replay import Replay, SimUser
 from memharness.sim.tally import ShardResult
 from memharness.sim.truth import UserTruth
+from memharness.systems.base import MemoryAdapter
 from reference.clock import VirtualClock
 from reference.keys import Namespace
 from reference.policy.oracle import OracleAdvice
 from reference.policy.rules import ForgetCommandsRule
 from reference.policy.strategy import Strategy
+from reference.settings import Settings
 from reference.system import MemorySystem
+from reference.text_interfaces import Embedder
+
+if TYPE_CHECKING:  # imported where it runs: the reference's replay does without it
+    from memharness.sim.peer_replay import PeerReplay
 
 
 class ShardReplayer:
@@ -128,23 +134,79 @@ class ShardReplayer:
         run.result.pii_detector = Counter(self.score_detector(system.pii.detect))
         began = time.perf_counter()
         try:
-            for _, kind, payload in self._merged(ticks, samples, peak_samples):
-                if kind == 0:
-                    run.tick(payload)
-                elif kind == 1:
-                    run.sample(*payload)
-                else:
-                    u, step, index, last = payload
-                    run.step(u, step, index)
-                    self.steps_done += 1
-                    self.users_done += last
-            run.finish()
+            self._drive(run, ticks, samples, peak_samples)
         finally:
             system.drop()  # the namespace is this replay's alone
         run.result.wall_s = time.perf_counter() - began
         run.result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         run.result.histograms = run.latencies.encoded()
         return run.result
+
+    def run_peer(
+        self,
+        open_adapter: Callable[[str], MemoryAdapter],
+        strategy: Strategy,
+        namespace: Namespace,
+        *,
+        settings: Settings,
+        embedder: Embedder,
+        ticks: list[float],
+        samples: list[float],
+        peak_samples: Sequence[float] = (),
+    ) -> ShardResult:
+        """`run` against a system under test (`peer_replay.PeerReplay`): the same ticks,
+        samples, ground truth and tallies; `open_adapter(namespace)` opens it (closed at
+        the end: the namespace is this replay's alone). The ceiling is the shard's (it
+        depends on the embedder only); a system has no PII detector of its own to score."""
+        from memharness.sim.peer_replay import PeerReplay
+
+        self.steps_done = self.users_done = 0
+        start = min((s.at for u in self.users for s in u.user.timeline), default=0.0)
+        clock = VirtualClock(min([start, *ticks[:1]]))
+        adapter = open_adapter(namespace.prefix)
+        try:
+            run = PeerReplay(
+                self,
+                strategy,
+                adapter=adapter,
+                settings=settings,
+                embedder=embedder,
+                clock=clock,
+                namespace=namespace,
+            )
+            if self.ceiling is not None:
+                run.result.ceiling_needed, run.result.ceiling_found = astuple(self.ceiling)
+            began = time.perf_counter()
+            try:
+                self._drive(run, ticks, samples, peak_samples)
+            finally:
+                run.mirror.drop()
+        finally:
+            adapter.close()
+        run.result.wall_s = time.perf_counter() - began
+        run.result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        run.result.histograms = run.latencies.encoded()
+        return run.result
+
+    def _drive(
+        self,
+        run: Replay | PeerReplay,
+        ticks: list[float],
+        samples: list[float],
+        peak_samples: Sequence[float],
+    ) -> None:
+        """Every tick, sample and step of the shard through `run`, in time order."""
+        for _, kind, payload in self._merged(ticks, samples, peak_samples):
+            if kind == 0:
+                run.tick(payload)
+            elif kind == 1:
+                run.sample(*payload)
+            else:
+                u, step, index, last = payload
+                run.step(u, step, index)
+                self.steps_done += 1
+                self.users_done += last
+        run.finish()
 
     def _merged(
         self, ticks: list[float], samples: list[float], peak_samples: Sequence[float]

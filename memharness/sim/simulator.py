@@ -217,6 +217,7 @@ class Simulator:
                                 samples,
                                 *self._faults(i),
                                 peak_samples=peak_samples,
+                                system=spec.system,
                             )
                             for i, w in enumerate(self.workers)
                         ]
@@ -268,6 +269,7 @@ class Simulator:
                                 samples,
                                 *self._faults(i),
                                 peak_samples=peak_samples,
+                                system=spec.system,
                             )
                             running[ref] = (i, j)
                     done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)

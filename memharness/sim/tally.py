@@ -74,6 +74,11 @@ class ShardResult:
     peak_rss_mb: float = 0.0  # of the process that replayed the shard, over its life
     #: Growth, lifetime, cleanup and hit rate counts (`monitoring.py`).
     monitor: MonitorTally = field(default_factory=MonitorTally)
+    #: A system under test: what it was asked and could not do ("delete (expiry)" -> n;
+    #: `memharness/sim/peer_replay.py`). Empty for the reference.
+    unsupported: Counter[str] = field(default_factory=Counter)
+    #: A system under test: what it does natively (`Capabilities`, as plain data).
+    capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 class Latencies:
@@ -124,6 +129,8 @@ def join_cohorts(cohorts: list[ShardResult]) -> ShardResult:
             mine, theirs = getattr(joined, f.name), getattr(cohort, f.name)
             if f.name == "peak_rss_mb":
                 joined.peak_rss_mb = max(mine, theirs)
+            elif f.name == "capabilities":
+                joined.capabilities = theirs or mine
             elif f.name in ("footprint", "peak_footprint"):
                 for at, layers in theirs.items():
                     point = mine.setdefault(at, {})

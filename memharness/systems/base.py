@@ -38,7 +38,7 @@ class NativeExpiry:
     """A system's own expiry."""
 
     #: The smallest step of a time to live it honours, in seconds (LangGraph: 60, mem0:
-    #: 86,400): the harness rounds the strategy's TTL up to it.
+    #: 86,400): the adapter rounds the strategy's TTL to it as its system does.
     granularity_s: float
     #: What an expired memory is before (or without) a sweep: `readable` still (search
     #: and get return it until a sweep deletes it: LangGraph's stores by default),
@@ -56,6 +56,9 @@ class Capabilities:
     native_expiry: NativeExpiry | None  # None: the harness applies the strategy by sweeps
     delete: bool = True  # delete one memory by id
     delete_user: bool = True  # delete every memory of one user
+    #: A deleted memory's text stays in the system (mem0's history table): `holds` stays
+    #: true after `delete` and `delete_user`, and a forgotten fact counts as a leak.
+    deletes_keep_text: bool = False
     notes: tuple[str, ...] = ()  # anything else a reader of the report should know
 
 
@@ -111,11 +114,16 @@ class MemoryAdapter(ABC):
         ttl_s: float | None,
     ) -> Written:
         """Store what the user said at `at`; `ttl_s` is the strategy's time to live for
-        it (None: keep), used only by systems with native expiry."""
+        it, unrounded (None: keep), used only by systems with native expiry: the adapter
+        rounds it the way its system does (`NativeExpiry.granularity_s`)."""
 
     @abstractmethod
-    def search(self, *, user_id: str, query: str, k: int, at: float) -> list[Hit]:
-        """The user's `k` best memories for `query`, best first (only this user's)."""
+    def search(
+        self, *, user_id: str, query: str, k: int, at: float, read_only: bool = False
+    ) -> list[Hit]:
+        """The user's `k` best memories for `query`, best first (only this user's).
+        `read_only`: a probe's search, which must change nothing (no time to live
+        refreshed on read); a turn's search reads as the system's app would."""
 
     @abstractmethod
     def holds(self, *, user_id: str, memory_id: str) -> bool:

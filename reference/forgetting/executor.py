@@ -76,7 +76,7 @@ class Executor:
         `time.perf_counter()` the sweep began at, `events` how many it consumed first."""
         try:
             stats = self._sweep(batches, dry_run=dry_run, events=events, started=started)
-        except Exception:
+        except Exception:  # counted as a failed sweep whatever it was, then re-raised
             if self.counters is not None and not dry_run:
                 self.counters.cleanup("sweep", ok=False, seconds=time.perf_counter() - started)
             raise
