@@ -172,9 +172,43 @@ def test_migration_6_backfills_the_lexemes_of_older_rows(
         for n, text in enumerate(["Tea in BOSTON", "coffee at home"]):
             cur.execute(insert, (f"f{n}", f"k{n}", text, vector, T0, T0, T0))
     store.setup()  # applies migrations 5 and 6
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
     hits = store.query(user_id="u1", text="boston", embedding=np.ones(DIM), k=1, lexical=True)
     assert [h.record.key for h in hits] == ["k0"]
+
+
+def test_migration_7_rewrites_older_lexemes_with_the_stores_own_terms(
+    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
+):
+    store = ltm_store_factory()
+    if not isinstance(store, PostgresLongTermStore):
+        pytest.skip("a PostgreSQL schema migration")
+    with monkeypatch.context() as patch:  # a namespace made before English stems
+        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:6])
+        store.setup()
+    insert = sql.SQL(
+        "INSERT INTO {} (fact_id, user_id, category, key, value, text, embedding, importance,"
+        " version, status, created_at, updated_at, last_accessed_at, expires_at, lexemes)"
+        " VALUES (%s, 'u1', 'fact', %s, '{{}}', %s, %s::vector, 5, 1, 'active', %s, %s, %s,"
+        " NULL, to_tsvector('simple', lower(%s)))"
+    ).format(sql.Identifier(namespace.facts_table))
+    vector = "[" + ",".join(["1"] + ["0"] * (DIM - 1)) + "]"
+    texts = ["She was painting sunsets", "我住在北京市海淀区", "coffee at home"]
+    with store._transaction() as cur:
+        for n, text in enumerate(texts):
+            cur.execute(insert, (f"f{n}", f"k{n}", text, vector, T0, T0, T0, text))
+    store.setup()  # applies migration 7
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
+    for query, key in (("paints", "k0"), ("北京", "k1"), ("coffee", "k2")):
+        hits = store.query(user_id="u1", text=query, embedding=np.ones(DIM), k=1, lexical=True)
+        assert [h.record.key for h in hits] == [key], query
+    with store._transaction() as cur:
+        held = cur.execute(
+            sql.SQL("SELECT key, lexemes::text FROM {} ORDER BY key").format(
+                sql.Identifier(namespace.facts_table)
+            )
+        ).fetchall()
+    assert held[0] == ("k0", "'paint' 'sunset'")
 
 
 def test_a_word_too_long_to_search_is_no_term_and_stores_fine(ltm_store: LongTermStore):
