@@ -39,6 +39,7 @@ from psycopg.types.json import Jsonb
 
 from reference.embedding import HashingEmbedder
 from reference.keys import Namespace
+from reference.ltm.lexemes import write_lexemes
 from reference.ltm.migrations import drop_schema
 from reference.models import Category, MemoryRecord, MemoryType
 from reference.policy.expiry import expires_at_on_write
@@ -169,10 +170,8 @@ def seed_ltm(
         statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
             facts, sql.SQL(", ").join(map(sql.Identifier, columns))
         )
-        # Binary COPY cannot write a tsvector: the words of lexical retrieval are filled
-        # in after the load, as migration 6 backfills older rows (the `simple`
-        # configuration over the lower-cased text: the tokenizer's terms for these
-        # English sentences, stop words included).
+        # Binary COPY cannot write a tsvector: the words of lexical retrieval are written
+        # after the load, from each text, as the store writes them.
         lexemes = _has_column(conn, namespace.facts_table, "lexemes")
         if lexemes:
             conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN lexemes DROP NOT NULL").format(facts))
@@ -207,12 +206,7 @@ def seed_ltm(
                         )
                     )
         if lexemes:
-            conn.execute(
-                sql.SQL(
-                    "UPDATE {} SET lexemes = to_tsvector('simple', lower(text))"
-                    " WHERE lexemes IS NULL"
-                ).format(facts)
-            )
+            write_lexemes(conn, namespace, only_missing=True)
             conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN lexemes SET NOT NULL").format(facts))
         conn.commit()
         loaded = time.perf_counter()

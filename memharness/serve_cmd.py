@@ -191,8 +191,8 @@ def _serve(
     from reference.embedding import make_embedder
     from reference.factory import build_memory_system
 
-    # wall-clock ok: a virtual clock starts at today, then moves only with requests
-    clock: Clock = VirtualClock(time.time()) if virtual_time else SystemClock()
+    # A virtual clock starts at today, then moves only with requests.
+    clock: Clock = VirtualClock(time.time()) if virtual_time else SystemClock()  # wall-clock ok
     model = make_embedder(
         settings.embedder,
         cache_size=settings.embedding_cache_size,

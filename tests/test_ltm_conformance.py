@@ -700,7 +700,7 @@ def test_migration_3_backfills_sealed_at(
         for n, value in enumerate(SEAL_CASES):
             cur.execute(insert, (f"f{n:02d}", f"k{n:02d}", Jsonb(value), vector, T0, T0, T0))
     store.setup()  # applies migration 3
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
     column = sql.SQL("SELECT fact_id, value, sealed_at FROM {} ORDER BY fact_id").format(
         sql.Identifier(namespace.facts_table)
     )
@@ -777,7 +777,7 @@ def test_setup_is_idempotent_and_safe_in_parallel(
     assert errors == []
     assert ltm_store.get(user_id="u1", category="preference", key="kept") is not None
     if isinstance(ltm_store, PostgresLongTermStore):
-        assert ltm_store.schema_versions() == [1, 2, 3, 4, 5, 6]
+        assert ltm_store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
         assert others[0].count() == 1
 
 
@@ -969,12 +969,12 @@ def test_migration_4_admits_episodes_in_a_namespace_made_before_them(
         later = [m for m in migrations.MIGRATIONS if m.version != 4]
         patch.setattr(migrations, "MIGRATIONS", later)
         store.setup()
-    assert store.schema_versions() == [1, 2, 3, 5, 6]
+    assert store.schema_versions() == [1, 2, 3, 5, 6, 7]
     with pytest.raises(psycopg.errors.CheckViolation):
         put(store, "episode:r1", category="episode")
     put(store, "kept", category="fact")
     store.setup()  # applies migration 4
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
     assert put(store, "episode:r1", category="episode").category is Category.EPISODE
     with store._transaction() as cur, pytest.raises(psycopg.errors.CheckViolation):
         cur.execute(

@@ -153,28 +153,70 @@ def test_fused_order_matches_the_in_memory_oracle(
         assert [h.score for h in got] == [h.score for h in want]
 
 
+def _made_before(
+    factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, version: int
+) -> PostgresLongTermStore:
+    """A PostgreSQL store whose namespace has only migrations 1..`version`."""
+    store = factory()
+    if not isinstance(store, PostgresLongTermStore):
+        pytest.skip("a PostgreSQL schema migration")
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:version])
+        store.setup()
+    return store
+
+
+def _insert_facts(
+    store: PostgresLongTermStore, namespace: Namespace, texts: list[str], *, lexemes: bool
+) -> None:
+    """Rows as an older store wrote them (keys k0, k1, ...; with `lexemes`, the words
+    as migration 6 backfilled them: the `simple` configuration)."""
+    insert = sql.SQL(
+        "INSERT INTO {} (fact_id, user_id, category, key, value, text, embedding, importance,"
+        " version, status, created_at, updated_at, last_accessed_at, expires_at{})"
+        " VALUES (%s, 'u1', 'fact', %s, '{{}}', %s, %s::vector, 5, 1, 'active', %s, %s, %s,"
+        " NULL{})"
+    ).format(
+        sql.Identifier(namespace.facts_table),
+        sql.SQL(", lexemes" if lexemes else ""),
+        sql.SQL(", to_tsvector('simple', lower(%s))" if lexemes else ""),
+    )
+    vector = "[" + ",".join(["1"] + ["0"] * (DIM - 1)) + "]"
+    with store._transaction() as cur:
+        for n, text in enumerate(texts):
+            row = (f"f{n}", f"k{n}", text, vector, T0, T0, T0)
+            cur.execute(insert, (*row, text) if lexemes else row)
+
+
 def test_migration_6_backfills_the_lexemes_of_older_rows(
     ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
 ):
-    store = ltm_store_factory()
-    if not isinstance(store, PostgresLongTermStore):
-        pytest.skip("a PostgreSQL schema migration")
-    with monkeypatch.context() as patch:  # a namespace made before lexical search
-        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:4])
-        store.setup()
-    insert = sql.SQL(
-        "INSERT INTO {} (fact_id, user_id, category, key, value, text, embedding, importance,"
-        " version, status, created_at, updated_at, last_accessed_at, expires_at)"
-        " VALUES (%s, 'u1', 'fact', %s, '{{}}', %s, %s::vector, 5, 1, 'active', %s, %s, %s, NULL)"
-    ).format(sql.Identifier(namespace.facts_table))
-    vector = "[" + ",".join(["1"] + ["0"] * (DIM - 1)) + "]"
-    with store._transaction() as cur:
-        for n, text in enumerate(["Tea in BOSTON", "coffee at home"]):
-            cur.execute(insert, (f"f{n}", f"k{n}", text, vector, T0, T0, T0))
-    store.setup()  # applies migrations 5 and 6
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6]
+    store = _made_before(ltm_store_factory, monkeypatch, 4)  # before lexical search
+    _insert_facts(store, namespace, ["Tea in BOSTON", "coffee at home"], lexemes=False)
+    store.setup()  # applies migrations 5 to 7
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
     hits = store.query(user_id="u1", text="boston", embedding=np.ones(DIM), k=1, lexical=True)
     assert [h.record.key for h in hits] == ["k0"]
+
+
+def test_migration_7_rewrites_older_lexemes_with_the_stores_own_terms(
+    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
+):
+    store = _made_before(ltm_store_factory, monkeypatch, 6)  # before English stems
+    texts = ["She was painting sunsets", "我住在北京市海淀区", "coffee at home"]
+    _insert_facts(store, namespace, texts, lexemes=True)
+    store.setup()  # applies migration 7
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
+    for query, key in (("paints", "k0"), ("北京", "k1"), ("coffee", "k2")):
+        hits = store.query(user_id="u1", text=query, embedding=np.ones(DIM), k=1, lexical=True)
+        assert [h.record.key for h in hits] == [key], query
+    with store._transaction() as cur:
+        held = cur.execute(
+            sql.SQL("SELECT key, lexemes::text FROM {} ORDER BY key").format(
+                sql.Identifier(namespace.facts_table)
+            )
+        ).fetchall()
+    assert held[0] == ("k0", "'paint' 'sunset'")
 
 
 def test_a_word_too_long_to_search_is_no_term_and_stores_fine(ltm_store: LongTermStore):

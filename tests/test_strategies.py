@@ -180,6 +180,8 @@ def test_yaml_errors_name_the_file_the_line_and_the_field(tmp_path: Path) -> Non
          "greater than 0"),
         ("name: x\ndescription: d\npii:\n  anonymise_after_s: 0\n", 4, "pii.anonymise_after_s",
          "greater than 0"),
+        ("name: x\ndescription: d\npii:\n  mask_session_stm: false\n", 4, "pii.mask_session_stm",
+         "must be true"),
         ("name: x\ndescription: d\nevents:\n  - event: e\n    layers: []\n", 5,
          "events[0].layers", "must not be empty"),
         ("name: x\ndescription: d\nevents:\n  - event: e\n    layers: [disk]\n", 5,

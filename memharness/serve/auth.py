@@ -140,8 +140,9 @@ class KeyStore:
             while key_id in self._entries:
                 key_id = secrets.token_hex(4)
             key = f"mhk_{key_id}_{secrets.token_urlsafe(32)}"
-            # wall-clock ok: when a key was made is a real date, whatever clock serves turns
-            entry = KeyEntry(key_id, tenant, _digest(key), time.time())
+            # When a key was made is a real date, whatever clock serves turns.
+            made = time.time()  # wall-clock ok
+            entry = KeyEntry(key_id, tenant, _digest(key), made)
             self._write({**self._entries, key_id: entry})
             return key
 

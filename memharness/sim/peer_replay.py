@@ -38,8 +38,8 @@ from memharness.sim.layer_reads import shows
 from memharness.sim.monitoring import Monitor
 from memharness.sim.peer_mirror import build_mirror, one_layer, peer_kind, ttl_for_peer
 from memharness.sim.probes import (
-    TALLY,
     Verdict,
+    count_probe,
     hit_record,
     is_clean,
     judge,
@@ -382,18 +382,11 @@ class PeerReplay:
             state=lambda fact_id: truth.state(fact_id, step.at),
             why_not=lambda fact_id: self._not_retrieved(u, fact_id, step.at),
         )
-        res = self.result
-        res.probes += 1
+        count_probe(self.result, step, verdicts, {"ltm": found})
         self.monitor.probe(step.needed, found)
         for fact_id, verdict in verdicts.items():
             if verdict is Verdict.LEAK:
                 self._leak(u, step.at, fact_id, f"retrieved by probe {step.probe!r}")
-        res.stale_probes += Verdict.STALE_HIT in verdicts.values()
-        for fact_id in step.needed:
-            res.needed += 1
-            name = TALLY[verdicts[fact_id]]
-            setattr(res, name, getattr(res, name) + 1)
-            res.retrieved_ltm += fact_id in found
         if not is_clean(verdicts):
             layer_hits = [
                 hit_record(h.score, facts, h.text) for h, facts in zip(hits, carried, strict=True)
@@ -406,7 +399,7 @@ class PeerReplay:
             record = probe_record(
                 u.user.id, u.index, index, step, {"stm": [], "ltm": layer_hits}, verdicts, why
             )
-            res.probe_records.append(record)
+            self.result.probe_records.append(record)
 
     def _facts_of(self, hit: Hit) -> tuple[str, ...]:
         mirror_id = self.mirror_of.get(hit.memory_id)

@@ -27,6 +27,7 @@ from enum import StrEnum
 from typing import Any
 
 from memharness.scenarios.model import ProbeStep
+from memharness.sim.tally import ShardResult
 from memharness.sim.truth import FactState
 
 #: Characters of a hit's text kept in its record: enough to see what took the slot.
@@ -107,6 +108,23 @@ def judge(
     for fact_id in step.needed:
         verdicts[fact_id] = Verdict.RETRIEVED if fact_id in got else why_not(fact_id)
     return verdicts
+
+
+def count_probe(
+    result: ShardResult, step: ProbeStep, verdicts: dict[str, Verdict], found: dict[str, set[str]]
+) -> None:
+    """Add a judged probe to the shard's tallies: the probe, whether it hit something
+    stale, each needed fact by its verdict, and per layer (`found`: "stm", "ltm") the
+    needed facts that layer returned."""
+    result.probes += 1
+    result.stale_probes += Verdict.STALE_HIT in verdicts.values()
+    stm, ltm = found.get("stm", set()), found.get("ltm", set())
+    for fact_id in step.needed:
+        result.needed += 1
+        name = TALLY[verdicts[fact_id]]
+        setattr(result, name, getattr(result, name) + 1)
+        result.retrieved_stm += fact_id in stm
+        result.retrieved_ltm += fact_id in ltm
 
 
 def is_clean(verdicts: dict[str, Verdict]) -> bool:

@@ -16,8 +16,8 @@ from memharness.sim.causes import Causes, Key
 from memharness.sim.layer_reads import PiiItem, Ref, footprint, live, resolved
 from memharness.sim.monitoring import Monitor
 from memharness.sim.probes import (
-    TALLY,
     Verdict,
+    count_probe,
     hit_record,
     is_clean,
     judge,
@@ -260,19 +260,11 @@ class Replay:
             state=lambda fact_id: truth.state(fact_id, step.at),
             why_not=lambda fact_id: self._not_retrieved(u, fact_id, session_id),
         )
-        res = self.result
-        res.probes += 1
+        count_probe(self.result, step, verdicts, found)
         self.monitor.probe(step.needed, found["stm"] | found["ltm"])
         for fact_id, verdict in verdicts.items():
             if verdict is Verdict.LEAK:
                 self._leak(u, step.at, fact_id, f"retrieved by probe {step.probe!r}")
-        res.stale_probes += Verdict.STALE_HIT in verdicts.values()
-        for fact_id in step.needed:
-            res.needed += 1
-            name = TALLY[verdicts[fact_id]]
-            setattr(res, name, getattr(res, name) + 1)
-            res.retrieved_stm += fact_id in found["stm"]
-            res.retrieved_ltm += fact_id in found["ltm"]
         if not is_clean(verdicts):  # recorded with its hits (most probes are clean)
             hits = {
                 layer: [
@@ -287,7 +279,7 @@ class Replay:
                 if verdicts[fact_id] in (Verdict.OVER_FORGOTTEN, Verdict.UNSTORED)
             }
             record = probe_record(u.user.id, u.index, index, step, hits, verdicts, why)
-            res.probe_records.append(record)
+            self.result.probe_records.append(record)
 
     def _why(
         self, u: SimUser, fact_id: str, session_id: str, verdict: Verdict, at: float

@@ -18,6 +18,7 @@ from psycopg import sql
 
 from reference.crypto import SEALED, SEALED_AT
 from reference.keys import Namespace
+from reference.ltm.lexemes import write_lexemes
 from reference.models import Category
 
 EMBEDDING_DIM = 384
@@ -47,11 +48,13 @@ class HnswParams:
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One schema change: `build` returns its statements for a namespace."""
+    """One schema change: `build` returns its statements for a namespace; `rewrite`, if
+    any, then rewrites rows in Python (in the same transaction)."""
 
     version: int
     name: str
     build: Callable[[Namespace, HnswParams], list[sql.SQL | sql.Composed]]
+    rewrite: Callable[[psycopg.Connection[Any], Namespace], object] | None = None
 
 
 def index_name(namespace: Namespace, suffix: str) -> str:
@@ -275,7 +278,7 @@ def _lexemes(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
     store with every text: `array_to_tsvector` of `reference.lexical.lexical_terms`, no
     parser or dictionary between, so Chinese is segmented by jieba), under a GIN index.
     Rows written before are backfilled by the `simple` configuration over the lower-cased
-    text (the same terms for English; Chinese unsegmented until the fact is rewritten)."""
+    text; migration 7 then rewrites them with the store's own terms."""
     facts = sql.Identifier(ns.facts_table)
     return [
         sql.SQL("ALTER TABLE {facts} ADD COLUMN lexemes tsvector").format(facts=facts),
@@ -289,6 +292,10 @@ def _lexemes(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
     ]
 
 
+def _no_statements(ns: Namespace, hnsw: HnswParams) -> list[sql.SQL | sql.Composed]:
+    return []
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "facts, audit log, HNSW cosine index", _initial_schema),
     Migration(2, "erase/anonymise audit actions, user activity for archival", _forgetting),
@@ -296,6 +303,9 @@ MIGRATIONS: list[Migration] = [
     Migration(4, "episode category (consolidation of ended sessions)", _episodes),
     Migration(5, "audit causes, archive reasons, audit index by time", _causes),
     Migration(6, "lexical search: lexemes tsvector column, GIN index", _lexemes),
+    # English words became their stems (`reference.lexical`): every row's lexemes are
+    # written anew from its text, as the store writes them (`reference/ltm/lexemes.py`).
+    Migration(7, "lexical search: English stems", _no_statements, write_lexemes),
 ]
 
 
@@ -327,6 +337,8 @@ def apply_migrations(
                 continue
             for statement in migration.build(namespace, hnsw):
                 conn.execute(statement)
+            if migration.rewrite is not None:
+                migration.rewrite(conn, namespace)
             conn.execute(
                 sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
                 (migration.version, migration.name),

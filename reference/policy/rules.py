@@ -238,6 +238,16 @@ class PiiRule(Block):
     encrypt_ltm: bool = True
     anonymise_after_s: Seconds | None = DAY_S
 
+    @field_validator("mask_session_stm")
+    @classmethod
+    def _masking_is_always_on(cls, value: bool) -> bool:
+        if not value:
+            raise field_error(
+                "must be true: the reference masks PII in the session layer and STM under"
+                " every strategy (omit the `pii` block for a strategy that only masks)"
+            )
+        return value
+
 
 class ArchivalRule(Block):
     """A user inactive for `inactive_s` is archived; archived records are hard-deleted
