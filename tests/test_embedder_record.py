@@ -1,5 +1,6 @@
-"""A Chroma STM collection records the embedder whose vectors it holds; a store with
-another embedder refuses to open it, and a collection from before the record is stamped."""
+"""A Chroma STM collection and a PostgreSQL LTM table record the embedder whose vectors
+they hold; a store with another embedder refuses to open them, and a collection from
+before the record is stamped."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from reference.errors import ConfigurationError
 from reference.keys import Namespace
 from reference.stm.base import ShortTermStore
 from reference.stm.chroma_store import EMBEDDER_KEY
+from tests.fixtures.ltm_backends import LTM_BACKENDS, LtmStoreFactory
 from tests.fixtures.stm_backends import chroma_backend_params, chroma_client
 
 
@@ -45,3 +47,13 @@ def test_a_collection_without_a_record_is_stamped(
     assert metadata[EMBEDDER_KEY] == store.embedder.identity
     with pytest.raises(ConfigurationError):
         make_stm_store(backend, embedder=HashingEmbedder(dim=64))
+
+
+@pytest.mark.parametrize("ltm_backend", [b for b in LTM_BACKENDS if "pg" in str(b.values[0])])
+def test_the_ltm_table_records_its_embedder(ltm_store_factory: LtmStoreFactory) -> None:
+    first = ltm_store_factory()
+    first.setup()
+    first.setup()  # idempotent
+    ltm_store_factory(embedder=CachedEmbedder(HashingEmbedder())).setup()
+    with pytest.raises(ConfigurationError, match="hashing/memh-v1/d384/k3"):
+        ltm_store_factory(embedder=HashingEmbedder(slots_per_feature=2)).setup()
