@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -305,3 +306,18 @@ def test_runtimes_have_their_own_identity(minilm: MiniLMEmbedder, onnx_fp32: Emb
     with pytest.raises(InvalidInput) as info:
         make_minilm("tensorflow")
     assert info.value.field == "embedder_runtime"
+
+
+def test_onnx_export_is_keyed_and_never_silently_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reference.errors import ConfigurationError
+    from reference.minilm_onnx import EXPORT_VERSION, export_dir, onnx_model_path
+
+    monkeypatch.setenv("MEMH_ONNX_CACHE", str(tmp_path))
+    assert export_dir().parent == tmp_path
+    assert f"-x{EXPORT_VERSION}-" in export_dir().name
+    with pytest.raises(ConfigurationError, match=r"python -m reference\.minilm_onnx"):
+        onnx_model_path("fp32", export=False)
+    with pytest.raises(InvalidInput):
+        onnx_model_path("fp16")  # type: ignore[arg-type]
