@@ -179,11 +179,14 @@ class OnnxMiniLMEmbedder(Embedder):
     name = "minilm"
     dim = DIM
 
-    def __init__(self, *, precision: Precision = "fp32", threads: int | None = None) -> None:
+    def __init__(
+        self, *, precision: Precision = "fp32", threads: int | None = None, batch_size: int = 32
+    ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.precision = precision
+        self.batch_size = batch_size
         self.identity = f"all-MiniLM-L6-v2/onnx-{precision}"
         model_dir = _model_dir()
         path = onnx_model_path(precision)
@@ -207,9 +210,19 @@ class OnnxMiniLMEmbedder(Embedder):
         self._lock = threading.Lock()  # one run at a time: the session's threads are its own
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts sorted by length and run in batches of `batch_size`, each padded to its
+        longest (as sentence-transformers' `encode` does: little padding to compute)."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return np.empty((0, self.dim), dtype=np.float32)
+            return out
         encodings = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            out[rows] = self._run([encodings[i] for i in rows])
+        return out
+
+    def _run(self, encodings: list[Any]) -> np.ndarray:
         width = max(len(e.ids) for e in encodings)
         ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -227,7 +240,7 @@ class OnnxMiniLMEmbedder(Embedder):
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return np.ascontiguousarray(pooled / norms, dtype=np.float32)
+        return pooled / norms
 
 
 def main() -> None:
