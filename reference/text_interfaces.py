@@ -20,6 +20,10 @@ class Embedder(ABC):
 
     dim: int = 384
     name: str = "embedder"
+    #: Which model, runtime and precision make the vectors: a store records the identity
+    #: of the embedder that wrote it and refuses another (vectors of two embedders do not
+    #: mix). Two embedders with one identity give the same vectors.
+    identity: str = "embedder"
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -7,11 +7,18 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from reference.embedding import CachedEmbedder, HashingEmbedder, MiniLMEmbedder, make_embedder
+from reference.embedding import (
+    CachedEmbedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    make_embedder,
+    make_minilm,
+)
 from reference.errors import InvalidInput
 from reference.text_interfaces import Embedder
 
@@ -250,3 +257,67 @@ def test_minilm_through_the_cache(minilm: MiniLMEmbedder) -> None:
     again = cached.embed([SIMILAR_EN[0]])
     assert (cached.hits, cached.misses) == (1, 1)
     np.testing.assert_array_equal(first, again)
+
+
+# --- MiniLM on ONNX Runtime --------------------------------------------------------
+
+ONNX_TEXTS = [
+    "hello",
+    "Where is my order 12345?",
+    "帮我订明天的机票",
+    "",
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Please ship my order to the office address from now on, not to my home in Lisbon.",
+]
+
+
+@pytest.fixture(scope="module")
+def onnx_fp32() -> Embedder:
+    return make_minilm("onnx")
+
+
+def test_onnx_fp32_matches_torch(minilm: MiniLMEmbedder, onnx_fp32: Embedder) -> None:
+    expected = minilm.embed(ONNX_TEXTS)
+    got = onnx_fp32.embed(ONNX_TEXTS)
+    check_shape(got, len(ONNX_TEXTS))
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    assert np.sum(expected * got, axis=1).min() >= 0.9999
+    # one text at a time (no padding) gives the batch's vectors
+    for i, text in enumerate(ONNX_TEXTS):
+        np.testing.assert_allclose(onnx_fp32.embed_one(text), got[i], atol=1e-5)
+    assert onnx_fp32.embed([]).shape == (0, 384)
+
+
+def test_onnx_int8_is_close_to_torch(minilm: MiniLMEmbedder) -> None:
+    int8 = make_minilm("onnx-int8")
+    got = int8.embed(ONNX_TEXTS)
+    check_shape(got, len(ONNX_TEXTS))
+    # quantised weights move vectors a little (lowest 0.974 here, on "")
+    assert np.sum(minilm.embed(ONNX_TEXTS) * got, axis=1).min() >= 0.95
+    va, vb, vu = int8.embed([*SIMILAR_EN, UNRELATED_EN])
+    assert cos(va, vb) > cos(va, vu) + 0.3
+
+
+def test_runtimes_have_their_own_identity(minilm: MiniLMEmbedder, onnx_fp32: Embedder) -> None:
+    identities = {minilm.identity, onnx_fp32.identity, HashingEmbedder().identity}
+    assert len(identities) == 3
+    assert CachedEmbedder(onnx_fp32).identity == onnx_fp32.identity
+    assert HashingEmbedder(dim=64).identity != HashingEmbedder().identity
+    with pytest.raises(InvalidInput) as info:
+        make_minilm("tensorflow")
+    assert info.value.field == "embedder_runtime"
+
+
+def test_onnx_export_is_keyed_and_never_silently_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reference.errors import ConfigurationError
+    from reference.minilm_onnx import EXPORT_VERSION, export_dir, onnx_model_path
+
+    monkeypatch.setenv("MEMH_ONNX_CACHE", str(tmp_path))
+    assert export_dir().parent == tmp_path
+    assert f"-x{EXPORT_VERSION}-" in export_dir().name
+    with pytest.raises(ConfigurationError, match=r"python -m reference\.minilm_onnx"):
+        onnx_model_path("fp32", export=False)
+    with pytest.raises(InvalidInput):
+        onnx_model_path("fp16")  # type: ignore[arg-type]

@@ -136,8 +136,12 @@ class Arm:
             raise RuntimeError("MEMH_REDIS_URL and MEMH_PG_URL must name the shared servers")
         self.settings = settings
         minilm = config["embedder"] == "minilm"
-        inner = need("reference.embedding", "MiniLMEmbedder" if minilm else "HashingEmbedder")
-        inner = inner(threads=config.get("threads")) if minilm else inner()
+        if minilm and hasattr(embedding, "make_minilm"):  # the arm's MiniLM runtime, default
+            inner = embedding.make_minilm(settings.embedder_runtime, threads=config.get("threads"))
+        elif minilm:  # a tree from before the ONNX runtime: torch
+            inner = need("reference.embedding", "MiniLMEmbedder")(threads=config.get("threads"))
+        else:
+            inner = need("reference.embedding", "HashingEmbedder")()
         embedder = embedding.CachedEmbedder(inner, maxsize=10_000)
         namespace = namespace_cls(config["prefix"])
         return build(settings, embedder=embedder, namespace=namespace, strategy=STRATEGY)

@@ -66,6 +66,7 @@ class BatchingEmbedder(Embedder):
             raise InvalidInput("max_batch", f"must be an integer >= 1, got {max_batch!r}")
         self.inner = inner
         self.name = inner.name
+        self.identity = inner.identity
         self.dim = inner.dim
         self.window_s = float(window_s)
         self.max_batch = max_batch

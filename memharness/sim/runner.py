@@ -108,7 +108,10 @@ class ShardWorker:
         self.settings = settings
         # The model is loaded once; each scenario gets a cache big enough for its texts.
         self.inner = make_embedder(
-            settings.embedder, cache_size=0, threads=settings.embedder_threads
+            settings.embedder,
+            cache_size=0,
+            threads=settings.embedder_threads,
+            runtime=settings.embedder_runtime,
         )
         self.embedder: CachedEmbedder | None = None
         self.key = ""

@@ -36,6 +36,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from reference.errors import BackendUnavailable, MemoryStoreError
 from reference.keys import Namespace
+from reference.ltm.embedder_record import check_embedder
 from reference.ltm.migrations import (
     MIGRATIONS,
     HnswParams,
@@ -51,6 +52,7 @@ from reference.resilience import (
     call_with_retry,
     redact_conninfo,
 )
+from reference.text_interfaces import Embedder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,6 +88,7 @@ class PostgresConnections:
     `__init__`, `setup()` before use."""
 
     namespace: Namespace
+    embedder: Embedder
 
     def _init_connections(
         self,
@@ -124,6 +127,7 @@ class PostgresConnections:
             try:
                 with psycopg.connect(self._url, connect_timeout=int(self._connect_timeout)) as conn:
                     apply_migrations(conn, self.namespace, self._hnsw)
+                    check_embedder(conn, self.namespace, self.embedder.identity)
                     row = conn.execute(
                         "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
                     ).fetchone()

@@ -101,6 +101,8 @@ _ROW = ["metadatas", "documents", "embeddings"]
 #: the syncs included (max 34 ms). Only a new collection takes these (Chroma fixes them
 #: at creation); the data is durable in Chroma's log either way.
 HNSW_WRITES = {"space": "cosine", "sync_threshold": 200}
+#: The collection metadata key naming the embedder whose vectors the collection holds.
+EMBEDDER_KEY = "memh_embedder"
 
 
 class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
@@ -149,6 +151,7 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
                 lambda: translated(self.server)(client.get_or_create_collection)(
                     name=namespace.stm_collection,
                     configuration={"hnsw": {**HNSW_WRITES, "ef_search": ef_search}},
+                    metadata={EMBEDDER_KEY: embedder.identity},
                     embedding_function=None,
                 ),
                 idempotent=True,
@@ -161,6 +164,24 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
             raise ConfigurationError(
                 f"Chroma collection {namespace.stm_collection!r} exists with space "
                 f"{space!r}; the short-term layer needs 'cosine' (drop the collection)"
+            )
+        self._check_embedder(collection)
+
+    def _check_embedder(self, collection: Any) -> None:
+        """The collection's vectors come from one embedder, recorded in its metadata when
+        it was made: another is a `ConfigurationError`. A collection from before the
+        record is stamped with this store's embedder."""
+        metadata = dict(collection.metadata or {})
+        wrote = metadata.get(EMBEDDER_KEY)
+        if wrote is None:
+            with unavailable(self.server):
+                collection.modify(metadata={**metadata, EMBEDDER_KEY: self.embedder.identity})
+        elif wrote != self.embedder.identity:
+            raise ConfigurationError(
+                f"Chroma collection {self.namespace.stm_collection!r} holds vectors of "
+                f"embedder {wrote!r}; this store embeds with {self.embedder.identity!r} "
+                "(choose that embedder and runtime: MEMH_EMBEDDER, MEMH_EMBEDDER_RUNTIME; "
+                "or drop the collection)"
             )
 
     # ------------------------------------------------------------------ primitives
