@@ -22,7 +22,7 @@ from loadtests.end_of_run import check_and_erase, report_run
 from loadtests.errors import describe
 from loadtests.options import STRATEGY_ENV, LoadOptions, add_arguments
 from loadtests.pacing import ArrivalSchedule
-from loadtests.procstats import discover_processes, sample_processes
+from loadtests.procstats import SINGLE_CORE, discover_processes, sample_processes
 from loadtests.run import (
     CALIBRATION_TURNS,
     DRAIN_S,
@@ -174,12 +174,17 @@ def _prepare_rate_steps(run: LoadRun) -> None:
         after = sample_processes(run.roles)
         memory.delete_user_data(user_id=user)
         median = sorted(times)[len(times) // 2]
-        cpu = sum(after[r].cpu_s - before[r].cpu_s for r in after if r in before)
+        per_turn = {
+            r: (after[r].cpu_s - before[r].cpu_s) / len(times) for r in after if r in before
+        }
         if run.target is not None:  # only the client is on this machine: its CPU says nothing
-            cpu = 0.0
+            per_turn = {}
         cores = len(os.sched_getaffinity(0))
-        demand = cpu / len(times)
-        x_max = cores / demand if demand > 0 else 1.0 / max(median, 1e-4)
+        demand = sum(per_turn.values())
+        # The utilisation law: X <= cores / D, and X <= 1 / D_k for a one-core process.
+        bounds = [cores / demand] if demand > 0 else [1.0 / max(median, 1e-4)]
+        bounds += [1.0 / d for r, d in per_turn.items() if r in SINGLE_CORE and d > 0]
+        x_max = min(bounds)
         rates = auto_rates(x_max)
         run.calibration = {
             "turns": len(times),
@@ -187,14 +192,17 @@ def _prepare_rate_steps(run: LoadRun) -> None:
             "cpu_ms_per_turn": round(demand * 1000, 3),
             "cores": cores,
             "x_max": round(x_max, 3),
-            "from": "cores / D" if demand > 0 else "1 / median turn (no process sampled)",
+            "cpu_ms_per_turn_by_process": {r: round(d * 1000, 3) for r, d in per_turn.items()},
+            "from": "min(cores / D, 1 / D of a one-core process)"
+            if demand > 0
+            else "1 / median turn (no process sampled)",
         }
         phase.end(
             f"D {demand * 1000:.1f} ms CPU per turn, X_max {x_max:.1f}/s on {cores} cores; "
             f"rate steps {', '.join(f'{r:g}' for r in rates)} turns/s"
         )
     repeats = int(os.environ.get(REPEATS_ENV) or 1)
-    run.rates = interleave(rates, repeats, seed=run.options.seed)
+    run.rates = interleave(rates, repeats)
 
 
 def _sample_steps(run: LoadRun, recorder: StepRecorder) -> None:

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 __all__ = [
     "MAINTENANCE_PID_ENV",
+    "SINGLE_CORE",
     "ProcessSample",
     "discover_processes",
     "pg_url",
@@ -37,6 +38,12 @@ try:  # psutil comes with Locust; the /proc fallback keeps this module usable wi
 except ImportError:  # pragma: no cover - exercised only where psutil is missing
     psutil = None
 
+#: Roles whose process serves on one core, each a bound of its own: X <= 1 / its CPU per turn.
+SINGLE_CORE = {
+    "load": "the load process (one Python process: the GIL)",
+    "redis": "Redis (one command thread)",
+    "maintenance": "the maintenance process (one Python process)",
+}
 #: The maintenance process's pid, set by `memharness load --strategy` for the Locust process.
 MAINTENANCE_PID_ENV = "MEMH_LOAD_MAINTENANCE_PID"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

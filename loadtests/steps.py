@@ -13,8 +13,8 @@ writes it all to `steps.json`.
 takes the CPU seconds they cost every process of the system under test (D), X_max =
 cores / D (the utilisation law), and offers `AUTO_SHARES` of it: a spread below the safe
 utilisation and around X_max, on a fast or a slow machine alike. `--repeats N` plays every
-rate N times, the order shuffled within each round (seeded), so a plan gets an interval
-per rate and a drift between rounds shows.
+rate N times, in rounds of alternating direction (`interleave`), so a plan gets an
+interval per rate and a drift of the machine falls on every rate alike.
 
 Per step the recorder also keeps the share of intended turns never started
 (`dropped_share`) and the turn's service time in the first and last thirds of the step
@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -92,20 +91,19 @@ def auto_rates(x_max: float, shares: Sequence[float] = AUTO_SHARES) -> tuple[flo
     return tuple(max(0.05, float(f"{x_max * share:.2g}")) for share in shares)
 
 
-def interleave(rates: Sequence[float], repeats: int, seed: int = 0) -> tuple[float, ...]:
-    """`rates` played `repeats` times: each round holds every rate once, in an order
-    shuffled per round (seeded), so no rate always follows the same one."""
+def interleave(rates: Sequence[float], repeats: int) -> tuple[float, ...]:
+    """`rates` played `repeats` times, each round once through them, in alternating
+    directions (light to heavy, then heavy to light: A B C C B A A B C): every rate sits
+    at the same mean time in the run, so a drift of the machine spreads evenly over the
+    rates, and a saturated step's backlog spills into at most one lighter step per
+    round (the plan sets such a step apart)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (got {repeats})")
-    if repeats == 1:
-        return tuple(rates)
-    rng = random.Random(seed)
+    ordered = sorted(rates)
     out: list[float] = []
-    for _ in range(repeats):
-        round_ = list(rates)
-        rng.shuffle(round_)
-        out.extend(round_)
-    return tuple(out)
+    for k in range(repeats):
+        out.extend(ordered if k % 2 == 0 else reversed(ordered))
+    return tuple(out) if repeats > 1 else tuple(rates)
 
 
 def drift(first_ms: Sequence[float], last_ms: Sequence[float]) -> dict[str, Any] | None:

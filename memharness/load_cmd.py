@@ -121,8 +121,9 @@ MIN_PLAN_RATES = 6
     type=click.IntRange(1, 20),
     default=1,
     show_default=True,
-    help="With --rates: play every rate this many times, the order shuffled per round "
-    "(seeded): an interval per rate for `memharness capacity` (3 for a plan to trust).",
+    help="With --rates: play every rate this many times, in rounds of alternating direction "
+    "(light to heavy, heavy to light): an interval per rate for `memharness capacity` "
+    "(3 for a plan to trust).",
 )
 @click.option(
     "--step-duration",

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loadtests.procstats import SINGLE_CORE
+
 __all__ = [
     "DROP_LIMIT",
     "KEPT_UP",
@@ -41,12 +43,6 @@ __all__ = [
 
 #: Every process of the system under test, as `steps.json` names them (procstats.py).
 SUT_ROLES = ("load", "maintenance", "redis", "postgres", "chroma")
-#: Processes that serve on one core: each bounds X by 1 / its own demand.
-SINGLE_CORE = {
-    "load": "the load process (one Python process: the GIL)",
-    "redis": "Redis (one command thread)",
-    "maintenance": "the maintenance process (one Python process)",
-}
 #: The demand is read on steps at most this busy (by a first estimate of D).
 LIGHT_UTILISATION = 0.5
 #: The queueing model predicts up to this share of X_max's lower bound; above: saturated.
@@ -89,9 +85,19 @@ def bootstrap_median_ci(
 def valid_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, str]]:
     """The steps a plan may use, and why each other step is set apart."""
     excluded: dict[int, str] = {}
-    for _, row in steps.iterrows():
+    previous = None
+    for _, row in steps.sort_values("step").iterrows():
         step = int(row["step"])
-        if not row["completed"] > 0:
+        behind = previous is not None and (
+            previous["achieved"] < KEPT_UP * previous["offered"]
+            and row["offered"] < previous["offered"]
+        )
+        previous = row
+        if behind:
+            excluded[step] = (
+                f"it started behind the backlog of the saturated step before it (step {step - 1})"
+            )
+        elif not row["completed"] > 0:
             excluded[step] = "no turn completed in the step (see its errors in steps.json)"
         elif _number(row.get("dropped_share")) > DROP_LIMIT:
             excluded[step] = (
