@@ -127,6 +127,8 @@ class SteppedSchedule:
 
     The timeline starts at the first claim; `claim` returns None once it is past the last
     step. Arrivals are evenly spaced within a step (a step boundary restarts the spacing).
+    A claim made after its step ended moves on to the step of `now`: the intended starts
+    left behind are dropped (`dropped_share` in steps.json), not served late.
     """
 
     def __init__(self, rates: Sequence[float], step_s: float) -> None:
@@ -150,6 +152,15 @@ class SteppedSchedule:
             self.start = self._next = now
         assert self._next is not None
         n = len(self.rates)
+        current = int((now - self.start) // self.step_s)
+        if current >= n:
+            return None  # the timeline is over; what was never started is dropped
+        if current > self._step:
+            # The steps behind ended before their intended starts could be claimed (every
+            # user was busy): those are dropped, as k6 drops iterations, so a saturated
+            # step's backlog never becomes the next step's load.
+            self._step = current
+            self._next = max(self._next, self.boundary(current))
         while self._step < n and self._next >= self.boundary(self._step + 1):
             self._step += 1  # a new step: its spacing starts at its boundary
             if self._step < n:

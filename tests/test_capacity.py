@@ -178,6 +178,18 @@ def test_drift_compares_the_first_and_last_thirds() -> None:
     assert drift([], [1.0]) is None
 
 
+def test_a_claim_after_its_step_ended_drops_the_starts_left_behind() -> None:
+    schedule = SteppedSchedule((4.0, 2.0, 2.0), step_s=1.0)
+    assert schedule.claim(0.0) == (0.0, 0)
+    # Every user was busy until 1.6 s: step 0's other 3 starts are dropped, not served in
+    # step 1; step 1's starts from its boundary on are served (late: queueing).
+    assert schedule.claim(1.6) == (1.0, 1)
+    assert schedule.claim(1.6) == (1.5, 1)
+    assert schedule.claim(2.1) == (2.0, 2)
+    assert schedule.claimed == [1, 2, 1]
+    assert schedule.claim(3.0) is None  # the timeline is over
+
+
 def test_recorder_keeps_service_times_by_third_and_the_dropped_share() -> None:
     schedule = SteppedSchedule((3.0,), step_s=3.0)
     claims = [schedule.claim(0.0) for _ in range(2)]  # 2 of the 9 intended turns started

@@ -205,8 +205,18 @@ def service_demand(steps: pd.DataFrame, cores: float | None, cores_source: str =
     """
     if cores is None:
         cores, cores_source = float(os.cpu_count() or 1), "this machine (the run recorded none)"
+    usable = steps[steps["completed"] > 0]
+    roles = [r for r in SUT_ROLES if f"cpu.{r}" in usable and usable[f"cpu.{r}"].notna().all()]
+    if len(usable) and roles and not (usable["achieved"] >= KEPT_UP * usable["offered"]).any():
+        per = _per_step(usable, roles)
+        single = [1.0 / float(per[r].median()) for r in roles if r in SINGLE_CORE]
+        first_x = min([cores / float(per["total"].median()), *single])
+        raise ValueError(
+            f"every step is past saturation (none achieved {KEPT_UP:.0%} of its offered "
+            f"rate; the lowest offered {float(usable['offered'].min()):g}/s): add rates "
+            "below it, e.g. --rates " + ",".join(f"{r:g}" for r in suggest_rates(first_x))
+        )
     valid, excluded = valid_steps(steps)
-    roles = [r for r in SUT_ROLES if f"cpu.{r}" in valid and valid[f"cpu.{r}"].notna().all()]
     if valid.empty:
         reasons = "; ".join(f"step {k}: {why}" for k, why in sorted(excluded.items()))
         raise ValueError(
@@ -225,15 +235,9 @@ def service_demand(steps: pd.DataFrame, cores: float | None, cores_source: str =
     light = per[kept & (busy <= LIGHT_UTILISATION)]
     notes = [f"step {k} set apart: {why}" for k, why in sorted(excluded.items())]
     if not kept.any():
-        lowest = float(valid["offered"].min())
-        single = [
-            1.0 / float(per[r].median()) for r in roles if r in SINGLE_CORE and per[r].median() > 0
-        ]
-        first_x = min([cores / first, *single])
         raise ValueError(
-            f"every step is past saturation (none achieved {KEPT_UP:.0%} of its offered "
-            f"rate; the lowest offered {lowest:g}/s): add rates below it, e.g. --rates "
-            + ",".join(f"{r:g}" for r in suggest_rates(first_x))
+            "no usable step kept up with its offered rate: "
+            + "; ".join(notes or ["re-run `memharness load --rates auto --repeats 3`"])
         )
     if len(light) < MIN_REPEATS:
         light = per[kept].head(MIN_REPEATS) if kept.sum() >= MIN_REPEATS else per[kept]
