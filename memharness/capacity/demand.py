@@ -29,6 +29,7 @@ from loadtests.procstats import SINGLE_CORE
 __all__ = [
     "DROP_LIMIT",
     "KEPT_UP",
+    "LATENCY_UTILISATION",
     "LIGHT_UTILISATION",
     "SAFE_UTILISATION",
     "SUT_ROLES",
@@ -45,6 +46,9 @@ __all__ = [
 SUT_ROLES = ("load", "maintenance", "redis", "postgres", "chroma")
 #: The demand is read on steps at most this busy (by a first estimate of D).
 LIGHT_UTILISATION = 0.5
+#: The light-load latency (the model's service time, no queueing) is read on steps at
+#: most this share of X_max: above it, turns in one process share its CPU and lengthen.
+LATENCY_UTILISATION = 0.25
 #: The queueing model predicts up to this share of X_max's lower bound; above: saturated.
 SAFE_UTILISATION = 0.8
 #: A step kept up when it achieved at least this share of its offered rate.

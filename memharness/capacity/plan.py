@@ -29,7 +29,13 @@ import numpy as np
 import pandas as pd
 
 from memharness.capacity import formulas
-from memharness.capacity.demand import KEPT_UP, Demand, service_demand, valid_steps
+from memharness.capacity.demand import (
+    KEPT_UP,
+    LATENCY_UTILISATION,
+    Demand,
+    service_demand,
+    valid_steps,
+)
 from memharness.capacity.inputs import BenchRun, LoadRun, SimRun, service_samples
 from memharness.capacity.queueing import (
     UslFit,
@@ -128,9 +134,12 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
     if len(unsat) < 2:
         unsat = df
     load_cpu = _ratio(unsat, "cpu.load") or 0.0
-    # Service-time samples at light load, where the demand was read (CAPACITY.md: never
-    # read service time from a loaded run).
-    light_steps = system.steps
+    # Service-time samples at light load, the quietest of the steps the demand was read
+    # on (CAPACITY.md: never read service time from a loaded run).
+    achieved = df.set_index("step")["achieved"]
+    light_steps = [
+        s for s in system.steps if achieved[s] <= LATENCY_UTILISATION * system.x_max
+    ] or [min(system.steps, key=lambda s: float(achieved[s]))]
     samples = {layer: service_samples(load, op, light_steps) for layer, op in LAYER_OP.items()}
     for layer, values in samples.items():
         if len(values) == 0:

@@ -178,7 +178,11 @@ def diagnose(
     reasons = []
     steps = load.steps
     _, excluded = valid_steps(steps)
-    dropped = [k for k, why in excluded.items() if "generator" in why]
+    # A step past the safe rate drops turns because the system saturated (every user
+    # busy): expected. Below it, the generator itself fell behind.
+    safe = measured.demand.safe_rate if measured is not None else math.inf
+    offered = steps.set_index("step")["offered"]
+    dropped = [k for k, why in excluded.items() if "generator" in why and offered[k] <= safe]
     if dropped:
         reasons.append(
             f"generator-bound: steps {sorted(dropped)} dropped more than {DROP_LIMIT:.0%} of "
@@ -209,6 +213,15 @@ def diagnose(
             reasons.append(
                 f"no steps below the knee: {len(kept)} step(s) at or below the safe rate "
                 f"{safe:.3g}/s kept up; add rates {','.join(f'{r:g}' for r in add)}"
+            )
+        sustained, low = measured.demand.x_sustained, measured.demand.x_low
+        failed_above = bool(len(steps[steps["offered"] > (sustained or 0) * 1.05]))
+        if sustained is not None and failed_above and sustained < SAFE_UTILISATION * low:
+            reasons.append(
+                f"X_max not reached: the highest rate sustained ({sustained:.3g}/s) is "
+                f"{sustained / low:.0%} of X_max's lower bound ({low:.3g}/s) although higher "
+                "rates were offered: the cores were shared with other processes, or a "
+                "resource the CPU accounting does not see binds"
             )
     judged_p = [r for r in rows if r[p_key]["holds"] is not None]
     if rows and not judged_p:
