@@ -22,7 +22,7 @@ from loadtests.end_of_run import check_and_erase, report_run
 from loadtests.errors import describe
 from loadtests.options import STRATEGY_ENV, LoadOptions, add_arguments
 from loadtests.pacing import ArrivalSchedule
-from loadtests.procstats import discover_processes, sample_processes
+from loadtests.procstats import SINGLE_CORE, discover_processes, sample_processes
 from loadtests.run import (
     CALIBRATION_TURNS,
     DRAIN_S,
@@ -37,10 +37,12 @@ from loadtests.run import (
 from loadtests.shape import STEPS_ENV, steps_requested
 from loadtests.steps import (
     RATES_ENV,
+    REPEATS_ENV,
     STEP_S_ENV,
     SteppedSchedule,
     StepRecorder,
     auto_rates,
+    interleave,
     parse_rates,
 )
 from loadtests.target_run import erase_target_users, is_target, prepare_target
@@ -150,31 +152,57 @@ def _sample_days(run: LoadRun, days: VirtualDays) -> None:
 
 
 def _prepare_rate_steps(run: LoadRun) -> None:
-    """Rate steps: for `auto`, calibrate the rates on the memory or the service."""
+    """Rate steps: for `auto`, calibrate the rates on the memory or the service: X_max =
+    cores / D from the CPU the calibration turns cost every sampled process (1 / median
+    turn time when no process can be sampled); then each rate `MEMH_LOAD_REPEATS` times."""
     memory = run.target or run.system
     assert memory is not None
     rates = parse_rates(os.environ[RATES_ENV])
-    if rates is None:  # auto: time turns one at a time, capacity ~ 1 / median turn
+    if rates is None:
         phase = run.progress.start(
             f"calibrating: {CALIBRATION_TURNS} turns one at a time for the rate steps"
         )
         user = f"load-{run.token}-calibration"
         rng = random.Random(1)
         times: list[float] = []
+        before = sample_processes(run.roles)
         while len(times) < CALIBRATION_TURNS:
             for text in render(rng.choice(run.conversations), rng):
                 started = time.perf_counter()
                 memory.turn(user_id=user, session_id=f"{user}-c{len(times)}", text=text)
                 times.append(time.perf_counter() - started)
+        after = sample_processes(run.roles)
         memory.delete_user_data(user_id=user)
         median = sorted(times)[len(times) // 2]
-        rates = auto_rates(median)
-        run.calibration = {"turns": len(times), "median_turn_ms": round(median * 1000, 3)}
+        per_turn = {
+            r: (after[r].cpu_s - before[r].cpu_s) / len(times) for r in after if r in before
+        }
+        if run.target is not None:  # only the client is on this machine: its CPU says nothing
+            per_turn = {}
+        cores = len(os.sched_getaffinity(0))
+        demand = sum(per_turn.values())
+        # The utilisation law: X <= cores / D, and X <= 1 / D_k for a one-core process.
+        bounds = [cores / demand] if demand > 0 else [1.0 / max(median, 1e-4)]
+        bounds += [1.0 / d for r, d in per_turn.items() if r in SINGLE_CORE and d > 0]
+        x_max = min(bounds)
+        rates = auto_rates(x_max)
+        run.calibration = {
+            "turns": len(times),
+            "median_turn_ms": round(median * 1000, 3),
+            "cpu_ms_per_turn": round(demand * 1000, 3),
+            "cores": cores,
+            "x_max": round(x_max, 3),
+            "cpu_ms_per_turn_by_process": {r: round(d * 1000, 3) for r, d in per_turn.items()},
+            "from": "min(cores / D, 1 / D of a one-core process)"
+            if demand > 0
+            else "1 / median turn (no process sampled)",
+        }
         phase.end(
-            f"median turn {median * 1000:.1f} ms; rate steps "
-            f"{', '.join(f'{r:g}' for r in rates)} turns/s"
+            f"D {demand * 1000:.1f} ms CPU per turn, X_max {x_max:.1f}/s on {cores} cores; "
+            f"rate steps {', '.join(f'{r:g}' for r in rates)} turns/s"
         )
-    run.rates = rates
+    repeats = int(os.environ.get(REPEATS_ENV) or 1)
+    run.rates = interleave(rates, repeats)
 
 
 def _sample_steps(run: LoadRun, recorder: StepRecorder) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 __all__ = [
+    "MAINTENANCE_PID_ENV",
+    "SINGLE_CORE",
     "ProcessSample",
     "discover_processes",
     "pg_url",
@@ -36,6 +38,14 @@ try:  # psutil comes with Locust; the /proc fallback keeps this module usable wi
 except ImportError:  # pragma: no cover - exercised only where psutil is missing
     psutil = None
 
+#: Roles whose process serves on one core, each a bound of its own: X <= 1 / its CPU per turn.
+SINGLE_CORE = {
+    "load": "the load process (one Python process: the GIL)",
+    "redis": "Redis (one command thread)",
+    "maintenance": "the maintenance process (one Python process)",
+}
+#: The maintenance process's pid, set by `memharness load --strategy` for the Locust process.
+MAINTENANCE_PID_ENV = "MEMH_LOAD_MAINTENANCE_PID"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -169,6 +179,9 @@ def discover_processes(settings: Any) -> tuple[dict[str, int], dict[str, str]]:
     starts here. A role whose server is remote or cannot be asked gets a note instead.
     """
     roles = {"load": os.getpid()}
+    maintenance = os.environ.get(MAINTENANCE_PID_ENV, "")
+    if maintenance.isdigit():  # `memharness load --strategy` started it beside this process
+        roles["maintenance"] = int(maintenance)
     notes: dict[str, str] = {
         "embedder": "in the load process (its CPU is part of 'load'; the turn's 'embed' "
         "timing splits it out)"

@@ -44,7 +44,7 @@ EVENT_TYPES = frozenset({"layer", "turn", "wait", "op"})
 SERVING_INTERVAL_S = 1.0
 #: Rate steps: how long the backlog of the last step may take to drain before the stop.
 DRAIN_S = 30.0
-CALIBRATION_TURNS = 12
+CALIBRATION_TURNS = 30
 
 
 def rates_requested() -> bool:

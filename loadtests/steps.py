@@ -9,15 +9,24 @@ included); throughput is counted by *finish* time within each step's window; the
 every process is sampled at each boundary (`loadtests.procstats`). `StepRecorder`
 writes it all to `steps.json`.
 
-`auto` rates: the locust process times a few turns after its warm-up (one at a time),
-takes capacity ≈ 1 / median turn time, and offers `AUTO_FRACTIONS` of it, so the default
-reaches past saturation on a fast or a slow machine alike.
+`auto` rates: the locust process plays a few turns after its warm-up (one at a time),
+takes the CPU seconds they cost every process of the system under test (D), X_max =
+cores / D (the utilisation law), and offers `AUTO_SHARES` of it: a spread below the safe
+utilisation and around X_max, on a fast or a slow machine alike. `--repeats N` plays every
+rate N times, in rounds of alternating direction (`interleave`), so a plan gets an
+interval per rate and a drift of the machine falls on every rate alike.
+
+Per step the recorder also keeps the share of intended turns never started
+(`dropped_share`) and the turn's service time in the first and last thirds of the step
+(`drift`: a system that slows as it runs).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,22 +39,30 @@ from memharness.verdict.histograms import TURN_INTENDED, check_slas, failed
 from memharness.verdict.limits import Sla
 
 __all__ = [
-    "AUTO_FRACTIONS",
+    "AUTO_SHARES",
+    "DRIFT_LIMIT",
     "RATES_ENV",
+    "REPEATS_ENV",
     "STEP_S_ENV",
     "StepRecorder",
     "SteppedSchedule",
     "auto_rates",
+    "drift",
     "format_steps",
+    "interleave",
     "parse_rates",
     "step_verdicts",
 ]
 
 RATES_ENV = "MEMH_LOAD_RATES"
 STEP_S_ENV = "MEMH_LOAD_STEP_S"
-#: Offered load of each auto step, as a share of the calibrated capacity (1/median turn).
-#: Seven steps: four light ones for the fit's slope, three at and past the knee.
-AUTO_FRACTIONS = (0.1, 0.25, 0.45, 0.65, 0.9, 1.25, 1.7)
+REPEATS_ENV = "MEMH_LOAD_REPEATS"
+#: Offered load of each auto step, as a share of the calibrated X_max (cores / D): five
+#: below the safe utilisation (0.8 of X_max) for the demand and the queueing model, three
+#: at and past X_max to see where it stops.
+AUTO_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.2)
+#: Drift: a step whose last third's median service time is this much over its first's.
+DRIFT_LIMIT = 1.25
 
 
 def parse_rates(text: str) -> tuple[float, ...] | None:
@@ -67,12 +84,42 @@ def parse_rates(text: str) -> tuple[float, ...] | None:
     return tuple(rates)
 
 
-def auto_rates(
-    median_turn_s: float, fractions: Sequence[float] = AUTO_FRACTIONS
-) -> tuple[float, ...]:
-    """Rates for `auto`: `fractions` of 1/median turn time, rounded to 0.01/s."""
-    capacity = 1.0 / max(median_turn_s, 1e-4)
-    return tuple(max(0.05, round(capacity * f, 2)) for f in fractions)
+def auto_rates(x_max: float, shares: Sequence[float] = AUTO_SHARES) -> tuple[float, ...]:
+    """Rates for `auto`: `shares` of `x_max` (turns/s), to 2 significant figures."""
+    if not (math.isfinite(x_max) and x_max > 0):
+        raise ValueError(f"X_max must be a positive number of turns/s (got {x_max})")
+    return tuple(max(0.05, float(f"{x_max * share:.2g}")) for share in shares)
+
+
+def interleave(rates: Sequence[float], repeats: int) -> tuple[float, ...]:
+    """`rates` played `repeats` times, each round once through them, in alternating
+    directions (light to heavy, then heavy to light: A B C C B A A B C): every rate sits
+    at the same mean time in the run, so a drift of the machine spreads evenly over the
+    rates, and a saturated step's backlog spills into at most one lighter step per
+    round (the plan sets such a step apart)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1 (got {repeats})")
+    ordered = sorted(rates)
+    out: list[float] = []
+    for k in range(repeats):
+        out.extend(ordered if k % 2 == 0 else reversed(ordered))
+    return tuple(out) if repeats > 1 else tuple(rates)
+
+
+def drift(first_ms: Sequence[float], last_ms: Sequence[float]) -> dict[str, Any] | None:
+    """The median service time of a step's last third over its first's (None when a
+    third has no turn)."""
+    if not first_ms or not last_ms:
+        return None
+    first, last = statistics.median(first_ms), statistics.median(last_ms)
+    ratio = last / first if first > 0 else math.inf
+    return {
+        "first_third_p50_ms": round(first, 3),
+        "last_third_p50_ms": round(last, 3),
+        "turns": [len(first_ms), len(last_ms)],
+        "ratio": round(ratio, 4) if math.isfinite(ratio) else None,
+        "drifts": bool(ratio > DRIFT_LIMIT),
+    }
 
 
 class SteppedSchedule:
@@ -80,6 +127,8 @@ class SteppedSchedule:
 
     The timeline starts at the first claim; `claim` returns None once it is past the last
     step. Arrivals are evenly spaced within a step (a step boundary restarts the spacing).
+    A claim made after its step ended moves on to the step of `now`: the intended starts
+    left behind are dropped (`dropped_share` in steps.json), not served late.
     """
 
     def __init__(self, rates: Sequence[float], step_s: float) -> None:
@@ -103,6 +152,15 @@ class SteppedSchedule:
             self.start = self._next = now
         assert self._next is not None
         n = len(self.rates)
+        current = int((now - self.start) // self.step_s)
+        if current >= n:
+            return None  # the timeline is over; what was never started is dropped
+        if current > self._step:
+            # The steps behind ended before their intended starts could be claimed (every
+            # user was busy): those are dropped, as k6 drops iterations, so a saturated
+            # step's backlog never becomes the next step's load.
+            self._step = current
+            self._next = max(self._next, self.boundary(current))
         while self._step < n and self._next >= self.boundary(self._step + 1):
             self._step += 1  # a new step: its spacing starts at its boundary
             if self._step < n:
@@ -133,9 +191,14 @@ class StepRecorder:
     sample_times: list[float] = field(default_factory=list)
     cache: list[tuple[int, int]] = field(default_factory=list)
     in_flight: int = 0
+    #: Per step: service times (ms) of the turns intended in its first and last thirds.
+    thirds: list[tuple[list[float], list[float]]] = field(default_factory=list)
+    #: The cores the system under test shares (the utilisation law's numerator).
+    cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
 
     def __post_init__(self) -> None:
         n = len(self.schedule.rates)
+        self.thirds = [([], []) for _ in range(n)]
         self.hists = [OpHistograms() for _ in range(n)]
         self.completed = [0] * n
         self.failed = [0] * n
@@ -143,6 +206,17 @@ class StepRecorder:
 
     def record_ms(self, step: int, op: str, ms: float) -> None:
         self.hists[step].record_ms(op, ms)
+
+    def record_service(self, step: int, intended: float, ms: float) -> None:
+        """A turn's service time, kept when its intended start is in the step's first or
+        last third (for `drift`)."""
+        if self.schedule.start is None:
+            return
+        third = int((intended - self.schedule.boundary(step)) * 3 // self.schedule.step_s)
+        if third == 0:
+            self.thirds[step][0].append(ms)
+        elif third == 2:
+            self.thirds[step][1].append(ms)
 
     def record_error(self, step: int, op: str) -> None:
         self.errors[step][op] = self.errors[step].get(op, 0) + 1
@@ -202,6 +276,7 @@ class StepRecorder:
         steps = []
         for k, rate in enumerate(schedule.rates):
             hists = self.hists[k]
+            expected = max(rate * schedule.step_s, 1.0)
             turn = hists.summary("turn") if "turn" in hists else None
             entry: dict[str, Any] = {
                 "step": k,
@@ -212,6 +287,8 @@ class StepRecorder:
                 "failed": self.failed[k],
                 "errors": dict(self.errors[k]),
                 "achieved_rate": round(self.completed[k] / schedule.step_s, 4),
+                "dropped_share": round(max(0.0, 1.0 - schedule.claimed[k] / expected), 4),
+                "drift": drift(*self.thirds[k]),
                 "ops": {op: _clean(hists.summary(op).as_dict()) for op in hists.ops},
                 "histograms": hists.encode(),
             }
@@ -234,6 +311,7 @@ class StepRecorder:
             "kind": "step-load",
             "rates": list(schedule.rates),
             "step_s": schedule.step_s,
+            "cores": self.cores,
             "late_completions": self.late_completions,
             "steps": steps,
         }

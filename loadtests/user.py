@@ -91,6 +91,8 @@ class ConversationUser(User):
             self._fire("wait", QUEUE_INTENDED, max(0.0, started - intended) * 1000.0)
             self._fire("turn", TURN_INTENDED, (finished - intended) * 1000.0, error)
             recorder.finished(finished, ok=error is None, step=self.step)
+            if error is None:
+                recorder.record_service(self.step, intended, (finished - started) * 1000.0)
         finally:
             recorder.in_flight -= 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -136,6 +137,8 @@ def capacity(
     combined = combine(plans, target, target_path=target_path)
     out = out or reports / time.strftime("capacity-%Y%m%d-%H%M%S")
     paths = write_plan(combined, out)
+    for line in combined.document["headline"]:
+        click.echo(line)
     for plan in plans:
         for ref in plan.document["runs"]:
             click.echo(f"{plan.strategy}: using {ref['kind']}: {ref['path']} ({ref['chosen']})")
@@ -148,13 +151,14 @@ def capacity(
     for plan in plans:
         for held in plan.document["validation"]["holdout"]:
             x, p = held["throughput"], held[p_key]
+            predicted = (
+                f"{p['predicted_ms']:.0f} ms" if p["predicted_ms"] is not None else "saturated"
+            )
             click.echo(
-                f"{plan.strategy}: held-out step {held['held_out_step']} ({held['position']}, "
-                f"{held['offered']:g}/s): throughput {x['predicted']:.2f} "
-                f"[{_span(x['interval'])}] vs {x['measured']:.2f} measured "
-                f"({_pct(x['error'])}, {_verdict(x)}); {p_key} {p['predicted_ms']:.0f} ms "
-                f"[{_span(p['interval_ms'])}] vs {p['measured_ms']:.0f} ms "
-                f"({_pct(p['error'])}, {_verdict(p)})"
+                f"{plan.strategy}: held-out step {held['held_out_step']} ({held['offered']:g}/s, "
+                f"{held['position']}): throughput {x['predicted']:.2f} vs {x['measured']:.2f} "
+                f"measured ({_judgement(x)}); {p_key} {predicted} vs {p['measured_ms']:.0f} ms "
+                f"measured ({_judgement(p)})"
             )
         if plan.footprint_validation is not None:
             mine = plan.footprint_validation
@@ -169,18 +173,12 @@ def capacity(
     )
 
 
-def _span(values: list[float]) -> str:
-    return " – ".join(f"{v:.3g}" for v in values)
-
-
-def _verdict(judged: dict[str, object]) -> str:
-    inside = "inside" if judged["inside"] else "OUTSIDE"
-    narrow = "narrow" if judged["narrow"] else "TOO WIDE"
-    return f"{inside} its interval, {narrow}"
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:+.1%}"
+def _judgement(judged: dict[str, Any]) -> str:
+    if judged["holds"] is None:
+        return "not judged: above the safe rate"
+    error = "–" if judged["error"] is None else f"{judged['error']:+.1%}"
+    verdict = "holds" if judged["holds"] else "OFF"
+    return f"{error}, {verdict} (limit ±{judged['limit']:.0%})"
 
 
 @click.command()

@@ -66,6 +66,8 @@ _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # a directory name
 _RATES_RE = re.compile(r"auto|\d+(?:\.\d+)?(?:,\d+(?:\.\d+)?)*")
 _STEP_S_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[smh]?)")
 _OVERLOAD_USERS = 16
+#: Fewest distinct rates a capacity plan can stand on (USL practice: 6 levels).
+MIN_PLAN_RATES = 6
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -110,9 +112,18 @@ _OVERLOAD_USERS = 16
     default=None,
     help="Rate steps for capacity planning: open-loop arrivals at R1,R2,... turns/s, each "
     "for --step-duration, per-step HDR histograms and per-process CPU/RSS in steps.json. "
-    "'auto', the default list: 7 steps from 10% to 170% of the capacity measured by "
-    "timing a few turns first (about 3 min in all with the default 20 s steps, model "
-    "loading and the backlog's drain included).",
+    "'auto': 8 steps from 10% to 120% of X_max = cores / D, D the CPU seconds a few "
+    "turns played first cost every process of the system under test (about 3.5 min in "
+    "all with the default 20 s steps, model loading and the backlog's drain included).",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(1, 20),
+    default=1,
+    show_default=True,
+    help="With --rates: play every rate this many times, in rounds of alternating direction "
+    "(light to heavy, heavy to light): an interval per rate for `memharness capacity` "
+    "(3 for a plan to trust).",
 )
 @click.option(
     "--step-duration",
@@ -233,6 +244,7 @@ def load(
     serial: bool,
     steps: str | None,
     rates: str | None,
+    repeats: int,
     step_duration: str,
     sla: str | None,
     overload: bool,
@@ -284,6 +296,14 @@ def load(
         ):
             raise click.UsageError(f"--rates {rates!r}: expected 'auto' or R1,R2,... turns/s > 0")
         numbers = [float(r) for r in rates.split(",")] if rates != "auto" else [1.0]
+        if rates != "auto" and len(set(numbers)) < MIN_PLAN_RATES:
+            click.echo(
+                f"note: {len(set(numbers))} distinct rate(s): a capacity plan needs at least "
+                f"{MIN_PLAN_RATES}, from light load to past saturation. `--rates auto` chooses "
+                "them from the measured CPU demand; `memharness capacity` names the rates to "
+                "add to this run",
+                err=True,
+            )
         open_loop, rate = True, max(numbers)
     users = users or (_OVERLOAD_USERS if rates is not None or overload else 10)
     if open_loop and rate is None:
@@ -376,13 +396,14 @@ def load(
             rate_steps=rates is not None,
         )
 
-    from loadtests.steps import RATES_ENV, STEP_S_ENV
+    from loadtests.steps import RATES_ENV, REPEATS_ENV, STEP_S_ENV
 
     env = locust_environment(backend=backend, embedder=embedder, steps=steps)
     for name in (RATES_ENV, STEP_S_ENV, *RUN_ENV):
         env.pop(name, None)  # a stray variable would change the run unseen
     if rates is not None:
         env[RATES_ENV], env[STEP_S_ENV] = rates, f"{step_s:g}"
+        env[REPEATS_ENV] = str(repeats)
     if scenario_path is not None:
         env["MEMH_LOAD_SCENARIO"] = str(scenario_path)
     if key is not None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadtests.procstats import MAINTENANCE_PID_ENV
 from memharness.load_results import (
     annotate_results,
     format_summary,
@@ -213,6 +214,7 @@ def _run_one(
     try:
         if maintenance:
             process = _start_maintenance(load, strategy_file, env, clock)
+            env = {**env, MAINTENANCE_PID_ENV: str(process.pid)}  # sampled per rate step
         code = subprocess.run(command, env=env, check=False).returncode
     except Exception as exc:  # a strategy that cannot run is a result, not the end
         status, error = "failed", f"{type(exc).__name__}: {exc}"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Finding", "group_findings", "validation_findings"]
+__all__ = ["Finding", "drift_findings", "group_findings", "validation_findings"]
 
 _STORES = ("session", "stm", "ltm")
 
@@ -27,39 +27,46 @@ class Finding:
     half_width: bool = False
 
 
-def validation_findings(strategy: str, held: list[dict[str, Any]], p_key: str) -> list[Finding]:
+def validation_findings(strategy: str, validation: dict[str, Any], p_key: str) -> list[Finding]:
+    """One finding per held-out figure off its limit, and one per reason it did not hold."""
     found = []
-    for h in held:
-        where = f"step {h['held_out_step']} ({h['position']}, {h['offered']:g}/s)"
-        for figure, label in (("throughput", "throughput"), (p_key, p_key)):
+    for h in validation["holdout"]:
+        where = f"step {h['held_out_step']} ({h['offered']:g}/s, {h['position']})"
+        for figure in ("throughput", p_key):
             j = h[figure]
+            if j["holds"] is not False:
+                continue
             unit = "_ms" if figure == p_key else ""
-            low, high = j[f"interval{unit}"]
-            if not j["inside"]:
-                found.append(
-                    Finding(
-                        f"held-out {label} outside its predicted interval",
-                        strategy,
-                        f"{strategy}: held-out {where} {label} measured "
-                        f"{j[f'measured{unit}']:.4g}, predicted {j[f'predicted{unit}']:.4g} "
-                        f"(interval {low:.4g} – {high:.4g})",
-                        value=j["error"],
-                    )
+            found.append(
+                Finding(
+                    f"held-out {figure} off by more than ±{j['limit']:.0%}",
+                    strategy,
+                    f"{strategy}: held-out {where} {figure} measured {j[f'measured{unit}']:.4g}, "
+                    f"predicted {j[f'predicted{unit}']:.4g}",
+                    value=j["error"],
                 )
-            if not j["narrow"]:
-                half = j["half_width"]
-                found.append(
-                    Finding(
-                        f"held-out {label} interval too wide to plan with "
-                        f"(limit ±{j['narrow_limit']:.0%})",
-                        strategy,
-                        f"{strategy}: held-out {where} {label} interval {low:.4g} – {high:.4g}"
-                        + (f" is ±{half:.0%} of the prediction" if half is not None else ""),
-                        value=half,
-                        half_width=True,
-                    )
-                )
+            )
+    if not validation["holds"]:
+        for reason in validation["reasons"]:
+            cause = reason.split(":")[0]
+            found.append(Finding(f"validation: {cause}", strategy, f"{strategy}: {reason}"))
     return found
+
+
+def drift_findings(strategy: str, steps: Any) -> list[Finding]:
+    """A step whose service time rose within it (its last third's median over its first's)."""
+    if "drifts" not in steps:
+        return []
+    return [
+        Finding(
+            "drift: the system slowed within a step (last third's p50 / first third's)",
+            strategy,
+            f"{strategy}: step {int(row['step'])} ({row['offered']:g}/s) slowed "
+            f"x{row['drift_ratio']:.2f} from its first third to its last",
+            value=float(row["drift_ratio"]) - 1.0,
+        )
+        for _, row in steps[steps["drifts"]].iterrows()
+    ]
 
 
 def _pct_range(values: list[float], half_width: bool) -> str:

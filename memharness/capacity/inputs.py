@@ -100,6 +100,12 @@ class LoadRun:
     def run_id(self) -> str:
         return str(self.meta.get("run_id") or self.path.name)
 
+    @property
+    def cores(self) -> float | None:
+        """The cores the run's system shared (steps.json: cores), None if not recorded."""
+        cores = self.meta.get("cores")
+        return float(cores) if isinstance(cores, int | float) and cores > 0 else None
+
 
 def read_load(directory: Path) -> LoadRun:
     """`steps.json` as a table: offered, achieved, concurrency, per-op percentiles, and
@@ -117,6 +123,9 @@ def read_load(directory: Path) -> LoadRun:
             "duration_s": entry["duration_s"],
             "completed": entry["completed_in_window"],
             "concurrency": entry.get("concurrency", np.nan),
+            "dropped_share": entry.get("dropped_share"),
+            "drift_ratio": (entry.get("drift") or {}).get("ratio"),
+            "drifts": bool((entry.get("drift") or {}).get("drifts")),
         }
         for op, figures in (entry.get("ops") or {}).items():
             for stat in ("count", "mean_ms", "p50_ms", "p95_ms", "p99_ms"):
@@ -175,6 +184,12 @@ class BenchRun:
     def run_id(self) -> str:
         return str(self.meta.get("run_id") or self.path.name)
 
+    @property
+    def cores(self) -> float | None:
+        """The cores the run's system shared (steps.json: cores), None if not recorded."""
+        cores = self.meta.get("cores")
+        return float(cores) if isinstance(cores, int | float) and cores > 0 else None
+
 
 def read_bench(directory: Path) -> BenchRun:
     data = _read(directory / "bench.json")
@@ -208,6 +223,12 @@ class SimRun:
     @property
     def run_id(self) -> str:
         return str(self.meta.get("run_id") or self.path.name)
+
+    @property
+    def cores(self) -> float | None:
+        """The cores the run's system shared (steps.json: cores), None if not recorded."""
+        cores = self.meta.get("cores")
+        return float(cores) if isinstance(cores, int | float) and cores > 0 else None
 
     @property
     def users(self) -> int:

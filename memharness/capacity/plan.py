@@ -29,8 +29,21 @@ import numpy as np
 import pandas as pd
 
 from memharness.capacity import formulas
+from memharness.capacity.demand import (
+    KEPT_UP,
+    LATENCY_UTILISATION,
+    Demand,
+    service_demand,
+    valid_steps,
+)
 from memharness.capacity.inputs import BenchRun, LoadRun, SimRun, service_samples
-from memharness.capacity.queueing import UslFit, fit_usl, response_quantile, sqrt_staffing
+from memharness.capacity.queueing import (
+    UslFit,
+    fit_usl,
+    response_quantile,
+    sqrt_staffing,
+    usl_rejections,
+)
 from memharness.capacity.target import LAYERS, Target
 
 __all__ = ["HOURS_PER_MONTH", "MAINTENANCE_RSS_MB", "Measured", "measure", "size_layers"]
@@ -56,14 +69,18 @@ LAYER_ROLE = {"session": "redis", "ltm": "postgres", "stm": "chroma"}
 
 @dataclass
 class Measured:
-    """What the runs say, independent of the target: demands, samples, the USL fit."""
+    """What the runs say, independent of the target: the system's service demand and
+    X_max, demands per layer, samples, the USL fit (a cross-check: None or rejected)."""
 
+    demand: Demand
     demand_s: dict[str, float]
     demand_source: dict[str, str]
     samples: dict[str, np.ndarray]
     light_steps: list[int]
     unsaturated: list[int]
-    usl: UslFit
+    usl: UslFit | None
+    #: Why the USL is no model of this run (empty: accepted as a cross-check).
+    usl_rejected: list[str]
     rss_mb: dict[str, float]
     cache_hit_ratio: float | None
     bench_ms: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -107,16 +124,22 @@ def _ratio(df: pd.DataFrame, column: str) -> float | None:
 
 
 def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = None) -> Measured:
-    """Demands, latency samples and the USL fit from `load` (only `steps` when given)."""
+    """Demands, latency samples and the USL fit from `load` (only `steps` when given).
+
+    Raises ValueError, saying what to run, when the steps cannot give a plan."""
     df = load.steps if steps is None else load.steps[load.steps["step"].isin(steps)]
-    unsat = df[df["achieved"] >= 0.9 * df["offered"]]
+    system = service_demand(df, load.cores)
+    df, _ = valid_steps(df)
+    unsat = df[df["achieved"] >= KEPT_UP * df["offered"]]
     if len(unsat) < 2:
         unsat = df
     load_cpu = _ratio(unsat, "cpu.load") or 0.0
-    # Service-time samples at light load: the unsaturated steps with the load process under
-    # 30% busy (CAPACITY.md: never read service time from a loaded run).
-    light = unsat[unsat["achieved"] * load_cpu < 0.3]
-    light_steps = [int(s) for s in (light if len(light) else unsat.head(1))["step"]]
+    # Service-time samples at light load, the quietest of the steps the demand was read
+    # on (CAPACITY.md: never read service time from a loaded run).
+    achieved = df.set_index("step")["achieved"]
+    light_steps = [
+        s for s in system.steps if achieved[s] <= LATENCY_UTILISATION * system.x_max
+    ] or [min(system.steps, key=lambda s: float(achieved[s]))]
     samples = {layer: service_samples(load, op, light_steps) for layer, op in LAYER_OP.items()}
     for layer, values in samples.items():
         if len(values) == 0:
@@ -138,7 +161,7 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
     source["turn"] = "measured: load-process CPU s / turn, less the embedder" + (
         "" if "cpu.chroma" in df else " and the in-process Chroma client"
     )
-    usl = fit_usl(df["concurrency"].to_numpy(), df["achieved"].to_numpy())
+    usl, usl_rejected = _usl(df)
     rss = {
         col.removeprefix("rss."): float(df[col].max())
         for col in df.columns
@@ -158,17 +181,29 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
         demand["maintenance"] = maintenance["cpu_s_per_turn"]
         source["maintenance"] = maintenance["cpu_source"]
     return Measured(
+        demand=system,
         demand_s=demand,
         demand_source=source,
         samples=samples,
         light_steps=light_steps,
         unsaturated=[int(s) for s in unsat["step"]],
         usl=usl,
+        usl_rejected=usl_rejected,
         rss_mb=rss,
         cache_hit_ratio=float(hits / (hits + misses)) if hits + misses else None,
         bench_ms=bench_ms,
         maintenance=maintenance,
     )
+
+
+def _usl(steps: pd.DataFrame) -> tuple[UslFit | None, list[str]]:
+    """The USL over the valid steps, and why it is rejected (a cross-check only)."""
+    points = steps[(steps["concurrency"] > 0) & (steps["achieved"] > 0)]
+    levels = int(points["offered"].nunique())
+    if len(points) < 3:
+        return None, [f"{levels} load levels; the USL needs at least 6 (not fitted)"]
+    fit = fit_usl(points["concurrency"].to_numpy(), points["achieved"].to_numpy())
+    return fit, usl_rejections(fit, levels)
 
 
 def _min_servers(
@@ -223,9 +258,10 @@ def size_layers(target: Target, measured: Measured, sim: SimRun | None) -> pd.Da
         cores_cpu = a / ceiling
         occupancy = d
         if layer == "turn":
-            # One Python process serves one turn on the CPU at a time (the GIL); the USL's
-            # peak is what one process delivers with its I/O overlapped.
-            x_max = measured.usl.x_max if math.isfinite(measured.usl.x_max) else 1.0 / d
+            # One Python process serves one turn on the CPU at a time (the GIL): it
+            # delivers at most 1 / its CPU per turn (the operational laws).
+            load_d = measured.demand.per_role_s.get("load", 0.0)
+            x_max = 1.0 / load_d if load_d > 0 else 1.0 / d
             cores_cpu = max(cores_cpu, lam_peak / (x_max * ceiling))
             occupancy, unit = 1.0 / x_max, "processes"
         elif layer == "session":

@@ -12,10 +12,9 @@ import pandas as pd
 
 from memharness.capacity.inputs import LoadRun, SimRun
 from memharness.capacity.plan import Measured
-from memharness.capacity.queueing import response_quantile, usl_throughput
 from memharness.capacity.target import Target
 
-__all__ = ["demand_plot", "footprint_plot", "latency_plot", "scaling_plot", "usl_plot"]
+__all__ = ["demand_plot", "footprint_plot", "latency_plot", "scaling_plot", "throughput_plot"]
 
 
 def _figure(width: float = 6.4, height: float = 4.0) -> Any:
@@ -38,64 +37,54 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def usl_plot(load: LoadRun, measured: Measured, holdouts: list[dict[str, Any]]) -> str:
-    """Throughput against concurrency: the steps, the USL fit, the held-out points with
-    their predicted intervals."""
+def throughput_plot(load: LoadRun, measured: Measured, holdouts: list[dict[str, Any]]) -> str:
+    """Throughput against offered rate: the steps, X_max = cores / D with its interval, the
+    safe rate, the held-out steps; the USL (a cross-check) against concurrency inset when
+    it was fitted."""
     fig, ax = _figure()
     steps = load.steps
     held = [h["held_out_step"] for h in holdouts]
     fit_rows = steps[~steps["step"].isin(held)]
     held_rows = steps[steps["step"].isin(held)]
-    ax.scatter(fit_rows["concurrency"], fit_rows["achieved"], label="steps (fitted)", zorder=3)
-    ax.scatter(held_rows["concurrency"], held_rows["achieved"], marker="*", s=160, color="red",
+    ax.scatter(fit_rows["offered"], fit_rows["achieved"], label="steps (fitting)", zorder=3)
+    ax.scatter(held_rows["offered"], held_rows["achieved"], marker="*", s=160, color="red",
                label="held-out steps", zorder=4)  # fmt: skip
-    for h in holdouts:
-        low, high = h["throughput"]["interval"]
-        ax.vlines(h["concurrency"], low, high, color="red", lw=2, alpha=0.5, zorder=3)
-    n = np.linspace(
-        max(steps["concurrency"].min() * 0.5, 1e-3), steps["concurrency"].max() * 1.3, 200
+    demand = measured.demand
+    top = float(steps["offered"].max()) * 1.1
+    ax.plot([0, top], [0, top], color="grey", lw=0.8, ls=":", label="achieved = offered")
+    ax.axhline(
+        demand.x_max, color="black", lw=1, label=f"X_max {demand.x_max:.3g}/s ({demand.bound_by})"
     )
-    fit = measured.usl
-    ax.plot(n, usl_throughput(n, fit.lam, fit.sigma, fit.kappa), label="USL, all steps")
-    u = holdouts[0]["usl"]
-    ax.plot(n, usl_throughput(n, u["lam"], u["sigma"], u["kappa"]), "--",
-            label="USL without the held-out steps (bars: intervals)")  # fmt: skip
-    if math.isfinite(fit.x_max):
-        ax.axhline(fit.x_max, color="grey", lw=0.8, ls=":", label=f"X_max {fit.x_max:.1f}/s")
-    ax.set_xscale("log")
-    ax.set_xlabel("concurrency N (turns in progress, Little's law)")
-    ax.set_ylabel("throughput X (turns/s)")
+    if demand.x_max_ci is not None:
+        low, high = demand.x_max_ci
+        ax.axhspan(low, min(high, top), color="black", alpha=0.08, label="X_max 95% interval")
+    ax.axvline(demand.safe_rate, color="orange", lw=1, ls="--",
+               label=f"safe rate {demand.safe_rate:.3g}/s (0.8 × lower bound)")  # fmt: skip
+    ax.set_xlabel("offered rate (turns/s)")
+    ax.set_ylabel("achieved rate X (turns/s)")
     ax.legend(fontsize=8)
     return _png(fig)
 
 
 def latency_plot(load: LoadRun, measured: Measured, slo_ms: float, percentile: float) -> str:
-    """p50/p95/p99 of the response time against throughput, the model's p95, the SLO."""
+    """p50/p95/p99 of the response time against throughput, the model's p95 up to the
+    safe rate (none above: saturated), the SLO."""
     fig, ax = _figure()
     steps = load.steps
     op = "turn@intended"
     for stat, marker in (("p50", "o"), ("p95", "s"), ("p99", "^")):
         col = f"{op}.{stat}_ms"
         if col in steps:
-            ax.plot(
-                steps["achieved"],
-                steps[col],
-                marker=marker,
-                ls="-",
-                lw=0.8,
-                label=f"measured {stat}",
-            )
-    x_max = measured.usl.x_max if math.isfinite(measured.usl.x_max) else steps["achieved"].max()
-    lams = np.linspace(0.05 * x_max, 0.97 * x_max, 40)
+            ax.scatter(steps["achieved"], steps[col], marker=marker, label=f"measured {stat}")
+    demand = measured.demand
+    lams = np.linspace(0.05 * demand.safe_rate, demand.safe_rate, 30)
     q = percentile / 100.0
     model = [
-        response_quantile(
-            q, c=1, lam=lam, occupancy_s=1.0 / x_max, latency_s=measured.samples["turn"]
-        )
-        * 1000.0
+        (demand.predict_quantile(q, lam, measured.samples["turn"]) or math.nan) * 1000.0
         for lam in lams
     ]
-    ax.plot(lams, model, "k--", label=f"model p{percentile:g} (one process)")
+    ax.plot(lams, model, "k--", label=f"model p{percentile:g} (M/G/c, up to the safe rate)")
+    ax.axvline(demand.safe_rate, color="orange", lw=1, ls="--", label="saturated beyond")
     ax.axhline(slo_ms, color="red", lw=1, label=f"SLO p{percentile:g} {slo_ms:g} ms")
     ax.set_yscale("log")
     ax.set_xlabel("throughput (turns/s)")

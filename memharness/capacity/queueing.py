@@ -22,8 +22,16 @@ __all__ = [
     "fit_usl",
     "response_quantile",
     "sqrt_staffing",
+    "usl_rejections",
     "usl_throughput",
 ]
+
+#: The USL's practice (usl4j and the R package refuse fewer levels; CAPACITY.md).
+MIN_USL_LEVELS = 6
+#: A fit whose λ/σ interval is wider than this (half-width over λ/σ) is rejected.
+USL_CEILING_LIMIT = 0.15
+#: Predictions stop at this multiple of the largest measured concurrency (Schwartz).
+USL_EXTRAPOLATION = 2.0
 
 #: Square-root staffing's quality factor for a ~5% chance of queueing (Halfin–Whitt:
 #: P(wait) -> 1 / (1 + Q·Φ(Q)/φ(Q)) = 0.048 at Q = 1.761), as Netflix's
@@ -58,8 +66,19 @@ class UslFit:
     ceiling: float
     points: int
     rmse_rel: float
+    #: The bootstrap's 95% interval of λ/σ, and the largest concurrency measured.
+    ceiling_ci: tuple[float, float] = (math.inf, math.inf)
+    n_measured_max: float = math.inf
+    n_min: float = 0.0
 
     def predict(self, n: Any) -> Any:
+        """X(N), refused past `USL_EXTRAPOLATION` × the largest measured concurrency."""
+        top = float(np.max(np.asarray(n, dtype=float)))
+        if top > USL_EXTRAPOLATION * self.n_measured_max:
+            raise ValueError(
+                f"USL: N = {top:g} is past {USL_EXTRAPOLATION:g}x the largest measured "
+                f"concurrency ({self.n_measured_max:g}): no prediction there"
+            )
         return usl_throughput(n, self.lam, self.sigma, self.kappa)
 
     def as_dict(self) -> dict[str, Any]:
@@ -99,14 +118,14 @@ def _fit(n: np.ndarray, x: np.ndarray) -> np.ndarray:
         residuals,
         x0=[lam0, 0.05, 0.001],
         jac=jacobian,
-        bounds=([1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf]),
+        bounds=([1e-12, 0.0, 0.0], [np.inf, 1.0, 1.0]),
     )
     return np.asarray(result.x)
 
 
 def fit_usl(
-    concurrency: Sequence[float],
-    throughput: Sequence[float],
+    concurrency: Sequence[float] | np.ndarray,
+    throughput: Sequence[float] | np.ndarray,
     *,
     bootstrap: int = 200,
     seed: int = 0,
@@ -128,8 +147,8 @@ def fit_usl(
         resampled = fitted * (1.0 + rng.choice(rel, size=len(rel), replace=True))
         resampled = np.maximum(resampled, 1e-9)
         p = _fit(n, resampled)
-        draws.append((*p, _peak(*p)[1]))
-    boot = np.asarray(draws) if draws else np.asarray([[lam, sigma, kappa, math.nan]])
+        draws.append((*p, _peak(*p)[1], p[0] / p[1] if p[1] > 0 else math.inf))
+    boot = np.asarray(draws) if draws else np.asarray([[lam, sigma, kappa, math.nan, math.nan]])
 
     def ci(column: int) -> tuple[float, float]:
         values = boot[:, column]
@@ -152,7 +171,35 @@ def fit_usl(
         ceiling=float(lam / sigma) if sigma > 0 else math.inf,
         points=len(n),
         rmse_rel=float(np.sqrt(np.mean(rel**2))),
+        ceiling_ci=ci(4) if np.isfinite(boot[:, 4]).all() else (math.inf, math.inf),
+        n_measured_max=float(n.max()),
+        n_min=float(n.min()),
     )
+
+
+def usl_rejections(fit: UslFit, levels: int, *, bound_tol: float = 1e-4) -> list[str]:
+    """Why a USL fit is no model of the system (empty: accepted as a cross-check): fewer
+    than `MIN_USL_LEVELS` levels, no level at N = 1, a coefficient at its bound, or λ/σ
+    known to no better than ±`USL_CEILING_LIMIT` (every point past the knee: λ and σ grow
+    together, the fit is undefined; CAPACITY.md)."""
+    reasons = []
+    if levels < MIN_USL_LEVELS:
+        reasons.append(f"{levels} load levels; the USL needs at least {MIN_USL_LEVELS}")
+    n_min = fit.n_min
+    if n_min > 1.5:
+        reasons.append(f"no level at N = 1 (the lowest concurrency measured is {n_min:.2g})")
+    for name, value in (("σ", fit.sigma), ("κ", fit.kappa)):
+        if value <= bound_tol or value >= 1.0 - bound_tol:
+            reasons.append(f"{name} = {value:.2g} sits at its bound (0 ≤ {name} ≤ 1)")
+    low, high = fit.ceiling_ci
+    if not (math.isfinite(fit.ceiling) and math.isfinite(low) and math.isfinite(high)):
+        reasons.append("λ/σ has no finite interval")
+    elif (high - low) / 2.0 > USL_CEILING_LIMIT * fit.ceiling:
+        half = (high - low) / 2.0 / fit.ceiling
+        reasons.append(
+            f"λ/σ = {fit.ceiling:.3g} is known to ±{half:.0%} only (limit ±{USL_CEILING_LIMIT:.0%})"
+        )
+    return reasons
 
 
 def erlang_c(c: int, a: float) -> float:

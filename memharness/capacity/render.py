@@ -53,6 +53,7 @@ COLUMN_NAMES = {
     "memory_gb": "memory (GB)",
     "bottleneck": "bottleneck (largest service demand)",
     "validation_holds": "held-out predictions hold",
+    "x_max": "X_max here (turns/s, cores / D)",
     "event_lag_p95_ms": "event lag p95 (ms)",
     "users_small": "users (small run)",
     "users_large": "users (large run)",
@@ -114,17 +115,16 @@ def _holdout_table(plan: Plan) -> pd.DataFrame:
             ("throughput (turns/s)", h["throughput"], ""),
             (f"{p_key} turn@intended (ms)", h[p_key], "_ms"),
         ):
+            predicted = j[f"predicted{unit}"]
             rows.append(
                 {
-                    "held-out step": f"{h['held_out_step']} ({h['position']}, {h['offered']:g}/s)",
+                    "held-out step": f"{h['held_out_step']} ({h['offered']:g}/s, {h['position']})",
                     "figure": label,
-                    "predicted": j[f"predicted{unit}"],
-                    "interval": _interval(j[f"interval{unit}"]),
+                    "predicted": predicted if predicted is not None else "saturated, unbounded",
                     "measured": j[f"measured{unit}"],
                     "error": j["error"],
-                    "inside": j["inside"],
-                    "half-width": j["half_width"],
-                    "narrow enough": j["narrow"],
+                    "limit": f"±{j['limit']:.0%}",
+                    "holds": "not judged" if j["holds"] is None else j["holds"],
                 }
             )
     return pd.DataFrame(rows)
@@ -132,6 +132,9 @@ def _holdout_table(plan: Plan) -> pd.DataFrame:
 
 def _usl_table(plan: Plan) -> pd.DataFrame:
     usl = plan.document["usl"]
+    rejected = "; ".join(plan.document.get("usl_rejected") or []) or "accepted as a cross-check"
+    if usl is None:
+        return pd.DataFrame([["USL", rejected]], columns=["parameter", "verdict"])
     return pd.DataFrame(
         [
             [name, usl[key], *(usl[f"{key}_ci"] or [None, None])]
@@ -140,10 +143,20 @@ def _usl_table(plan: Plan) -> pd.DataFrame:
                 ("σ (contention)", "sigma"),
                 ("κ (coherency)", "kappa"),
                 ("X_max (turns/s)", "x_max"),
+                ("ceiling λ/σ", "ceiling"),
             )
         ]
-        + [["N*", usl["n_star"], None, None], ["ceiling λ/σ", usl["ceiling"], None, None]],
+        + [["N*", usl["n_star"], None, None], [f"verdict: {rejected}", None, None, None]],
         columns=["parameter", "fit", "95% CI low", "95% CI high"],
+    )
+
+
+def _repeats_table(plan: Plan) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {k: (_interval(v) if k.endswith("_ci") else v) for k, v in row.items()}
+            for row in plan.document.get("repeats") or []
+        ]
     )
 
 
@@ -156,8 +169,10 @@ def _sections(plan: Plan, currency: str, p_key: str) -> list[tuple[str, str, pd.
         (f"demand-{s}", f"{s}: load and demand", readable(plan.sizing[DEMAND], currency, p_key)),
         (f"sources-{s}", f"{s}: where each layer's figures come from",
          readable(plan.sizing[SOURCES], currency, p_key)),
-        (f"holdout-{s}", f"{s}: validation, held-out load steps (judged by interval)",
-         _holdout_table(plan)),
+        (f"holdout-{s}", f"{s}: validation, held-out load steps (interleaved with the fitting "
+         "steps)", _holdout_table(plan)),
+        (f"repeats-{s}", f"{s}: steps per offered rate: medians, bootstrap 95% intervals, "
+         "run-to-run CV", _repeats_table(plan)),
     ]  # fmt: skip
     if plan.footprint_validation is not None:
         runs = " → ".join(doc["validation"]["footprint_runs"])
@@ -166,7 +181,11 @@ def _sections(plan: Plan, currency: str, p_key: str) -> list[tuple[str, str, pd.
             (f"footprint-{s}", f"{s}: validation, footprint {runs}", readable(fp, currency))
         )
     sections += [
-        (f"usl-{s}", f"{s}: fitted parameters (USL, bootstrap 95% intervals)", _usl_table(plan)),
+        (
+            f"usl-{s}",
+            f"{s}: USL cross-check (bootstrap 95% intervals; not the plan's model)",
+            _usl_table(plan),
+        ),
         (f"inputs-{s}", f"{s}: inputs", plan.inputs),
     ]
     return sections
@@ -178,6 +197,14 @@ def _answer_lines(plans: Plans) -> list[str]:
     cur = doc["currency"]
     peak = plans.plans[0].sizing["lambda_peak_per_s"].iloc[0]
     lines = [
+        line
+        for plan in plans.plans
+        for line in (
+            f"{plan.strategy}: {plan.document['capacity']['headline']}.",
+            f"{plan.strategy}: {plan.document['validation_line']}.",
+        )
+    ]
+    lines += [
         f"Target: {t['users']:,} users × {t['turns_per_user_per_day']:g} turns/day, "
         f"peak ×{t['peak_factor']:g} = {peak:.2f} turns/s; utilisation ≤ "
         f"{t['utilisation_ceiling']:g}; prices in {cur}."

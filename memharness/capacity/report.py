@@ -14,11 +14,22 @@ import numpy as np
 import pandas as pd
 
 from memharness.capacity import plots
-from memharness.capacity.findings import Finding, group_findings, validation_findings
+from memharness.capacity.demand import check_rates
+from memharness.capacity.findings import (
+    Finding,
+    drift_findings,
+    group_findings,
+    validation_findings,
+)
 from memharness.capacity.inputs import BenchRun, LoadRun, SimRun
 from memharness.capacity.plan import Measured, measure, size_layers
 from memharness.capacity.target import Target
-from memharness.capacity.validate import ERROR_LIMIT, footprint_extrapolation, holdouts
+from memharness.capacity.validate import (
+    ERROR_LIMIT,
+    footprint_extrapolation,
+    holdouts,
+    repeat_table,
+)
 
 __all__ = [
     "SIZING_COLUMNS",
@@ -106,7 +117,13 @@ def _inputs_table(
         ("calls per turn, each layer", 1, "MemorySystem.turn: one of each", "assumed"),
         ("arrivals c_a²", 1.0, "Poisson arrivals", "assumed"),
         ("embedding cache hit ratio", measured.cache_hit_ratio, f"load {load.run_id}", "measured"),
-        ("USL X_max (turns/s per process)", measured.usl.x_max, f"load {load.run_id}", "measured"),
+        (
+            "X_max (turns/s, this machine)",
+            round(measured.demand.x_max, 3),
+            f"load {load.run_id}: {measured.demand.bound_by}",
+            "measured",
+        ),
+        ("cores", measured.demand.cores, measured.demand.cores_source, "measured"),
     ]
     for layer, d in measured.demand_s.items():
         source = measured.demand_source[layer]
@@ -180,16 +197,19 @@ def build_plan(
     """One strategy's plan (`target.strategy`), from its runs."""
     strategy = target.strategy
     measured = measure(load, bench)
+    check_rates(load.steps, measured.demand)
     sizing = size_layers(target, measured, sim)
     p_key = f"p{target.slo_ms.percentile:g}"
-    held = holdouts(load, bench, target.slo_ms.percentile)
+    validation = holdouts(load, bench, target.slo_ms.percentile)
+    held = validation["holdout"]
     fp = (
         footprint_extrapolation(sim_small, sim)
         if sim is not None and sim_small is not None
         else None
     )
     findings = [Finding(w, strategy, w) for w in warnings or []]
-    findings += validation_findings(strategy, held, p_key)
+    findings += validation_findings(strategy, validation, p_key)
+    findings += drift_findings(strategy, load.steps)
     if fp is not None:
         mine = fp[fp["strategy"] == strategy]
         for _, row in mine[mine["mean_error"].abs() > ERROR_LIMIT].iterrows():
@@ -224,7 +244,9 @@ def build_plan(
                     layer=str(row["layer"]),
                 )
             )
-    notes = list(notes or [])
+    notes = list(notes or []) + measured.demand.notes
+    if measured.usl_rejected:
+        notes.append("USL cross-check rejected: " + "; ".join(measured.usl_rejected))
     if sim is not None:
         final = sim.series[(sim.series["strategy"] == strategy) & (sim.series["layer"] == "ltm")]
         span = float(final["day"].max()) if len(final) else 0.0
@@ -249,6 +271,8 @@ def build_plan(
     cost = sizing["monthly_cost"].dropna()
     document = {
         "strategy": strategy,
+        "capacity": measured.demand.as_dict(),
+        "validation_line": validation["line"],
         "runs": [{"kind": r.kind, "path": str(r.path), "chosen": r.chosen} for r in runs],
         "load_strategy": {
             "strategy": load.meta.get("strategy"),
@@ -263,13 +287,14 @@ def build_plan(
             "bound_turns_per_s": 1.0 / demand[bottleneck],
             "law": "X <= 1 / D_max per core of the bottleneck (operational laws)",
         },
-        "usl": measured.usl.as_dict(),
+        "usl": measured.usl.as_dict() if measured.usl is not None else None,
+        "usl_rejected": measured.usl_rejected,
+        "repeats": repeat_table(load.steps, target.slo_ms.percentile),
         "light_steps": measured.light_steps,
         "sizing": _records(sizing),
         "monthly_cost_total": float(cost.sum()) if len(cost) else None,
         "validation": {
-            "holdout": held,
-            "holds": all(h["throughput"]["holds"] and h[p_key]["holds"] for h in held),
+            **validation,
             "footprint": _records(fp) if fp is not None else None,
             "footprint_runs": [sim_small.run_id, sim.run_id]
             if fp is not None and sim_small and sim
@@ -281,7 +306,9 @@ def build_plan(
     inputs = _inputs_table(target, measured, load, bench)
     document["inputs"] = _records(inputs)
     images = {
-        "Throughput against concurrency (USL)": plots.usl_plot(load, measured, held),
+        "Throughput against offered rate: X_max = cores / D": plots.throughput_plot(
+            load, measured, held
+        ),
         "Response time against throughput": plots.latency_plot(
             load, measured, target.slo_ms.turn, target.slo_ms.percentile
         ),
@@ -309,6 +336,7 @@ def _answer(plan: Plan) -> dict[str, Any]:
         "disk_gb": float(s["disk_gb"].sum()),
         "monthly_cost": float(cost.sum()) if cost.notna().any() else None,
         "bottleneck": f"{b['layer']} ({b['demand_ms']:.2f} ms CPU per turn)",
+        "x_max": plan.document["capacity"]["x_max"],
         "validation_holds": plan.document["validation"]["holds"],
     }
 
@@ -322,6 +350,14 @@ def combine(plans: list[Plan], target: Target, *, target_path: Path) -> Plans:
     ).reset_index()
     document = {
         "kind": "capacity-plan",
+        "headline": [
+            line
+            for p in plans
+            for line in (
+                f"{p.strategy}: {p.document['capacity']['headline']}",
+                f"{p.strategy}: {p.document['validation_line']}",
+            )
+        ],
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "target_file": str(target_path),
         "target": target.model_dump(mode="json"),
