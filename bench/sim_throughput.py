@@ -35,11 +35,8 @@ in process:
   .venv/bin/python -m bench.sim_throughput --command [--sizes 2000,8000]
       [--strategies hybrid,keep_all] [--repeat 3] [--top 15]
 
-`--cpu-per-turn` runs only that replay (`--users`, `--strategies`), and with `--top 0`
-without the profiler: the CPU time a replayed turn costs, which a shared machine's load
-does not change much (wall-clock rates do):
-
-  .venv/bin/python -m bench.sim_throughput --cpu-per-turn --top 0 --users 1000
+The CPU time of one worker's replay without a profiler, to compare commits on a loaded
+machine: `bench.shard_replay`.
 
 The embedded stack with MiniLM: `--backend embedded --embedder minilm` (set
 MEMH_EMBEDDER_THREADS=1 with two workers on two cores).
@@ -145,8 +142,7 @@ def command_runs(args: argparse.Namespace) -> None:
 
 
 def profile_top(domain: str, users: int, seed: int, strategy: str, top: int) -> None:
-    """The top entries (own CPU time) of one worker's replay, half the users, in process;
-    with `top` 0, no profiler: the replay's CPU time per turn only."""
+    """The top entries (own CPU time) of one worker's replay, half the users, in process."""
     import cProfile
     import pstats
 
@@ -168,7 +164,7 @@ def profile_top(domain: str, users: int, seed: int, strategy: str, top: int) -> 
     options = RunOptions()
     profile = cProfile.Profile(time.process_time)
     began = time.process_time()
-    result = (profile.runcall if top else _call)(
+    result = profile.runcall(
         worker.replay,
         "p",
         spec.strategy,
@@ -178,17 +174,11 @@ def profile_top(domain: str, users: int, seed: int, strategy: str, top: int) -> 
         peak_samples=probe_times(scenario.users),
     )
     cpu = time.process_time() - began
-    how = "under cProfile" if top else "no profiler"
     print(
         f"\nreplay of worker 0 of 2: {strategy}, {users} users, {result.turns} turns, "
-        f"{cpu:.2f} CPU s {how}: {cpu / result.turns * 1e6:,.0f} CPU us a turn"
+        f"{cpu:.2f} CPU s under cProfile: {cpu / result.turns * 1e6:,.0f} CPU us a turn"
     )
-    if top:
-        pstats.Stats(profile).sort_stats("tottime").print_stats(top)
-
-
-def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
-    return function(*args, **kwargs)
+    pstats.Stats(profile).sort_stats("tottime").print_stats(top)
 
 
 def main() -> None:
@@ -211,16 +201,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="2000,8000", help="--command: users, comma-separated")
     parser.add_argument("--strategies", default="hybrid,keep_all", help="--command: strategies")
     parser.add_argument("--top", type=int, default=15, help="--command: profile entries shown")
-    parser.add_argument(
-        "--cpu-per-turn",
-        action="store_true",
-        help="only the CPU time per turn of worker 0's replay, in process (--top 0: unprofiled)",
-    )
     args = parser.parse_args()
-    if args.cpu_per_turn:
-        for strategy in args.strategies.split(","):
-            profile_top(args.domain, args.users, args.seed, strategy, args.top)
-        return
     if args.command:
         args.repeat = max(args.repeat, 3) if args.repeat == 1 else args.repeat
         command_runs(args)
