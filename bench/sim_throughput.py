@@ -24,6 +24,20 @@ the same round's first), and the summary gives the median of the rounds.
 A worker replays at most `--cohort-users` users at once (the rest in later cohorts), so
 its peak RSS follows the cohort, not the population.
 
+`--command` measures the whole `memharness run` command instead: for each population
+size (`--sizes 2000,8000`) and strategy (`--strategies hybrid,keep_all`) it generates the
+scenario file once, runs the command `--repeat` times (default 3) with 2 workers on the
+memory backend and the hashing embedder, and prints the median of the replay's turns/s
+(results.json), the command's wall seconds and its fixed costs (`setup_s`); then the top
+entries of a profile (cProfile, CPU time) of one worker's replay of the smallest size,
+in process:
+
+  .venv/bin/python -m bench.sim_throughput --command [--sizes 2000,8000]
+      [--strategies hybrid,keep_all] [--repeat 3] [--top 15]
+
+The CPU time of one worker's replay without a profiler, to compare commits on a loaded
+machine: `bench.shard_replay`.
+
 The embedded stack with MiniLM: `--backend embedded --embedder minilm` (set
 MEMH_EMBEDDER_THREADS=1 with two workers on two cores).
 """
@@ -34,6 +48,8 @@ import argparse
 import json
 import secrets
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -86,6 +102,85 @@ def replay(
     return metrics
 
 
+def command_runs(args: argparse.Namespace) -> None:
+    """`--command`: the whole `memharness run`, median of `--repeat` (module docstring)."""
+    scratch = Path(tempfile.mkdtemp(prefix="memh-simcmd-"))
+    memharness = str(Path(sys.executable).with_name("memharness"))
+    print(f"machine: python_loop_ns {python_loop_ns():.0f}")
+    print(f"{'users':>6} {'strategy':<10} {'turns/s':>9} {'command s':>10}  fixed costs (s)")
+    for users in (int(n) for n in args.sizes.split(",")):
+        path = scratch / f"{args.domain}-{users}.yaml"
+        generate = ["scenarios", "generate", "--domain", args.domain, "--users", str(users)]
+        subprocess.run(
+            [memharness, *generate, "--seed", str(args.seed), "-o", str(path)],
+            check=True,
+            capture_output=True,
+        )
+        for strategy in args.strategies.split(","):
+            rates, walls, setups = [], [], []
+            for n in range(args.repeat):
+                run_id = f"{users}-{strategy}-{n}"
+                started = time.perf_counter()
+                command = [memharness, "run", "--scenario", str(path), "--strategy", strategy]
+                command += ["--backend", "memory", "--embedder", "hashing", "--workers", "2"]
+                command += ["--no-progress", "--out", str(scratch), "--run-id", run_id]
+                subprocess.run(command, check=True, capture_output=True)
+                walls.append(time.perf_counter() - started)
+                doc = json.loads((scratch / run_id / "results.json").read_text())
+                (entry,) = doc["scenarios"][0]["strategies"]
+                rates.append(entry["metrics"]["turns_per_s"])
+                setups.append(doc["setup_s"])
+            fixed = {k: statistics.median(s[k] for s in setups) for k in setups[0]}
+            print(
+                f"{users:>6} {strategy:<10} {statistics.median(rates):>9,.0f} "
+                f"{statistics.median(walls):>10.1f}  "
+                + ", ".join(f"{k} {v:.1f}" for k, v in fixed.items()),
+                flush=True,
+            )
+    smallest = min(int(n) for n in args.sizes.split(","))
+    profile_top(args.domain, smallest, args.seed, args.strategies.split(",")[0], args.top)
+
+
+def profile_top(domain: str, users: int, seed: int, strategy: str, top: int) -> None:
+    """The top entries (own CPU time) of one worker's replay, half the users, in process."""
+    import cProfile
+    import pstats
+
+    from memharness.sim.plan import probe_times, sample_times
+    from memharness.sim.replay import SimUser
+    from memharness.sim.runner import ShardWorker
+
+    scenario = population(domain, users, seed)
+    settings = Settings(
+        backend="memory",
+        embedder="hashing",
+        data_dir=Path(tempfile.mkdtemp(prefix="memh-simprof-")),
+        encryption_key=SecretStr(generate_key()),
+    )
+    worker = ShardWorker(settings)
+    worker.load("p", [SimUser(i, u) for i, u in enumerate(scenario.users) if i % 2 == 0], 5)
+    spec = StrategySpec.parse(strategy)
+    times = [step.at for user in scenario.users for step in user.timeline]
+    options = RunOptions()
+    profile = cProfile.Profile(time.process_time)
+    began = time.process_time()
+    result = profile.runcall(
+        worker.replay,
+        "p",
+        spec.strategy,
+        "simprof",
+        options.sweep_ticks(spec.strategy, times),
+        sample_times(times, options.sample_every_s),
+        peak_samples=probe_times(scenario.users),
+    )
+    cpu = time.process_time() - began
+    print(
+        f"\nreplay of worker 0 of 2: {strategy}, {users} users, {result.turns} turns, "
+        f"{cpu:.2f} CPU s under cProfile: {cpu / result.turns * 1e6:,.0f} CPU us a turn"
+    )
+    pstats.Stats(profile).sort_stats("tottime").print_stats(top)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=2000)
@@ -102,7 +197,15 @@ def main() -> None:
         "--repeat", type=int, default=1, help="rounds of the worker counts, run in turn"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--command", action="store_true", help="time the whole run command")
+    parser.add_argument("--sizes", default="2000,8000", help="--command: users, comma-separated")
+    parser.add_argument("--strategies", default="hybrid,keep_all", help="--command: strategies")
+    parser.add_argument("--top", type=int, default=15, help="--command: profile entries shown")
     args = parser.parse_args()
+    if args.command:
+        args.repeat = max(args.repeat, 3) if args.repeat == 1 else args.repeat
+        command_runs(args)
+        return
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
 

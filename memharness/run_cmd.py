@@ -15,6 +15,7 @@ import re
 import secrets
 import shlex
 import sys
+import time
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -227,11 +228,13 @@ def run(
         if fault is not None and systems != ["reference"]:
             raise SpecError(f"--fault {fault}: faults act on the reference's workers only")
         specs = [spec.on(system) for system in systems for spec in specs]
+        read_began = time.perf_counter()
         if scenario_files:
             inputs = [file_scenario(path, users) for path in scenario_files]
         else:
             inputs = [file_scenario(path, None) for path in suite_files()]
             inputs.append(generated_users(users or DEFAULT_GENERATED_USERS, seed))
+        read_s = time.perf_counter() - read_began
     except (SpecError, ScenarioError) as exc:
         raise click.UsageError(str(exc)) from None
     if settings.encryption_key is None and any(
@@ -277,9 +280,9 @@ def run(
     shown = Progress(enabled=progress)
     status = "complete"
     ceiling_told = False  # the dense ceiling is explained under the first table showing it
+    sim: Simulator | None = None  # started when first needed: a resume may not
     try:
         with ExitStack() as stack:
-            sim: Simulator | None = None  # started when first needed: a resume may not
             for position, scenario in enumerate(inputs):
                 section = writer.start_scenario(scenario)
                 click.echo(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})")
@@ -335,14 +338,20 @@ def run(
         status = "failed"
         click.echo(f"error: {exc}", err=True)
     finally:
+        setup = {"scenarios": read_s, **(sim.setup_s if sim is not None else {})}
+        writer.document["setup_s"] = {name: round(value, 3) for name, value in setup.items()}
         writer.finish(status)
         click.echo(verdict_terminal(writer.document), nl=False)
         systems = systems_markdown(writer.document)
         if systems:
             click.echo("\n" + "\n".join(systems), nl=False)
         with shown.start(f"writing the report in {writer.run_dir}"):
+            began = time.perf_counter()
             summary = write_report(writer.run_dir)
+        writer.document["setup_s"]["report"] = round(time.perf_counter() - began, 3)
+        writer.flush()
         click.echo(f"\nreport: {summary}")
+        click.echo(setup_line(writer.document["setup_s"]))
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
 
@@ -415,6 +424,18 @@ def _check_run_id(value: str | None) -> str | None:
         )
         raise click.BadParameter(message, param_hint="--run-id")
     return value
+
+
+def setup_line(setup_s: dict[str, float]) -> str:
+    """The run's fixed costs in wall seconds, apart from the replays' turns/s."""
+    names = {
+        "scenarios": "scenarios read",
+        "workers": "Ray and workers started",
+        "load": "embedding ahead",
+        "report": "report written",
+    }
+    parts = [f"{names[k]} {v:.1f}s" for k, v in setup_s.items() if k in names]
+    return "outside the replays (turns/s count only these): " + ", ".join(parts)
 
 
 def _one_line(entry: dict[str, Any]) -> str:

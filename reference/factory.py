@@ -55,10 +55,12 @@ def build_memory_system(
     oracle: OracleAdvice | None = None,
     event_bus: EventBus | None = None,
     forget_min_similarity: float = DEFAULT_FORGET_MIN_SIMILARITY,
+    pii: PiiMasker | None = None,
 ) -> MemorySystem:
     """A connected, set-up memory system governed by `strategy` (see the module docstring).
 
-    Pass `embedder` to share one across systems. `oracle` is the harness's advice for a
+    Pass `embedder` to share one across systems, and `pii` to share one masker (and its
+    cache of masked texts) across them. `oracle` is the harness's advice for a
     strategy with `oracle: true`; `event_bus` is consumed by the engine at every sweep.
     """
     clock = clock or SystemClock()
@@ -73,7 +75,7 @@ def build_memory_system(
         threads=settings.embedder_threads,
         runtime=settings.embedder_runtime,
     )
-    pii = RegexPiiMasker()
+    pii = pii or RegexPiiMasker()
     session = _build_session(settings, clock, namespace, pii, _session_ttl(chosen, settings))
     stm = _build_stm(settings, clock, namespace, embedder, pii)
     ltm = _build_ltm(settings, clock, namespace, embedder)

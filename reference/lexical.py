@@ -62,6 +62,14 @@ _CHINESE_STOP = frozenset(_CHINESE_STOP_WORDS.split())
 
 def lexical_terms(text: str) -> list[str]:
     """The distinct searchable terms of `text`, in order of first appearance."""
+    return list(_terms(text))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _terms(text: str) -> tuple[str, ...]:
+    """`lexical_terms`, remembered: the in-memory store's lexical search reads the terms
+    of every candidate fact at each query, and a user's facts repeat from query to
+    query (stored texts are masked: no raw PII is remembered here)."""
     seen: dict[str, None] = {}
     position = 0
     lowered = text.lower()
@@ -72,7 +80,7 @@ def lexical_terms(text: str) -> list[str]:
                 seen.setdefault(word, None)
         position = run.end()
     _add_words(seen, lowered[position:])
-    return list(seen)
+    return tuple(seen)
 
 
 def _add_words(seen: dict[str, None], text: str) -> None:

@@ -6,7 +6,7 @@ footprint of each layer.
 from __future__ import annotations
 
 import json
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 from memharness.sim.tally import ShardResult
 from reference.crypto import SEALED, is_sealed
@@ -84,10 +84,11 @@ def resolved(system: MemorySystem, result: ShardResult, item: PiiItem, at: float
 def footprint(system: MemorySystem) -> dict[str, tuple[int, int]]:
     """Live records and their payload bytes per layer (`reference.footprint`), read
     from the stores' footprint (counters in memory), never by touching a record."""
+    session, stm, ltm = system.session.usage(), system.stm.usage(), system.ltm.usage()
     return {
-        "session": astuple(system.session.usage()),
-        "stm": astuple(system.stm.usage()),
-        "ltm": astuple(system.ltm.usage()),
+        "session": (session.records, session.bytes),
+        "stm": (stm.records, stm.bytes),
+        "ltm": (ltm.records, ltm.bytes),
     }
 
 

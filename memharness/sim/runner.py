@@ -36,6 +36,7 @@ from memharness.faults import (
     ReplayFault,
     ServerProcess,
 )
+from memharness.sim.masking import ScenarioMasker
 from memharness.sim.plan import (
     COHORT_USERS,
     IDLE_SWEEP_S,
@@ -53,7 +54,6 @@ from reference.clock import VirtualClock
 from reference.embedding import CachedEmbedder, make_embedder
 from reference.factory import build_memory_system, start_embedded_servers
 from reference.keys import Namespace
-from reference.pii import RegexPiiMasker
 from reference.policy.oracle import OracleAdvice
 from reference.policy.strategy import Strategy
 from reference.session.embedded_redis import stop_orphaned_redis
@@ -114,6 +114,9 @@ class ShardWorker:
             runtime=settings.embedder_runtime,
         )
         self.embedder: CachedEmbedder | None = None
+        #: The PII masker of this worker's replays: a text masked or detected once (at
+        #: `load`, or by an earlier replay) is not detected again (`memharness.sim.masking`).
+        self.masker = ScenarioMasker()
         self.key = ""
         self.shard: ShardReplayer | None = None  # of scenario `key`
         self.lock = threading.Lock()
@@ -133,8 +136,9 @@ class ShardWorker:
             self.key, self.shard, self.embedder = "", None, None
             gc.unfreeze()  # what the previous load froze may be collected again
             shard = ShardReplayer(users, k=k)
-            masker = RegexPiiMasker()
             said = shard.texts()
+            masker = self.masker
+            masker.clear()  # the previous cohort's texts
             # Masked: what the reference embeds; raw: what a system under test is given
             # (`peer_replay.py`), so neither's turn waits on the model for a known text.
             texts = sorted({masker.mask(t) for t in said} | set(said))
@@ -203,6 +207,7 @@ class ShardWorker:
                     namespace=namespace,
                     strategy=strategy,
                     oracle=oracle,
+                    pii=self.masker,
                 )
 
             try:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -88,13 +89,18 @@ class Simulator:
         self.scratch = scratch_dir(settings)
         self.data_dirs: dict[int, Path] = {}  # each worker's embedded servers' directory
         self.fault_pending = options.kill_worker_at is not None or options.server_fault is not None
+        #: Wall seconds of the fixed costs, apart from the replays (whose turns/s count
+        #: only the replay): starting Ray and the workers, and loading (embedding ahead).
+        self.setup_s = {"workers": 0.0, "load": 0.0}
 
     def __enter__(self) -> Simulator:
         servers = "" if self.settings.backend == "memory" else ", starting its servers"
         with self.progress.start(
             f"starting Ray and {self.options.workers} worker(s), each loading its embedder{servers}"
         ):
+            began = time.perf_counter()
             self._start()
+            self.setup_s["workers"] += time.perf_counter() - began
         return self
 
     def _start(self) -> None:
@@ -317,12 +323,14 @@ class Simulator:
         with self.progress.start(
             f"embedding ahead: {what}, {users:,} users on {len(self.workers)} worker(s)"
         ):
+            began = time.perf_counter()
             ray.get(
                 [
                     w.load.remote(key, cohort, self.options.k)
                     for w, cohort in zip(self.workers, cohorts, strict=True)
                 ]
             )
+            self.setup_s["load"] += time.perf_counter() - began
         self.loaded = (key, cohorts)
         return key
 
