@@ -187,6 +187,7 @@ def _serve(
     from memharness.serve.app import create_app
     from memharness.serve.background import background_work
     from memharness.serve.batching import BatchingEmbedder, wrap_batching
+    from memharness.serve.protocol import HeaderDeadline
     from reference.clock import Clock, SystemClock, VirtualClock
     from reference.embedding import make_embedder
     from reference.factory import build_memory_system
@@ -223,7 +224,14 @@ def _serve(
             "background work: none here (--no-maintain: run `memharness maintain`)", err=True
         )
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            http=HeaderDeadline,
+        )
     finally:
         for part in (batched, getattr(batched, "inner", None)):
             if isinstance(part, BatchingEmbedder):
