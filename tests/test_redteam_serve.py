@@ -145,3 +145,59 @@ def test_half_open_connections_are_closed_after_the_header_deadline(
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+_EMBEDDED_RUN = """
+import sys
+from pathlib import Path
+from memharness.serve.files import private_data_dir
+from reference.clock import VirtualClock
+from reference.embedding import HashingEmbedder
+from reference.factory import build_memory_system
+from reference.settings import Settings
+from tests.serve_support import KEY
+
+data = Path(sys.argv[1])
+private_data_dir(data)
+settings = Settings(backend="embedded", data_dir=data, prefix="perm", encryption_key=KEY)
+system = build_memory_system(settings, clock=VirtualClock(1.767e9), embedder=HashingEmbedder())
+system.turn(user_id="u", session_id="s", text="I always prefer DHL for deliveries.")
+system.dispose()
+"""
+
+
+def test_the_embedded_servers_files_are_owner_only(tmp_path: Path) -> None:
+    """As `memharness serve` starts them: umask 077 first (in a child process, so this
+    test's own umask stays), then embedded PostgreSQL, Redis and Chroma write."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    (data / "left.log").write_text("from an earlier run")
+    os.chmod(data / "left.log", 0o644)
+    done = subprocess.run(
+        [sys.executable, "-c", _EMBEDDED_RUN, str(data)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    wide = []
+    seen = 0
+    for root, dirs, files in os.walk(data):
+        for name in (*dirs, *files):
+            path = Path(root, name)
+            if path.is_symlink() or not path.exists():
+                continue
+            mode = stat.S_IMODE(path.stat().st_mode)
+            seen += 1
+            if mode & 0o077 and not stat.S_ISSOCK(path.stat().st_mode):
+                wide.append((str(path.relative_to(data)), oct(mode)))
+    assert seen > 20 and any(
+        p.endswith("chroma.sqlite3") for p, _ in [(str(x), 0) for x in data.rglob("*")]
+    )
+    assert wide == [], wide[:20]
