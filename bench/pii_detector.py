@@ -1,9 +1,11 @@
 """Precision and recall of the reference's PII detector per kind, on labelled utterances.
 
     .venv/bin/python -m bench.pii_detector tests/data/pii_labelled.yaml [MORE.yaml ...]
+    .venv/bin/python -m bench.pii_detector tests/data/pii_eu.yaml   # per language
 
 A labelled file is a YAML list of `{text: ..., pii: [{value: ..., kind: ...}, ...]}`
-(`pii` empty or absent: nothing personal in it). A labelled value is found (tp) when a
+(`pii` empty or absent: nothing personal in it; `lang`, optional: the table is then
+given per language). A labelled value is found (tp) when a
 detection of the same kind overlaps it; a value nothing of its kind overlaps is a miss
 (fn); a detection that overlaps no labelled value of its kind is a false alarm (fp).
 `covered` is the share of the found values' characters inside detections of their kind.
@@ -29,6 +31,7 @@ class Labelled:
     text: str
     values: tuple[tuple[str, str], ...]  # (value, kind)
     where: str
+    lang: str = ""  # the language the entry names (`lang:`), if any
 
 
 @dataclass(slots=True)
@@ -65,7 +68,7 @@ def load(path: Path) -> list[Labelled]:
             if not value or value not in item["text"]:
                 raise ValueError(f"{where}: field 'pii.value' {value!r} is not in the text")
             values.append((value, v["kind"]))
-        out.append(Labelled(item["text"], tuple(values), where))
+        out.append(Labelled(item["text"], tuple(values), where, str(item.get("lang") or "")))
     return out
 
 
@@ -147,7 +150,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         items = load(path)
         zh = [i for i in items if _is_chinese(i)]
         en = [i for i in items if not _is_chinese(i)]
-        for label, part in (("all", items), ("English", en), ("Chinese", zh)):
+        parts = [("all", items)]
+        languages = sorted({i.lang for i in items if i.lang})
+        if languages:  # a file that names languages is scored per language
+            parts += [(lang, [i for i in items if i.lang == lang]) for lang in languages]
+        else:
+            parts += [("English", en), ("Chinese", zh)]
+        for label, part in parts:
             print(f"\n{path} — {label}: {len(part)} utterances")
             print(table(score(part, RegexPiiMasker(cache_size=0))))
         detector = RegexPiiMasker(cache_size=0)

@@ -19,6 +19,7 @@ import click
 from memharness.cli_settings import settings_from_options
 from memharness.load_strategies import shared_servers
 from memharness.serve.auth import KeyStore
+from memharness.serve.files import private_data_dir
 from reference.errors import InvalidInput, MemoryStoreError
 from reference.settings import Settings
 
@@ -131,8 +132,13 @@ def serve(
         backend=backend, embedder=embedder, data_dir=data_dir, embedder_threads=torch_threads
     )
     settings = settings_from_options(**options)
+    private_data_dir(settings.data_dir)  # umask 077: every file 0600, before any is written
     store = KeyStore(_keys_path(keys, settings.data_dir))
-    if not store.entries():
+    try:
+        known = store.entries()
+    except InvalidInput as exc:  # a corrupted keys file: refuse to start
+        raise click.ClickException(f"cannot start: {exc}") from None
+    if not known:
         click.echo(
             f"warning: no API keys in {store.path}: every request will get 401 "
             "(add one: memharness serve keys add --tenant NAME)",
@@ -187,6 +193,7 @@ def _serve(
     from memharness.serve.app import create_app
     from memharness.serve.background import background_work
     from memharness.serve.batching import BatchingEmbedder, wrap_batching
+    from memharness.serve.protocol import HeaderDeadline
     from reference.clock import Clock, SystemClock, VirtualClock
     from reference.embedding import make_embedder
     from reference.factory import build_memory_system
@@ -224,7 +231,14 @@ def _serve(
             "background work: none here (--no-maintain: run `memharness maintain`)", err=True
         )
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            http=HeaderDeadline,
+        )
     finally:
         for part in (batched, getattr(batched, "inner", None)):
             if isinstance(part, BatchingEmbedder):

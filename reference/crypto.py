@@ -269,12 +269,23 @@ def _b64decode(text: str) -> bytes:
 
 
 def seal_value(
-    value: dict[str, Any], *, cipher: FieldCipher, aad: str, pii: PiiMasker, now: float
+    value: dict[str, Any],
+    *,
+    cipher: FieldCipher,
+    aad: str,
+    pii: PiiMasker,
+    now: float,
+    visible: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`value` with its PII masked and the original kept encrypted under `_sealed`.
 
     A value without detected PII is returned as it is (no `_sealed`). Keys are masked
     too, and so are numbers whose digits are PII (a phone number stored as an int).
+
+    `visible`: the same value as extracted from the masked text it came from. When it
+    differs from `value`, the text held PII in what became the value, so the value is
+    sealed and `visible` (masked again) is what is shown, even where the masker finds
+    nothing in the value on its own ("Pia Schulz" without "my name is" before it).
     """
     check_json_object("value", value)
     check_text("aad", aad)
@@ -287,6 +298,8 @@ def seal_value(
             "it again",
         )
     masked, changed = _mask_json(value, pii)
+    if visible is not None and visible != value:
+        masked, changed = _mask_json(visible, pii)[0], True
     if not changed:
         return value
     plain = _compact_json(value)

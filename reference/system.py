@@ -29,6 +29,7 @@ from reference.clock import Clock, VirtualClock
 from reference.errors import InvalidInput, LayerFailure, note_layer_failure
 from reference.forgetting.dialogue import ForgetTurn, forget_turn
 from reference.forgetting.engine import ForgettingEngine
+from reference.forgetting.erasure import erase_user
 from reference.forgetting.plans import Consolidation, EventOutcome, SweepStats
 from reference.ids import new_id
 from reference.ltm.base import LongTermStore
@@ -39,7 +40,6 @@ from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
 from reference.stm.base import AddResult, MetadataValue, ShortTermStore
-from reference.stm.filters import StmFilter
 from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
 from reference.turns import TIMING_KEYS, Recall, TurnResult
 from reference.validation import check_id, check_k, check_metadata, check_text
@@ -248,14 +248,18 @@ class MemorySystem:
         }
 
     def delete_user_data(self, *, user_id: str) -> dict[str, int]:
-        """Remove every record of the user from every layer; returns counts per layer."""
-        return {
-            "session": self.session.delete_user(user_id=user_id),
-            "stm": self.stm.delete(filter=StmFilter(user_id=user_id, include_dead=True)),
-            "ltm": self.ltm.delete(
-                filter=LtmFilter(user_id=user_id, include_dead=True), cause="delete_user_data"
-            ),
-        }
+        """Erase everything about the user from every layer (`forgetting.erasure`: the
+        routine a confirmed "forget everything" runs too); returns counts per layer."""
+        erased = erase_user(
+            session=self.session,
+            stm=self.stm,
+            ltm=self.ltm,
+            user_id=user_id,
+            cause="delete_user_data",
+        )
+        if self.engine is not None:
+            self.engine.activity.drop(user_id)
+        return erased.by_layer()
 
     def dispose(self) -> None:
         """Write buffered activity, then release every layer's connections."""
@@ -369,7 +373,9 @@ class MemorySystem:
         vector: np.ndarray,
         metadata: dict[str, MetadataValue] | None,
     ) -> Fact | None:
-        value: dict[str, Any] = {**(metadata or {}), "value": candidate.value}
+        # What may be shown: the value as extracted from the masked text.
+        visible: dict[str, Any] = {**(metadata or {}), "value": candidate.value}
+        value = visible
         engine = self.engine
         if engine is not None and engine.cipher is not None:
             # The raw value is what gets sealed: the masked text stays the searchable part.
@@ -377,7 +383,7 @@ class MemorySystem:
             # with raw PII in it is not remembered; text the masker left alone may be.
             original = extract_fact(raw, candidate.kind, remember=raw == masked)
             if original is not None and original.category is candidate.category:
-                value["value"] = original.value
+                value = {**visible, "value": original.value}
         current = self.ltm.facts(
             filter=LtmFilter(
                 user_id=user_id,
@@ -389,8 +395,14 @@ class MemorySystem:
             return None  # restating a known fact is not a new version
         stored = value
         if engine is not None:
+            # Sealed as the text it came from was: a value that differs from the
+            # visible one held PII, whether or not the masker finds it in the value alone.
             stored = engine.seal(
-                user_id=user_id, category=candidate.category, key=candidate.key, value=value
+                user_id=user_id,
+                category=candidate.category,
+                key=candidate.key,
+                value=value,
+                visible=visible,
             )
         fact = self.ltm.upsert(
             user_id=user_id,

@@ -24,6 +24,7 @@ stores and meet in the embedding batcher.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -55,6 +56,8 @@ from reference.system import MemorySystem
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Guard", "create_app"]
 
+log = logging.getLogger("memharness.serve")
+
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 T = TypeVar("T")
 
@@ -85,7 +88,16 @@ class Guard:
                 message = {**message, "headers": headers}
             await send(message)
 
-        tenant = self.keys.tenant_of(_bearer(scope))
+        try:
+            tenant = self.keys.tenant_of(_bearer(scope))
+        except InvalidInput as exc:
+            # A keys file that cannot be read: fail closed, every keyed request 503.
+            log.error("serve: the keys file cannot be read, refusing every request: %s", exc)
+            body = error_body(
+                "keys_unavailable", None, "the service's keys cannot be read; see its log"
+            )
+            await JSONResponse(body, 503)(scope, receive, timed_send)
+            return
         if tenant is None:
             body = error_body(
                 "unauthorized", None, "a valid API key is needed: Authorization: Bearer <key>"
@@ -137,6 +149,27 @@ class Guard:
         await JSONResponse(body, 413, {"Connection": "close"})(scope, receive, send)
 
 
+_MAX_DEPTH = 64
+
+
+def _malformed(message: str) -> JSONResponse:
+    return JSONResponse(error_body("malformed_json", None, message), 400)
+
+
+def _too_deep(value: object, depth: int = 0) -> bool:
+    """Whether a parsed body nests deeper than `_MAX_DEPTH` (iterative, no recursion)."""
+    stack = [(value, depth)]
+    while stack:
+        item, level = stack.pop()
+        if level > _MAX_DEPTH:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return False
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
@@ -163,6 +196,8 @@ def create_app(
     service = MemoryService(system)
     limiter = anyio.CapacityLimiter(threads)
     app = FastAPI(
+        # `/v1/users/alice/` is a 404, not a redirect to another route.
+        redirect_slashes=False,
         title="memharness reference memory",
         version="1",
         description="The reference memory behind an HTTP API: docs/serve.md",
@@ -202,8 +237,11 @@ def create_app(
         return await run(lambda: service.delete_user(who, user_id))
 
     @app.get("/v1/health", response_model=HealthResponse)
-    async def health() -> HealthResponse:
-        return HealthResponse(status="ok")
+    async def health() -> JSONResponse:
+        layers = await run(service.health)
+        ok = all(state == "ok" for state in layers.values())
+        body = HealthResponse(status="ok" if ok else "unavailable", layers=layers)
+        return JSONResponse(body.model_dump(), 200 if ok else 503)
 
     _install_error_handlers(app)
     return app
@@ -221,6 +259,8 @@ def _install_error_handlers(app: FastAPI) -> None:
         if first.get("type") == "json_invalid":
             message = "the body is not valid JSON: " + str(first.get("ctx", {}).get("error", ""))
             return JSONResponse(error_body("malformed_json", None, message.strip()), 400)
+        if first.get("type") == "recursion_loop" or _too_deep(first.get("input")):
+            return _malformed("the body nests too deeply")
         where = [str(part) for part in first.get("loc", ()) if part != "body"]
         field = ".".join(where) or None
         kind = str(first.get("type", "invalid"))
@@ -237,11 +277,20 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            # FastAPI's own parse failure: bytes that are not UTF-8, nesting too deep
+            # for the JSON decoder.
+            return _malformed("the body is not valid JSON (UTF-8 text, nested at most 64 deep)")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(error_body(code, None, str(exc.detail)), exc.status_code)
 
     async def unavailable(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(error_body("store_unavailable", None, str(exc)), 503)
+        # The layer, never the server's address or socket path (the log has them).
+        assert isinstance(exc, BackendUnavailable)
+        layer = exc.layer or "a layer"
+        log.warning("serve: %s", exc)
+        message = f"{layer} is unavailable; the request may be sent again"
+        return JSONResponse(error_body("store_unavailable", exc.layer, message), 503)
 
     async def internal(_: Request, exc: Exception) -> JSONResponse:
         # Starlette's last resort (it re-raises for the server's log): the client gets

@@ -96,7 +96,9 @@ class DeleteUserResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "unavailable"]
+    #: Per layer ("session", "stm", "ltm"): "ok" or "down".
+    layers: dict[str, Literal["ok", "down"]] = {}
 
 
 class ErrorDetail(BaseModel):

@@ -27,6 +27,7 @@ before the clock's now is refused naming `at`, before anything is written.
 from __future__ import annotations
 
 import threading
+from typing import Literal
 
 from memharness.serve.models import (
     ContextItem,
@@ -44,8 +45,10 @@ from memharness.serve.models import (
 )
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
+from reference.ltm.filters import LtmFilter
 from reference.models import Event
 from reference.policy.forget_commands import parse_forget_command
+from reference.stm.filters import StmFilter
 from reference.system import MemorySystem
 from reference.turns import Recall
 from reference.validation import (
@@ -62,6 +65,7 @@ __all__ = ["MemoryService", "scoped_user"]
 
 _STRIPES = 256
 _PENDING_KEY = "pending_forget_everything"  # reference.forgetting.dialogue.PENDING_KEY
+_PROBE = "memh-health"  # no tenant's user: scoped ids are "<tenant>.<user>"
 
 
 def scoped_user(tenant: str, user_id: object) -> str:
@@ -190,6 +194,23 @@ class MemoryService:
             ltm_archived=outcome.ltm_archived,
             ltm_deleted=outcome.ltm_deleted,
         )
+
+    def health(self) -> dict[str, Literal["ok", "down"]]:
+        """Each layer's state: one read of each (never a write; a user id no tenant's
+        user can have, since tenants' ids carry a '.')."""
+        probes = {
+            "session": lambda: self.system.session.peek(user_id=_PROBE, session_id=_PROBE),
+            "stm": lambda: self.system.stm.count(filter=StmFilter(user_id=_PROBE)),
+            "ltm": lambda: self.system.ltm.count(filter=LtmFilter(user_id=_PROBE)),
+        }
+        states: dict[str, Literal["ok", "down"]] = {}
+        for layer, probe in probes.items():
+            try:
+                probe()
+                states[layer] = "ok"
+            except Exception:  # any failure of the probe: the layer is down
+                states[layer] = "down"
+        return states
 
     def delete_user(self, tenant: str, user_id: str) -> DeleteUserResponse:
         user = scoped_user(tenant, user_id)

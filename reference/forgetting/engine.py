@@ -230,16 +230,26 @@ class ForgettingEngine:
         return self.executor().consolidation(batch, dry_run=dry_run)
 
     # ------------------------------------------------------------------ PII in LTM
-    def seal(self, *, user_id: str, category: Category, key: str, value: dict[str, Any]) -> dict:
-        """The value as LTM stores it: PII masked, the original sealed (when encrypting)."""
+    def seal(
+        self,
+        *,
+        user_id: str,
+        category: Category,
+        key: str,
+        value: dict[str, Any],
+        visible: dict[str, Any] | None = None,
+    ) -> dict:
+        """The value as LTM stores it: PII masked, the original sealed (when encrypting);
+        `visible`: the value as extracted from the masked text (`crypto.seal_value`)."""
         if self.cipher is None:
-            return value
+            return value if visible is None else visible
         return seal_value(
             value,
             cipher=self.cipher,
             aad=_owner(user_id, category, key),
             pii=self.pii,
             now=self.clock.now(),
+            visible=visible,
         )
 
     def reveal(self, fact: Fact) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 
 from reference.forgetting.activity import ActivityLog
 from reference.forgetting.consolidation import SessionTracker, episode_key, episode_value
+from reference.forgetting.erasure import erase_user
 from reference.forgetting.plans import Applied, ChangeBatch, Consolidation, LayerStats, SweepStats
 from reference.ltm.base import LongTermStore
 from reference.models import Category, Fact
@@ -165,10 +166,18 @@ class Executor:
             user_id, session_id = batch.reset_session
             out.context_cleared = self.session.reset(user_id=user_id, session_id=session_id)
         if batch.delete_user is not None:
-            out.sessions_removed = self.session.delete_user(user_id=batch.delete_user)
+            erased = erase_user(
+                session=self.session,
+                stm=self.stm,
+                ltm=self.ltm,
+                user_id=batch.delete_user,
+                actor=batch.actor,
+                cause=batch.cause,
+            )
+            out.stm_removed += erased.stm
+            out.sessions_removed = erased.sessions
             out.context_cleared = True  # every session of the user is gone
             self.activity.drop(batch.delete_user)
-            self.ltm.forget_activity(user_id=batch.delete_user)
         if batch.consolidated is not None:
             self.sessions.done(*batch.consolidated)
         for user_id, session_id, ends_at in batch.track:

@@ -127,14 +127,9 @@ def _everything(stm: ShortTermStore, ltm: LongTermStore, user_id: str) -> Forget
     every = StmFilter(user_id=user_id, include_dead=True)
     records = stm.records(filter=every)
     facts = ltm.facts(filter=LtmFilter(user_id=user_id, include_dead=True))
-    batch = ChangeBatch(
-        actor=FORGET_ACTOR,
-        cause="forget command: everything",
-        # A filter naming the user only: every fact, and the user's whole audit, redacted.
-        ltm_erase=(LtmFilter(user_id=user_id),),
-        stm_delete=every,
-        delete_user=user_id,
-    )
+    # The erasure of the user (`erasure.erase_user`, the executor runs it): every
+    # layer, the whole audit of the user redacted, the activity row removed.
+    batch = ChangeBatch(actor=FORGET_ACTOR, cause="forget command: everything", delete_user=user_id)
     return _plan(
         batch, (r.record_id for r in records), (f.fact_id for f in facts), (f.key for f in facts)
     )

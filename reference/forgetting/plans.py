@@ -67,7 +67,8 @@ class ChangeBatch:
     # Sessions: expired ones removed in pages of this many (0: none); one reset; a user's all.
     expire_sessions: int = 0
     reset_session: tuple[str, str] | None = None
-    delete_user: str | None = None  # and the user's activity
+    #: A user erased from every layer (`erasure.erase_user`), and the user's activity.
+    delete_user: str | None = None
     #: A session consolidated: (user_id, session_id), no longer tracked; its records that
     #: became no episode, (record_id, rule, why); how many live records it had.
     consolidated: tuple[str, str] | None = None

@@ -4,8 +4,9 @@ Kinds: `cn_id` (Chinese resident ID, date and ISO 7064 MOD 11-2 checked), `mobil
 (Chinese mobile numbers), `email`, `bank_card` (13-19 digits passing Luhn), `passport`,
 `ssn` (US social security number, with its area/group/serial rules), `phone` (any other
 phone number, by `phonenumbers`: `phones.py`), `name` and `address` (English: `english.py`;
-Chinese, by jieba: `chinese.py`). Checksums and validity rules keep near-misses (a mistyped
-ID, a random long number) out, so order numbers and amounts are not masked. Masking keeps
+German, French, Spanish, Italian: `european.py`; Chinese, by jieba: `chinese.py`).
+Checksums and validity rules keep near-misses (a mistyped ID, a random long number) out,
+so order numbers and amounts are not masked. Masking keeps
 the shape of the value (`1101**********231X`, `138****5678`, `a***@example.com`,
 `E*****678`, `***-**-6789`, `+1 415-***-**71`, `J** S**`, `王**`, `** *** Street,
 Springfield`, `北京市海淀区*******`) so a reader still sees what it was.
@@ -17,7 +18,7 @@ import re
 from collections.abc import Callable
 from datetime import date
 
-from reference.pii import chinese, english, phones
+from reference.pii import chinese, english, european, phones
 from reference.text_interfaces import PiiMasker, PiiMatch
 
 __all__ = [
@@ -87,7 +88,7 @@ _SSN_RE = re.compile(
 _SSN_BARE_RE = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}(?!00)\d{2}(?!0000)\d{4}(?!\d)", _A)
 _SSN_KEYWORD_RE = re.compile(r"(?i)\bssn\b|social security")
 _SSN_WINDOW = 30
-_UPPER_OR_CJK = re.compile(r"[A-Z\u4e00-\u9fff]")
+_UPPER_OR_CJK = re.compile(r"[A-ZÀ-ÖØ-Þ\u4e00-\u9fff]")
 # A loose passport number only counts close after a keyword: "passport no. P1234567",
 # "护照号码：EA1234567". The window is short so an unrelated code later on is not caught.
 _PASSPORT_KEYWORD_RE = re.compile(r"(?i)passport|护照|護照")
@@ -182,7 +183,7 @@ def _mask_match(match: PiiMatch) -> str:
     if match.kind == "address":
         if chinese.has_cjk(match.text):
             return chinese.mask_address(match.text)
-        return english.mask_address(match.text)
+        return european.mask_address(match.text) or english.mask_address(match.text)
     return _mask_keep(match.text, 4, 4)  # cn_id and bank_card
 
 
@@ -236,6 +237,10 @@ class RegexPiiMasker(PiiMasker):
         for start, end in english.find_names(norm):
             add("name", start, end)
         for start, end in english.find_addresses(norm):
+            add("address", start, end)
+        for start, end in european.find_names(norm):
+            add("name", start, end)
+        for start, end in european.find_addresses(norm):
             add("address", start, end)
         if self._chinese and chinese.has_cjk(norm):
             names, addresses = chinese.find_names_and_addresses(norm)
