@@ -16,6 +16,7 @@ from memharness.cli_settings import settings_from_options
 from memharness.explain_cmd import explain
 from memharness.load_cmd import load
 from memharness.maintain_cmd import maintain
+from memharness.recommend_cmd import recommend
 from memharness.report_cmd import report
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
@@ -118,6 +119,7 @@ main.add_command(capacity)
 main.add_command(compare)
 main.add_command(explain)
 main.add_command(report)
+main.add_command(recommend)
 main.add_command(audit)
 main.add_command(serve)
 

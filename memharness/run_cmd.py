@@ -24,6 +24,13 @@ import click
 from pydantic import SecretStr
 
 from memharness.cli_settings import settings_from_options
+from memharness.objective import (
+    Objective,
+    ObjectiveError,
+    default_objective,
+    load_objective,
+    with_constraints,
+)
 from memharness.pii_detector_table import detector_terminal
 from memharness.progress import Progress
 from memharness.run_inputs import file_scenario, generated_users, suite_files
@@ -42,6 +49,7 @@ from memharness.sim.plan import (
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
 from reference.policy.loading import list_strategies
+from reference.policy.reach import unreachable
 from reference.settings import Settings
 
 _DEFAULT = click.core.ParameterSource.DEFAULT
@@ -172,6 +180,21 @@ def run_tag(run_id: str) -> str:
     "langgraph-postgres, mem0 (docs/systems.md); each runs every strategy",
 )
 @click.option(
+    "--objective",
+    "objective_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="the YAML file of the objective the recommendation follows: constraints, then "
+    "aims (docs/running-and-scenarios.md)  [default: memharness/default_objective.yaml]",
+)
+@click.option(
+    "--require",
+    "requirements",
+    multiple=True,
+    help="a constraint in place of the objective's on the same metric, e.g. 'stale <= 10%' "
+    "(repeatable)",
+)
+@click.option(
     "--progress/--no-progress",
     default=True,
     show_default=True,
@@ -195,6 +218,8 @@ def run(
     resume_dir: Path | None,
     fault: str | None,
     system_names: str,
+    objective_file: Path | None,
+    requirements: tuple[str, ...],
     progress: bool,
 ) -> None:
     """Replay scenarios under strategies on Ray; print the strategies side by side per
@@ -211,6 +236,7 @@ def run(
     from memharness.systems_table import systems_markdown
 
     settings = settings_from_options(backend=backend, embedder=embedder)
+    objective = objective_from_options(objective_file, requirements)
     if resume_dir is not None:
         source = click.get_current_context().get_parameter_source
         given = [f"--{n.replace('_', '-')}" for n in ("out", "run_id") if source(n) != _DEFAULT]
@@ -222,10 +248,16 @@ def run(
         server_fault = parsed if parsed is not None and parsed.target != "worker" else None
         if server_fault is not None:
             _check_server_fault(server_fault, settings)
-        specs = plan_specs(strategy_specs, grid_specs, [s.name for s in list_strategies()])
+        builtin_names = [s.name for s in list_strategies()]
+        specs = plan_specs(strategy_specs, grid_specs, builtin_names)
         systems = parse_systems(system_names)
         if fault is not None and systems != ["reference"]:
             raise SpecError(f"--fault {fault}: faults act on the reference's workers only")
+        for spec in specs:
+            if spec.name in builtin_names:
+                continue  # `memharness strategies check NAME` lists theirs (docs/strategies.md)
+            for line in unreachable(spec.strategy):
+                click.echo(f"warning: strategy {spec.label}: {line}", err=True)
         specs = [spec.on(system) for system in systems for spec in specs]
         if scenario_files:
             inputs = [file_scenario(path, users) for path in scenario_files]
@@ -255,6 +287,7 @@ def run(
         "idle_sweep_s": idle_sweep_s,
         "sample_every_s": SAMPLE_EVERY_S,
         "systems": systems,
+        "objective": objective.as_dict(),
     }
     try:
         if resume_dir is not None:
@@ -345,6 +378,15 @@ def run(
         click.echo(f"\nreport: {summary}")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
+
+
+def objective_from_options(path: Path | None, requirements: tuple[str, ...]) -> Objective:
+    """The objective of `--objective` (the default without) with `--require`'s constraints."""
+    try:
+        objective = load_objective(path) if path is not None else default_objective()
+        return with_constraints(objective, requirements)
+    except ObjectiveError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def parse_systems(text: str) -> list[str]:
