@@ -24,6 +24,7 @@ import click
 from pydantic import SecretStr
 
 from memharness.cli_settings import settings_from_options
+from memharness.diagnostics import probe_records
 from memharness.objective import (
     Objective,
     ObjectiveError,
@@ -46,6 +47,8 @@ from memharness.sim.plan import (
     parse_fault,
     plan_specs,
 )
+from memharness.tables import wrapped
+from memharness.vacuous import LISTED, forbidden_count, vacuous_checks, vacuous_line
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
 from reference.policy.loading import list_strategies
@@ -345,6 +348,9 @@ def run(
                         )
                     sim.run_scenario(position, scenario, pending, on_result=on_result)
                 click.echo("\n" + summary_terminal(section), nl=False)
+                warning = _vacuous(writer, scenario, section)
+                if warning:
+                    click.echo(wrapped(warning), nl=False)
                 # The ceiling, recall per layer, and what became of the facts not retrieved.
                 explain = not ceiling_told and "recall_at_k" in (section.get("ceiling") or {})
                 layers = layer_terminal(section, explain_ceiling=explain)
@@ -378,6 +384,22 @@ def run(
         click.echo(f"\nreport: {summary}")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
+
+
+def _vacuous(writer: Any, scenario: ScenarioInput, section: dict[str, Any]) -> str | None:
+    """Record in the scenario's section the probes whose forbidden fact no strategy
+    returned (`vacuous.py`); the warning to print, or None when there are none."""
+    entries = [e for e in section.get("strategies") or [] if e.get("status") == "ok"]
+    records = {str(e["label"]): probe_records(writer.run_dir, e) or [] for e in entries}
+    checks = forbidden_count(scenario.users)
+    if not entries or not checks:
+        return None
+    found = vacuous_checks(scenario.users, records)
+    section["vacuous"] = {"checks": checks, "count": len(found), "probes": found[:LISTED]}
+    writer.flush()
+    if not found:
+        return None
+    return vacuous_line(len(found), checks, records, str(writer.run_dir))
 
 
 def objective_from_options(path: Path | None, requirements: tuple[str, ...]) -> Objective:
