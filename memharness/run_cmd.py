@@ -49,6 +49,7 @@ from memharness.sim.plan import (
 )
 from memharness.tables import wrapped
 from memharness.vacuous import LISTED, forbidden_count, vacuous_checks, vacuous_line
+from memharness.verbosity import verbose as verbose_env
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
 from reference.policy.loading import list_strategies
@@ -195,7 +196,14 @@ def run_tag(run_id: str) -> str:
     "requirements",
     multiple=True,
     help="a constraint in place of the objective's on the same metric, e.g. 'stale <= 10%' "
-    "(repeatable)",
+    "(repeatable)  [default: none]",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="print each scenario's tables too (strategies side by side, recall per layer, PII "
+    "detector, monitoring)  [default: a line per scenario; the tables in details.txt]",
 )
 @click.option(
     "--progress/--no-progress",
@@ -223,6 +231,7 @@ def run(
     system_names: str,
     objective_file: Path | None,
     requirements: tuple[str, ...],
+    verbose: bool,
     progress: bool,
 ) -> None:
     """Replay scenarios under strategies on Ray; print the strategies side by side per
@@ -311,6 +320,14 @@ def run(
             f"{len(inputs) * len(specs) - kept} to run"
         )
     shown = Progress(enabled=progress)
+    tables = verbose or verbose_env()  # the per-scenario tables on the terminal too
+    details: list[str] = []  # everything per scenario, for details.txt
+
+    def detail(text: str) -> None:
+        details.append(text)
+        if tables:
+            click.echo(text, nl=False)
+
     status = "complete"
     ceiling_told = False  # the dense ceiling is explained under the first table showing it
     try:
@@ -318,18 +335,20 @@ def run(
             sim: Simulator | None = None  # started when first needed: a resume may not
             for position, scenario in enumerate(inputs):
                 section = writer.start_scenario(scenario)
-                click.echo(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})")
+                detail(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})\n")
                 pending: list[StrategySpec] = []
                 for spec in specs:
                     entry = writer.reuse(scenario, spec) if resume_dir is not None else None
                     if entry is None:
                         pending.append(spec)
                     else:
-                        click.echo(f"{_one_line(entry)}  (kept)")
+                        detail(f"{_one_line(entry)}  (kept)\n")
 
                 def on_result(outcome: StrategyOutcome, scenario: ScenarioInput = scenario) -> None:
                     entry = writer.add(scenario, outcome)
-                    shown.echo(_one_line(entry))
+                    if tables:
+                        shown.echo(_one_line(entry))
+                    details.append(_one_line(entry) + "\n")
 
                 if pending:
                     if sim is None:
@@ -347,21 +366,23 @@ def run(
                             Simulator(settings, options, run_tag=tag, progress=shown)
                         )
                     sim.run_scenario(position, scenario, pending, on_result=on_result)
-                click.echo("\n" + summary_terminal(section), nl=False)
+                detail("\n" + summary_terminal(section))
                 warning = _vacuous(writer, scenario, section)
                 if warning:
-                    click.echo(wrapped(warning), nl=False)
+                    detail(wrapped(warning))
+                if not tables:
+                    click.echo(wrapped(_brief(scenario, section), indent="", width=118), nl=False)
                 # The ceiling, recall per layer, and what became of the facts not retrieved.
                 explain = not ceiling_told and "recall_at_k" in (section.get("ceiling") or {})
                 layers = layer_terminal(section, explain_ceiling=explain)
                 if layers:
-                    click.echo("\n" + layers, nl=False)
+                    detail("\n" + layers)
                 detector = detector_terminal(section)
                 if detector:
-                    click.echo("\n" + detector, nl=False)
+                    detail("\n" + detector)
                 monitoring = monitoring_terminal(section)
                 if monitoring:
-                    click.echo("\n" + monitoring, nl=False)
+                    detail("\n" + monitoring)
                 ceiling_told = ceiling_told or explain
     except KeyboardInterrupt:
         status = "interrupted"
@@ -381,7 +402,10 @@ def run(
             click.echo("\n" + "\n".join(systems), nl=False)
         with shown.start(f"writing the report in {writer.run_dir}"):
             summary = write_report(writer.run_dir)
+        (writer.run_dir / "details.txt").write_text("".join(details), encoding="utf-8")
         click.echo(f"\nreport: {summary}")
+        if not tables:
+            click.echo("each scenario's tables: details.txt beside it (or run -v)")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
 
@@ -400,6 +424,37 @@ def _vacuous(writer: Any, scenario: ScenarioInput, section: dict[str, Any]) -> s
     if not found:
         return None
     return vacuous_line(len(found), checks, records, str(writer.run_dir))
+
+
+def _brief(scenario: ScenarioInput, section: dict[str, Any]) -> str:
+    """A scenario in one line: the range of recall and stale over its strategies, leakage,
+    failures and the checks that could not fail."""
+    entries = [
+        e for e in section.get("strategies") or [] if not (e.get("config") or {}).get("oracle")
+    ]
+    metrics = [e["metrics"] for e in entries if e.get("status") == "ok" and e.get("metrics")]
+
+    def spread(key: str) -> str:
+        values = [m[key] for m in metrics if m.get(key) is not None]
+        if not values:
+            return "-"
+        low, high = min(values), max(values)
+        return f"{low:.1%}" if low == high else f"{low:.1%}-{high:.1%}"
+
+    parts = [
+        f"recall {spread('recall_at_k')}",
+        f"stale {spread('stale_at_k')}",
+        f"leakage {sum(int(m.get('leakage') or 0) for m in metrics)}",
+    ]
+    not_ok = [e for e in entries if e.get("status") != "ok"]
+    if not_ok:
+        parts.append(f"{len(not_ok)} not ok ({', '.join(str(e['label']) for e in not_ok)})")
+    vacuous = section.get("vacuous") or {}
+    if vacuous.get("count"):
+        parts.append(
+            f"{vacuous['count']} of {vacuous['checks']} stale/forbidden checks could not fail"
+        )
+    return f"== {scenario.name} ({len(scenario.users):,} users): " + ", ".join(parts)
 
 
 def objective_from_options(path: Path | None, requirements: tuple[str, ...]) -> Objective:

@@ -232,6 +232,13 @@ def _closing(verdicts: list[StrategyVerdict], decision: Decision) -> list[str]:
     return lines + decision_lines(decision, verdicts)
 
 
+def _columns(results: dict[str, Any]) -> tuple[Column, ...]:
+    """The summary's columns; with one scenario, no worst one to name."""
+    if len(results.get("scenarios") or []) > 1:
+        return VERDICT_COLUMNS
+    return tuple(c for c in VERDICT_COLUMNS if c.field != "worst")
+
+
 def _heading(results: dict[str, Any]) -> str:
     n = len(results.get("scenarios") or [])
     return f"across the {n} scenarios of the run" if n != 1 else "over the run's one scenario"
@@ -245,7 +252,7 @@ def verdict_terminal(results: dict[str, Any]) -> str:
     decision = recommend(verdicts, objective_of(results))
     bounds = [v.row() for v in verdicts if v.upper_bound]
     table = render(
-        VERDICT_COLUMNS, [v.row() for v in verdicts if not v.upper_bound], reference=bounds
+        _columns(results), [v.row() for v in verdicts if not v.upper_bound], reference=bounds
     )
     closing = "".join(wrapped(line) for line in _closing(verdicts, decision))
     return f"\n== {_heading(results)}\n{table}{closing}"
@@ -258,7 +265,7 @@ def verdict_markdown(results: dict[str, Any]) -> str:
         return ""
     decision = recommend(verdicts, objective_of(results))
     table = render_markdown(
-        VERDICT_COLUMNS,
+        _columns(results),
         [v.row() for v in verdicts if not v.upper_bound],
         reference=[v.row() for v in verdicts if v.upper_bound],
     )
