@@ -1,4 +1,4 @@
-"""The reference's monitoring counters (seed 002's list) and their Prometheus text.
+"""The reference's monitoring counters (R16 in docs/requirements.md) and their Prometheus text.
 
 `MemoryCounters` is held by a `ForgettingEngine` (`engine.counters`) and counted where
 the engine already is: a memory written (`ForgettingEngine.note_written`, one dict

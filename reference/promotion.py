@@ -33,7 +33,7 @@ The key decides what a newer statement supersedes:
 - with a speaker (a conversation between people, as LoCoMo's), every key is scoped by
   the speaker (`address@caroline`): two speakers' facts never supersede each other.
 
-The initial importance follows seed 002 §4.1 (a score from keywords and intent):
+The initial importance follows R10 (docs/requirements.md) (a score from keywords and intent):
 `IMPORTANCE_SAFETY` for health and safety, `IMPORTANCE_EXPLICIT` for an explicit request,
 the stores' default otherwise.
 """

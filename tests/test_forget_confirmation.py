@@ -1,6 +1,6 @@
-"""Forget everything with confirmation (seed 002): the replies that confirm or refuse, the
-strategy setting, and the dialogue in the engine on the in-memory and embedded backends,
-on the virtual clock.
+"""Forget everything with confirmation (R13 in docs/requirements.md): the replies that
+confirm or refuse, the strategy setting, and the dialogue in the engine on the in-memory
+and embedded backends, on the virtual clock.
 
 Under `forget_commands.confirm_everything` (on in `hybrid`), "forget everything" erases
 nothing and asks; the same user's next turn in that conversation confirms within the

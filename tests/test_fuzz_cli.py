@@ -188,8 +188,27 @@ def test_strategies_show_names() -> None:
     @given(name=hostile)
     def fuzz(name: str) -> None:
         result = invoke(["strategies", "show", name])
-        produced["shown" if result.exit_code == 0 else "refused"] += 1
-        assert result.exit_code in (0, 1, 2), result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        if name.startswith("-"):  # read as an option by click: help, or a usage error
+            if result.exit_code == 0:
+                assert "Usage: memharness strategies show" in result.output, result.output
+                produced["help"] += 1
+            elif result.exit_code == 1:  # "-" alone (or "-x..." taken as a name)
+                assert "Error:" in result.output, result.output
+                produced["refused"] += 1
+            else:
+                assert result.exit_code == 2, result.output
+                assert "No such option" in result.output or "requires an argument" in result.output
+                produced["usage error"] += 1
+        elif result.exit_code == 0:
+            assert result.output.startswith("# fingerprint: "), result.output
+            produced["shown"] += 1
+        else:
+            # A refusal names what it refused: the strategy name, or the file it tried.
+            assert result.exit_code == 1, result.output
+            assert "no strategy named" in result.output or "Error: " in result.output
+            assert "Traceback" not in result.output
+            produced["refused"] += 1
 
     fuzz()
     print(f"\nfuzz[strategies show]: {dict(produced)}")

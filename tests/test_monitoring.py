@@ -1,5 +1,5 @@
-"""Monitoring figures (seed 002): growth per type per day, lifetime per type, cleanup
-success and duration, retrieval hit rate; alert thresholds a strategy sets; the
+"""Monitoring figures (R16 in docs/requirements.md): growth per type per day, lifetime
+per type, cleanup success and duration, retrieval hit rate; alert thresholds a strategy sets; the
 reference's counters in Prometheus' text format.
 
 The replays run one shard in process on the in-memory backends with the hashing

@@ -1,5 +1,5 @@
-"""Sliding window, importance and decay rules scoped by `types` and `layers`; seed 002's
-importance table (`ttl_from: written`); the `seed_mixed` built-in."""
+"""Sliding window, importance and decay rules scoped by `types` and `layers`; the importance
+rule of R10 (docs/requirements.md) (`ttl_from: written`); the `seed_mixed` built-in."""
 
 from __future__ import annotations
 

@@ -224,4 +224,5 @@ def test_chroma_dispose_after_the_collection_was_dropped_under_it(
     _add(chroma_store, FLIGHT)
     chroma_store.query(user_id=ALICE, session_id="s1", text=FLIGHT, k=1)
     chroma_store.client.delete_collection(chroma_store.namespace.stm_collection)
-    chroma_store.dispose()
+    chroma_store.dispose()  # must not raise
+    assert len(chroma_store._access) == 0  # the buffered access was dropped, not kept

@@ -1,4 +1,4 @@
-"""Monitoring figures of a replay (seed 002's list): growth per memory type per virtual
+"""Monitoring figures of a replay (R16 in docs/requirements.md): growth per memory type per virtual
 day, average lifetime per type, cleanup success rate and duration, retrieval hit rate.
 
 They come from what the replay knows already, the script and what the reference reports

@@ -1,5 +1,5 @@
 """Consolidation: when a session ends, its short-term records settle into long-term memory
-as episodes (seed 000 §2.2: data settles layer by layer, distilled by the forgetting
+as episodes (R5 in docs/requirements.md: data settles layer by layer, distilled by the forgetting
 engine), under a strategy with `promotion: consolidate`.
 
 **When a session ends.** A session ends when its sliding TTL runs out (the session layer
@@ -43,14 +43,14 @@ newer value supersedes a fact's older one: they are deleted (the audit keeps the
 values, as it keeps a superseded fact value).
 
 Then the session's records leave STM, consolidated or not: the session is over, and
-STM is its working memory (seed 000 §2.2: "the current session's active window").
+STM is its working memory (R3: "the current session's active window").
 
 **As a plan.** `plan_session` decides all of this for one session into one
 `ChangeBatch` (episodes, superseded episodes, the records to remove), reading STM and
 LTM only; `plan_ended` yields one per tracked session that has ended by a sweep's time.
 The executor writes them (`executor.py`).
 
-**Initial importance** (seed 002 §4.1: a score from keywords and intent, 0-10): a
+**Initial importance** (R10: a score from keywords and intent, 0-10): a
 health or safety fact 10 and an explicit "remember that ..." 9 (`reference.promotion`);
 otherwise by the record's intent (profile 7, preference 6, fact 5, instruction 4,
 conversation 3), one point more when it carries a detail (a number or a date), two
@@ -80,7 +80,7 @@ from reference.stm.filters import StmFilter
 
 EPISODE_KEY_PREFIX = "episode:"
 
-#: The initial score of an utterance by its intent (seed 002 §4.1), before details.
+#: The initial score of an utterance by its intent (R10), before details.
 _BY_KIND: dict[MemoryType, float] = {
     MemoryType.PROFILE: 7.0,
     MemoryType.ENTITY: 7.0,

@@ -1,6 +1,6 @@
 """The importance rule in closed form: when does a memory with score s0 expire?
 
-Under `ttl_from: written` (seed 002's table) the answer is direct: the write plus the TTL
+Under `ttl_from: written` (R10 in docs/requirements.md) the answer is direct: the write plus the TTL
 the score grants (`deadline`). The rest of this note is the default, `last_access`.
 
 Time τ is counted in seconds from the last access. The score falls linearly and stops

@@ -39,8 +39,8 @@ return policy is 30 days", "the API rate limit is 100 requests per minute",
 `sensitive` is the utterance's type, not an LTM category: its STM record (and the
 episode consolidation makes of it) follows the strategy's `sensitive` rule, while the
 structured fact promotion keeps is stored under its own category (a health fact stays
-a `fact` for the long term, as seed 002 asks for "我对花生过敏"; personal data in it is
-sealed by the PII rule).
+a `fact` for the long term, as R7 (docs/requirements.md) asks for "我对花生过敏";
+personal data in it is sealed by the PII rule).
 """
 
 from __future__ import annotations

@@ -160,9 +160,9 @@ class ImportanceRule(ScopedRule):
     - `last_access` (the default): from the last access, with the score decaying as
       time passes, so a memory expires once it outlives the TTL its current score
       grants (`reference.policy.importance.expiry_delay`; score 5: 12.3 days);
-    - `written`: seed 002's table, from when the value was written (an STM record's
-      creation, an LTM fact's last update), for the score as of the last access
-      (decayed and boosted at each access only): score 5 gives 14 days, 10 gives 21,
+    - `written`: R10's rule (docs/requirements.md), from when the value was written
+      (an STM record's creation, an LTM fact's last update), for the score as of the
+      last access (decayed and boosted at each access only): score 5 gives 14 days, 10 gives 21,
       below 2 one day.
     """
 

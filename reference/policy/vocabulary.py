@@ -144,7 +144,7 @@ PROFILE_KEYS: dict[str, tuple[str, ...]] = {
     "job": ("job", "occupation", "role", "title", "职位", "工作"),
 }
 
-# Health and safety: facts an assistant must not lose (seed 002 §2.2: "我对花生过敏" is
+# Health and safety: facts an assistant must not lose (R7 in docs/requirements.md: "我对花生过敏" is
 # a fact kept long-term). The key of such a fact starts with one of these names.
 SAFETY: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("allergy", ("allerg*", "anaphyla*", "epipen", "过敏")),
