@@ -311,6 +311,9 @@ def decision_lines(decision: Decision, verdicts: Sequence[StrategyVerdict]) -> l
     lines = [f"Objective ({source}): {objective.text()}."]
     by_label = {v.label: v for v in verdicts}
     pick = decision.pick
+    if pick is None and not decision.failed:
+        lines.append("No recommendation: no strategy completed every scenario.")
+        return lines
     if pick is None:
         lines.append("No recommendation: no strategy meets the objective's constraints.")
         lines += [

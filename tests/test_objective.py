@@ -91,6 +91,10 @@ def test_an_incomplete_strategy_or_an_oracle_is_not_decided_on() -> None:
     only = _verdict("only", 0.1)
     decision = decide(default_objective(), [oracle, broken, only])
     assert decision.pick is only and decision.failed == {}
+    none = decide(default_objective(), [oracle, broken])
+    assert "No recommendation: no strategy completed every scenario." in decision_lines(
+        none, [oracle, broken]
+    )
 
 
 @pytest.mark.parametrize(
