@@ -219,8 +219,10 @@ def with_constraints(objective: Objective, texts: Sequence[str]) -> Objective:
     metric, or added."""
     extra = [_parse_constraint(t, "--require") for t in texts]
     named = {c.metric for c in extra}
+    if not extra:
+        return objective
     kept = tuple(c for c in objective.constraints if c.metric not in named)
-    return Objective(kept + tuple(extra), objective.aims, objective.source)
+    return Objective(kept + tuple(extra), objective.aims, f"{objective.source} with --require")
 
 
 def value_of(verdict: StrategyVerdict, metric: str) -> float | None:
@@ -307,7 +309,9 @@ def decision_lines(decision: Decision, verdicts: Sequence[StrategyVerdict]) -> l
     """The recommendation as lines to print: the objective, the pick (or a tie, or why
     none), the runner-up and what would change the pick."""
     objective = decision.objective
-    source = "the default" if objective.source == "default" else objective.source
+    source = objective.source
+    if source.startswith("default"):
+        source = "the " + source
     lines = [f"Objective ({source}): {objective.text()}."]
     by_label = {v.label: v for v in verdicts}
     pick = decision.pick
