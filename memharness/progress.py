@@ -129,6 +129,7 @@ class Phase:
         self.unit = unit
         self.started = progress.clock()
         self.ended = False
+        self.last = ""  # the last update's figures: what a piped heartbeat shows
         self._stopped = threading.Event()
 
     def elapsed(self) -> float:
@@ -148,8 +149,8 @@ class Phase:
             parts.append(f"{done / elapsed:,.0f} {self.unit}/s")
         if detail:
             parts.append(detail)
-        parts.append(f"{elapsed:.0f} s")
-        self.progress._draw(self, "  ".join(parts))
+        self.last = "  ".join(parts)
+        self.progress._draw(self, f"{self.last}  {elapsed:.0f} s")
 
     def end(self, summary: str = "", *, outcome: str = "done in") -> None:
         """The end line: '<title>: done in 12.3 s: <summary>'; once (later calls do nothing)."""
@@ -167,6 +168,8 @@ class Phase:
         if self.ended or progress.clock() - progress.said < HEARTBEAT_S:
             return
         text = f"{self.title}: still running, {self.elapsed():.0f} s"
+        if self.last and not progress.drawing:
+            text = f"{self.last}  {self.elapsed():.0f} s"
         if progress.drawing:
             progress._draw(self, text)
         else:

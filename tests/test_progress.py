@@ -59,6 +59,12 @@ def test_a_silent_phase_has_a_heartbeat_every_ten_seconds() -> None:
         "starting Ray and 2 worker(s): done in 21.0 s",
     ]
     assert Progress(out).heartbeat and not Progress(out, clock=clock).heartbeat
+    counted = Progress(out, clock=clock)
+    with counted.start("seeding", total=10, unit="rows") as phase:
+        phase.update(4)
+        clock.now += 10.0
+        phase.beat()
+    assert "seeding   40% 4/10 rows  10 s\n" in out.getvalue()
 
 
 def test_a_phase_says_when_it_failed_or_was_interrupted() -> None:
