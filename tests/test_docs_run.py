@@ -40,6 +40,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_COMMAND = re.compile(r"^(?:\.venv/bin/|make |bash |export |curl )")
+
+
+def test_every_command_block_of_the_readme_says_whether_it_runs() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = [m for m in re.finditer(r"(?m)^```(?:bash|sh)?\n(.*)$", text)]
+    unmarked = []
+    for match in blocks:
+        first = match.group(1)
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        if _COMMAND.match(first) and not re.match(r"<!-- (?:runnable|not runnable)", before):
+            unmarked.append(first)
+    assert unmarked == [], "mark each with <!-- runnable --> or <!-- not runnable...: why -->"
+
+
 def test_there_are_runnable_blocks() -> None:
     names = [name for name, _ in _blocks()]
     assert any(n.startswith("docs/serve.md") for n in names), names
