@@ -16,10 +16,12 @@ def test_the_quick_probe_ends_with_verdicts_and_the_details_file(tmp_path: Path)
     args = ["latency", "--calls", "10", "--ltm-rows", "20", "--backend", "memory",
             "--embedder", "hashing", "--out", str(out)]  # fmt: skip
     result = CliRunner().invoke(main, args, env={"MEMH_DATA_DIR": str(tmp_path / "data")})
-    assert result.exit_code == 0, result.output
     assert "SLA verdicts" in result.output and f"details: {out}" in result.output
     document = json.loads(out.read_text())
     assert {v["layer"] for v in document["verdicts"]} == {"session", "stm", "ltm"}
+    # Timings vary with the machine: the exit code follows the verdicts, whatever they are.
+    held = all(v["held"] for v in document["verdicts"])
+    assert result.exit_code == (0 if held else 1), result.output
     assert len(document["operations"]) == 6
 
 
