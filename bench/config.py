@@ -61,7 +61,7 @@ SIZES: dict[str, BenchSizes] = {
 LTM_1M = 1_000_000
 
 
-#: The strategy the suites' system runs unless told: the recommended production one.
+#: The strategy the suites' system runs unless told: the most complete policy (hybrid).
 DEFAULT_STRATEGY = "hybrid"
 
 

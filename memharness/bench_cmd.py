@@ -30,7 +30,7 @@ from memharness.bench_report import format_report
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / "bench"
-#: What `memharness bench` measures without `--strategy`: the recommended production one.
+#: What `memharness bench` measures without `--strategy`: the most complete policy (hybrid).
 DEFAULT_STRATEGY = "hybrid"
 _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
 

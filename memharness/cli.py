@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 
 import click
@@ -16,6 +17,7 @@ from memharness.cli_settings import settings_from_options
 from memharness.explain_cmd import explain
 from memharness.load_cmd import load
 from memharness.maintain_cmd import maintain
+from memharness.recommend_cmd import recommend
 from memharness.report_cmd import report
 from memharness.run_cmd import run
 from memharness.scenarios_cmd import scenarios
@@ -91,21 +93,72 @@ def demo(backend: str | None, embedder: str | None, strategy: str) -> None:
 
 
 @main.command()
-@click.option("--calls", type=click.IntRange(min=10), default=1000, show_default=True)
-@click.option("--ltm-rows", type=click.IntRange(min=1), default=10_000, show_default=True)
+@click.option(
+    "--calls",
+    type=click.IntRange(min=10),
+    default=200,
+    show_default=True,
+    help="timed calls per operation (more: steadier tails, longer)",
+)
+@click.option(
+    "--ltm-rows",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="LTM rows seeded before timing (each embedded: most of the time on MiniLM)",
+)
 @click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
 @click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
-def latency(calls: int, ltm_rows: int, backend: str | None, embedder: str | None) -> None:
-    """Time each layer's operations in-process: p50/p95/p99 over CALLS calls each."""
-    from memharness.latency import measure_layers
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="the JSON of every figure  [default: reports/latency-YYYYmmdd-HHMMSS.json]",
+)
+def latency(
+    calls: int, ltm_rows: int, backend: str | None, embedder: str | None, out: Path | None
+) -> None:
+    """Time each layer's operations in-process (p50/p95/p99 over CALLS calls each) and
+    judge each layer's slowest p95 against its SLA; exit 1 when one is broken. The quick
+    default takes about a minute on the embedded servers with MiniLM; progress on stderr."""
+    import dataclasses
+    import json
+    import time
+
+    from memharness.latency import measure_layers, verdicts
+    from memharness.progress import Progress
 
     settings = settings_from_options(backend=backend, embedder=embedder)
-    click.echo(f"backend={settings.backend} embedder={settings.embedder} ltm_rows={ltm_rows}")
+    click.echo(
+        f"backend={settings.backend} embedder={settings.embedder} ltm_rows={ltm_rows} calls={calls}"
+    )
+    stats = measure_layers(settings, calls=calls, ltm_rows=ltm_rows, progress=Progress())
     click.echo(f"{'operation':34}{'calls':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}")
-    for stats in measure_layers(settings, calls=calls, ltm_rows=ltm_rows):
-        click.echo(
-            f"{stats.op:34}{stats.calls:>7}{stats.p50_ms:>10.3f}{stats.p95_ms:>10.3f}{stats.p99_ms:>10.3f}"
-        )
+    for s in stats:
+        click.echo(f"{s.op:34}{s.calls:>7}{s.p50_ms:>10.3f}{s.p95_ms:>10.3f}{s.p99_ms:>10.3f}")
+    judged = verdicts(stats)
+    click.echo("SLA verdicts (p95 of each layer's slowest operation):")
+    for layer, p95, limit, op, held in judged:
+        word = "held" if held else "BROKEN"
+        click.echo(f"  {layer:8} {word:6} p95 {p95:.2f} ms (SLA < {limit:g} ms; slowest: {op})")
+    click.echo("  turn     not measured here: a whole turn's p95 is `memharness load`'s (load.md)")
+    out = out or Path("reports") / time.strftime("latency-%Y%m%d-%H%M%S.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "backend": settings.backend,
+        "embedder": settings.embedder,
+        "calls": calls,
+        "ltm_rows": ltm_rows,
+        "operations": [dataclasses.asdict(s) for s in stats],
+        "verdicts": [
+            {"layer": layer, "p95_ms": p95, "sla_ms": limit, "operation": op, "held": held}
+            for layer, p95, limit, op, held in judged
+        ],
+    }
+    out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    click.echo(f"details: {out}")
+    if not all(held for *_, held in judged):
+        sys.exit(1)
 
 
 main.add_command(run)
@@ -118,6 +171,7 @@ main.add_command(capacity)
 main.add_command(compare)
 main.add_command(explain)
 main.add_command(report)
+main.add_command(recommend)
 main.add_command(audit)
 main.add_command(serve)
 

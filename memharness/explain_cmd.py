@@ -38,11 +38,24 @@ from memharness.sim.probes import Verdict
     show_default=True,
     help="probes listed in all (0: every one); the summary always counts them all",
 )
+@click.option(
+    "--vacuous",
+    "only_vacuous",
+    is_flag=True,
+    help="only the probes whose forbidden (stale or erased) fact no strategy of the run "
+    "returned: checks that could not have failed",
+)
 def explain(
-    run_dir: Path, labels: tuple[str, ...], names: tuple[str, ...], only_failed: bool, limit: int
+    run_dir: Path,
+    labels: tuple[str, ...],
+    names: tuple[str, ...],
+    only_failed: bool,
+    limit: int,
+    only_vacuous: bool,
 ) -> None:
     """Why strategies missed probes: a summary by verdict and cause, then probe by probe
-    what each layer returned and why each needed fact was missed."""
+    what each layer returned and why each needed fact was missed; and the probes whose
+    stale or forbidden check could not have failed."""
     try:
         results = load_results(run_dir)
     except ResultsError as exc:
@@ -50,6 +63,10 @@ def explain(
     scenarios: list[dict[str, Any]] = results["scenarios"]
     _check(names, [str(s.get("name")) for s in scenarios], "--scenario", "scenario")
     chosen = [s for s in scenarios if not names or s.get("name") in names]
+    vacuous = _vacuous_lines(chosen, listing=only_vacuous, limit=limit)
+    if only_vacuous:
+        click.echo("\n".join(vacuous) or "every forbidden fact came back under some strategy")
+        return
     every = [s for sc in chosen for s in sc.get("strategies") or []]
     known = [str(s.get("label")) for s in every] + [str(s.get("name")) for s in every]
     _check(labels, known, "--strategy", "strategy")
@@ -78,6 +95,34 @@ def explain(
     hidden = sum(len(r or []) for r in records.values()) - limit
     if limit and hidden > 0:
         click.echo(f"\n{hidden} more probes not listed (--limit {limit}; --limit 0 lists all)")
+    if vacuous:
+        click.echo("\n" + "\n".join(vacuous))
+
+
+def _vacuous_lines(scenarios: list[dict[str, Any]], *, listing: bool, limit: int) -> list[str]:
+    """Per scenario, the probes whose forbidden fact no strategy returned (`vacuous.py`):
+    a count, and with `listing` the probes themselves (up to `limit`)."""
+    lines: list[str] = []
+    for scenario in scenarios:
+        found = scenario.get("vacuous") or {}
+        if not found.get("count"):
+            continue
+        lines.append(
+            f"# {scenario.get('name')}: {found['count']} of the {found.get('checks')} probes "
+            "with a forbidden fact could not have failed: no strategy returned that fact"
+            + ("" if listing else " (--vacuous lists them)")
+        )
+        if listing:
+            probes = found.get("probes") or []
+            for probe in probes[: limit or None]:
+                never = ", ".join(probe.get("never_returned") or [])
+                lines.append(
+                    f"  {probe.get('user')} step {probe.get('step')}: {probe.get('query')!r}"
+                    f" never returned: {never}"
+                )
+            if found["count"] > len(probes[: limit or None]):
+                lines.append(f"  ... {found['count'] - len(probes[: limit or None])} more")
+    return lines
 
 
 def _check(given: tuple[str, ...], known: list[str], option: str, what: str) -> None:

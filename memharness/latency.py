@@ -3,10 +3,12 @@
 Timed inside this process around each public call (no harness hop in between), on raw
 per-call timings; percentiles are exact order statistics of those samples. The full SLA
 suites (pytest-benchmark, Locust, CI gate) build on the same idea in `bench/`.
+`verdicts` judges each layer's slowest p95 against its SLA (`memharness.verdict.limits`).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memharness.progress import Progress
+from memharness.verdict.limits import SLA_MS
 from reference.clock import VirtualClock
 from reference.factory import build_memory_system
 from reference.keys import Namespace
@@ -73,53 +77,81 @@ class OpStats:
 
 
 def measure_layers(
-    settings: Settings, *, calls: int = 1000, ltm_rows: int = 10_000, seed: int = 7
+    settings: Settings,
+    *,
+    calls: int = 200,
+    ltm_rows: int = 1000,
+    seed: int = 7,
+    progress: Progress | None = None,
 ) -> list[OpStats]:
     """Seed a fresh namespace, then time session get, STM add/query, LTM upsert/query."""
     rng = random.Random(seed)
     clock = VirtualClock(T0)
     namespace = Namespace(f"lat{rng.randrange(16**8):08x}")
-    system = build_memory_system(settings, clock=clock, namespace=namespace)
+    shown = progress or Progress(enabled=False)
+    with shown.start("starting the memory (servers, embedder)"):
+        system = build_memory_system(settings, clock=clock, namespace=namespace)
     try:
-        return _measure(system, rng, calls=calls, ltm_rows=ltm_rows)
+        return _measure(system, rng, calls=calls, ltm_rows=ltm_rows, progress=shown)
     finally:
-        _purge(system, ltm_rows)
-        system.dispose()
+        with shown.start("removing the probe's rows"):
+            _purge(system, ltm_rows)
+            system.dispose()
+
+
+def verdicts(stats: list[OpStats]) -> list[tuple[str, float, float, str, bool]]:
+    """Per layer with an SLA: (layer, its slowest operation's p95, the SLA, that
+    operation, held)."""
+    out = []
+    for layer, limit in SLA_MS.items():
+        mine = [s for s in stats if s.op.split(".")[0] == layer]
+        if mine:
+            worst = max(mine, key=lambda s: s.p95_ms)
+            out.append((layer, worst.p95_ms, limit, worst.op, worst.p95_ms < limit))
+    return out
 
 
 def _measure(
-    system: MemorySystem, rng: random.Random, *, calls: int, ltm_rows: int
+    system: MemorySystem, rng: random.Random, *, calls: int, ltm_rows: int, progress: Progress
 ) -> list[OpStats]:
     users = max(1, ltm_rows // 10)
-    for row in range(ltm_rows):
-        system.ltm.upsert(
-            user_id=f"u{row % users}",
-            category=Category.FACT,
-            key=f"k{row}",
-            value={"n": row},
-            text=_sentence(rng),
-        )
-    system.session.create(user_id="u0", session_id="s0")
-    for _ in range(200):
-        system.stm.add(user_id="u0", session_id="s0", text="Please " + _sentence(rng), force=True)
+    with progress.start(
+        f"seeding LTM with {ltm_rows:,} rows", total=ltm_rows, unit="rows"
+    ) as phase:
+        for row in range(ltm_rows):
+            system.ltm.upsert(
+                user_id=f"u{row % users}",
+                category=Category.FACT,
+                key=f"k{row}",
+                value={"n": row},
+                text=_sentence(rng),
+            )
+            if row % 50 == 0:
+                phase.update(row)
+        system.session.create(user_id="u0", session_id="s0")
+        for _ in range(200):
+            system.stm.add(
+                user_id="u0", session_id="s0", text="Please " + _sentence(rng), force=True
+            )
+    timed = functools.partial(_time, progress=progress)
 
     results = [
-        _time("session.get", calls, lambda: system.session.get(user_id="u0", session_id="s0")),
-        _time(
+        timed("session.get", calls, lambda: system.session.get(user_id="u0", session_id="s0")),
+        timed(
             "stm.add",
             calls,
             lambda: system.stm.add(
                 user_id="u0", session_id="s0", text="Please " + _sentence(rng), force=True
             ),
         ),
-        _time(
+        timed(
             "stm.query (uncached embedding)",
             calls,
             lambda: system.stm.query(
                 user_id="u0", session_id="s0", text=_sentence(rng) + f" {rng.random()}", k=5
             ),
         ),
-        _time(
+        timed(
             "ltm.upsert",
             calls,
             lambda: system.ltm.upsert(
@@ -130,14 +162,14 @@ def _measure(
                 text=_sentence(rng),
             ),
         ),
-        _time(
+        timed(
             "ltm.query (uncached embedding)",
             calls,
             lambda: system.ltm.query(
                 user_id=f"u{rng.randrange(users)}", text=_sentence(rng) + f" {rng.random()}", k=5
             ),
         ),
-        _time(
+        timed(
             "ltm.query+lexical (uncached emb)",
             calls,
             lambda: system.ltm.query(
@@ -151,14 +183,20 @@ def _measure(
     return results
 
 
-def _time(op: str, calls: int, call: Callable[[], object]) -> OpStats:
-    for _ in range(min(20, calls)):  # warm connections, statement caches and the model
-        call()
-    samples = np.empty(calls)
-    for index in range(calls):
-        start = time.perf_counter()
-        call()
-        samples[index] = (time.perf_counter() - start) * 1000.0
+def _time(
+    op: str, calls: int, call: Callable[[], object], *, progress: Progress | None = None
+) -> OpStats:
+    shown = progress or Progress(enabled=False)
+    with shown.start(f"timing {op}", total=calls, unit="calls") as phase:
+        for _ in range(min(20, calls)):  # warm connections, statement caches and the model
+            call()
+        samples = np.empty(calls)
+        for index in range(calls):
+            start = time.perf_counter()
+            call()
+            samples[index] = (time.perf_counter() - start) * 1000.0
+            if index % 20 == 0:
+                phase.update(index)
     p50, p95, p99 = np.percentile(samples, [50, 95, 99], method="higher")
     return OpStats(op=op, calls=calls, p50_ms=float(p50), p95_ms=float(p95), p99_ms=float(p99))
 

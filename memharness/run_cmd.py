@@ -25,6 +25,14 @@ import click
 from pydantic import SecretStr
 
 from memharness.cli_settings import settings_from_options
+from memharness.diagnostics import probe_records
+from memharness.objective import (
+    Objective,
+    ObjectiveError,
+    default_objective,
+    load_objective,
+    with_constraints,
+)
 from memharness.pii_detector_table import detector_terminal
 from memharness.progress import Progress
 from memharness.run_inputs import file_scenario, generated_users, suite_files
@@ -40,9 +48,13 @@ from memharness.sim.plan import (
     parse_fault,
     plan_specs,
 )
+from memharness.tables import wrapped
+from memharness.vacuous import LISTED, forbidden_count, vacuous_checks, vacuous_line
+from memharness.verbosity import verbose as verbose_env
 from reference.crypto import generate_key
 from reference.errors import MemoryStoreError
 from reference.policy.loading import list_strategies
+from reference.policy.reach import unreachable
 from reference.settings import Settings
 
 _DEFAULT = click.core.ParameterSource.DEFAULT
@@ -173,6 +185,28 @@ def run_tag(run_id: str) -> str:
     "langgraph-postgres, mem0 (docs/systems.md); each runs every strategy",
 )
 @click.option(
+    "--objective",
+    "objective_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="the YAML file of the objective the recommendation follows: constraints, then "
+    "aims (docs/running-and-scenarios.md)  [default: memharness/default_objective.yaml]",
+)
+@click.option(
+    "--require",
+    "requirements",
+    multiple=True,
+    help="a constraint in place of the objective's on the same metric, e.g. 'stale <= 10%' "
+    "(repeatable)  [default: none]",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="print each scenario's tables too (strategies side by side, recall per layer, PII "
+    "detector, monitoring)  [default: a line per scenario; the tables in details.txt]",
+)
+@click.option(
     "--progress/--no-progress",
     default=True,
     show_default=True,
@@ -196,6 +230,9 @@ def run(
     resume_dir: Path | None,
     fault: str | None,
     system_names: str,
+    objective_file: Path | None,
+    requirements: tuple[str, ...],
+    verbose: bool,
     progress: bool,
 ) -> None:
     """Replay scenarios under strategies on Ray; print the strategies side by side per
@@ -212,6 +249,7 @@ def run(
     from memharness.systems_table import systems_markdown
 
     settings = settings_from_options(backend=backend, embedder=embedder)
+    objective = objective_from_options(objective_file, requirements)
     if resume_dir is not None:
         source = click.get_current_context().get_parameter_source
         given = [f"--{n.replace('_', '-')}" for n in ("out", "run_id") if source(n) != _DEFAULT]
@@ -223,10 +261,16 @@ def run(
         server_fault = parsed if parsed is not None and parsed.target != "worker" else None
         if server_fault is not None:
             _check_server_fault(server_fault, settings)
-        specs = plan_specs(strategy_specs, grid_specs, [s.name for s in list_strategies()])
+        builtin_names = [s.name for s in list_strategies()]
+        specs = plan_specs(strategy_specs, grid_specs, builtin_names)
         systems = parse_systems(system_names)
         if fault is not None and systems != ["reference"]:
             raise SpecError(f"--fault {fault}: faults act on the reference's workers only")
+        for spec in specs:
+            if spec.name in builtin_names:
+                continue  # `memharness strategies check NAME` lists theirs (docs/strategies.md)
+            for line in unreachable(spec.strategy):
+                click.echo(f"warning: strategy {spec.label}: {line}", err=True)
         specs = [spec.on(system) for system in systems for spec in specs]
         read_began = time.perf_counter()
         if scenario_files:
@@ -258,6 +302,7 @@ def run(
         "idle_sweep_s": idle_sweep_s,
         "sample_every_s": SAMPLE_EVERY_S,
         "systems": systems,
+        "objective": objective.as_dict(),
     }
     try:
         if resume_dir is not None:
@@ -278,6 +323,14 @@ def run(
             f"{len(inputs) * len(specs) - kept} to run"
         )
     shown = Progress(enabled=progress)
+    tables = verbose or verbose_env()  # the per-scenario tables on the terminal too
+    details: list[str] = []  # everything per scenario, for details.txt
+
+    def detail(text: str) -> None:
+        details.append(text)
+        if tables:
+            click.echo(text, nl=False)
+
     status = "complete"
     ceiling_told = False  # the dense ceiling is explained under the first table showing it
     sim: Simulator | None = None  # started when first needed: a resume may not
@@ -285,18 +338,20 @@ def run(
         with ExitStack() as stack:
             for position, scenario in enumerate(inputs):
                 section = writer.start_scenario(scenario)
-                click.echo(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})")
+                detail(f"\n== {scenario.name} ({len(scenario.users)} users, {scenario.source})\n")
                 pending: list[StrategySpec] = []
                 for spec in specs:
                     entry = writer.reuse(scenario, spec) if resume_dir is not None else None
                     if entry is None:
                         pending.append(spec)
                     else:
-                        click.echo(f"{_one_line(entry)}  (kept)")
+                        detail(f"{_one_line(entry)}  (kept)\n")
 
                 def on_result(outcome: StrategyOutcome, scenario: ScenarioInput = scenario) -> None:
                     entry = writer.add(scenario, outcome)
-                    shown.echo(_one_line(entry))
+                    if tables:
+                        shown.echo(_one_line(entry))
+                    details.append(_one_line(entry) + "\n")
 
                 if pending:
                     if sim is None:
@@ -314,18 +369,23 @@ def run(
                             Simulator(settings, options, run_tag=tag, progress=shown)
                         )
                     sim.run_scenario(position, scenario, pending, on_result=on_result)
-                click.echo("\n" + summary_terminal(section), nl=False)
+                detail("\n" + summary_terminal(section))
+                warning = _vacuous(writer, scenario, section)
+                if warning:
+                    detail(wrapped(warning))
+                if not tables:
+                    click.echo(wrapped(_brief(scenario, section), indent="", width=118), nl=False)
                 # The ceiling, recall per layer, and what became of the facts not retrieved.
                 explain = not ceiling_told and "recall_at_k" in (section.get("ceiling") or {})
                 layers = layer_terminal(section, explain_ceiling=explain)
                 if layers:
-                    click.echo("\n" + layers, nl=False)
+                    detail("\n" + layers)
                 detector = detector_terminal(section)
                 if detector:
-                    click.echo("\n" + detector, nl=False)
+                    detail("\n" + detector)
                 monitoring = monitoring_terminal(section)
                 if monitoring:
-                    click.echo("\n" + monitoring, nl=False)
+                    detail("\n" + monitoring)
                 ceiling_told = ceiling_told or explain
     except KeyboardInterrupt:
         status = "interrupted"
@@ -350,10 +410,69 @@ def run(
             summary = write_report(writer.run_dir)
         writer.document["setup_s"]["report"] = round(time.perf_counter() - began, 3)
         writer.flush()
+        (writer.run_dir / "details.txt").write_text("".join(details), encoding="utf-8")
         click.echo(f"\nreport: {summary}")
         click.echo(setup_line(writer.document["setup_s"]))
+        if not tables:
+            click.echo("each scenario's tables: details.txt beside it (or run -v)")
     if status != "complete":
         sys.exit(130 if status == "interrupted" else 1)
+
+
+def _vacuous(writer: Any, scenario: ScenarioInput, section: dict[str, Any]) -> str | None:
+    """Record in the scenario's section the probes whose forbidden fact no strategy
+    returned (`vacuous.py`); the warning to print, or None when there are none."""
+    entries = [e for e in section.get("strategies") or [] if e.get("status") == "ok"]
+    records = {str(e["label"]): probe_records(writer.run_dir, e) or [] for e in entries}
+    checks = forbidden_count(scenario.users)
+    if not entries or not checks:
+        return None
+    found = vacuous_checks(scenario.users, records)
+    section["vacuous"] = {"checks": checks, "count": len(found), "probes": found[:LISTED]}
+    writer.flush()
+    if not found:
+        return None
+    return vacuous_line(len(found), checks, records, str(writer.run_dir))
+
+
+def _brief(scenario: ScenarioInput, section: dict[str, Any]) -> str:
+    """A scenario in one line: the range of recall and stale over its strategies, leakage,
+    failures and the checks that could not fail."""
+    entries = [
+        e for e in section.get("strategies") or [] if not (e.get("config") or {}).get("oracle")
+    ]
+    metrics = [e["metrics"] for e in entries if e.get("status") == "ok" and e.get("metrics")]
+
+    def spread(key: str) -> str:
+        values = [m[key] for m in metrics if m.get(key) is not None]
+        if not values:
+            return "-"
+        low, high = min(values), max(values)
+        return f"{low:.1%}" if low == high else f"{low:.1%}-{high:.1%}"
+
+    parts = [
+        f"recall {spread('recall_at_k')}",
+        f"stale {spread('stale_at_k')}",
+        f"leakage {sum(int(m.get('leakage') or 0) for m in metrics)}",
+    ]
+    not_ok = [e for e in entries if e.get("status") != "ok"]
+    if not_ok:
+        parts.append(f"{len(not_ok)} not ok ({', '.join(str(e['label']) for e in not_ok)})")
+    vacuous = section.get("vacuous") or {}
+    if vacuous.get("count"):
+        parts.append(
+            f"{vacuous['count']} of {vacuous['checks']} stale/forbidden checks could not fail"
+        )
+    return f"== {scenario.name} ({len(scenario.users):,} users): " + ", ".join(parts)
+
+
+def objective_from_options(path: Path | None, requirements: tuple[str, ...]) -> Objective:
+    """The objective of `--objective` (the default without) with `--require`'s constraints."""
+    try:
+        objective = load_objective(path) if path is not None else default_objective()
+        return with_constraints(objective, requirements)
+    except ObjectiveError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def parse_systems(text: str) -> list[str]:

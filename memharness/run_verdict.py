@@ -4,7 +4,7 @@ Per strategy: its mean recall@k and stale@k over the scenarios (each scenario co
 once: a hand-written scenario tests one behaviour, and would vanish beside a generated
 population if needed facts were pooled), its leakage summed, its peak bytes summed over
 the scenarios (each scenario's peak, `result_figures.peak_total`), its worst scenario (lowest
-recall@k; `(all alike)` when every scenario gave the same), and whether it is on the
+recall@k, shown with it; `all alike` when every scenario gave the same), and whether it is on the
 recall/footprint Pareto frontier: no other strategy has at least its mean recall with no
 more bytes. A strategy that did not complete every scenario (failed, interrupted, not
 run) is shown as incomplete, off the frontier, with its leakage and worst scenario but
@@ -12,9 +12,9 @@ no means. An oracle strategy (`oracle: true`: it reads the script to keep exactl
 the probes need) is the upper bound: shown first, never on the frontier nor ranked, for
 it would push every strategy one can deploy off.
 
-The recommendation follows one rule, printed with it: among the frontier strategies
-without leakage, the highest mean recall; a tie (equal to 0.1 percentage point) goes to
-the lower mean stale@k, then to the fewer bytes, then to the first in the run.
+The recommendation follows an objective, printed with it (`objective.py`): constraints a
+strategy must meet, then aims that rank the ones that do. The run's objective is in
+`results.json` (`objective`); without one, the default (`default_objective.yaml`).
 """
 
 from __future__ import annotations
@@ -22,38 +22,44 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memharness.objective import (
+    Decision,
+    Objective,
+    decide,
+    decision_lines,
+    default_objective,
+    parse_objective,
+)
 from memharness.result_figures import pareto_frontier, peak_total
 from memharness.tables import Column, format_value, render, render_markdown, wrapped
 
 __all__ = [
-    "RULE",
     "VERDICT_COLUMNS",
     "StrategyVerdict",
     "cross_scenario",
+    "objective_of",
     "recommend",
     "verdict_markdown",
     "verdict_terminal",
 ]
 
-RULE = (
-    "among the strategies on the frontier that leaked nothing, the highest mean recall; "
-    "a tie (to 0.1 point) goes to the lower mean stale, then to the fewer bytes"
-)
 FRONTIER_NOTE = (
     "frontier: no other strategy has at least its mean recall with no more peak bytes "
-    "(recall and stale: mean over the scenarios; leakage and peak bytes: summed)"
+    "(recall and stale: mean over the scenarios; leakage, PII at end (marked personal values "
+    "still in plaintext) and peak bytes: summed; PII plaintext: the longest a value stayed so)"
 )
 
 #: The summary's columns: field of `StrategyVerdict.row`, header, unit, better.
 VERDICT_COLUMNS = (
     Column("strategy", "strategy", "text"),
     Column("frontier", "frontier", "text"),
-    Column("recall", "mean recall", "%", "higher"),
-    Column("stale", "mean stale", "%", "lower"),
+    Column("recall", "recall", "%", "higher"),
+    Column("stale", "stale", "%", "lower"),
     Column("leakage", "leakage", "count", alarm=True),
+    Column("pii_raw_at_end", "PII at end", "count", alarm=True),
+    Column("pii_plaintext", "PII plaintext", "s", "lower"),
     Column("peak_bytes", "peak bytes", "bytes", "lower"),
-    Column("worst", "worst scenario", "text"),
-    Column("worst_recall", "its recall", "%"),
+    Column("worst", "worst scenario (recall)", "text"),
 )
 
 
@@ -71,6 +77,11 @@ class StrategyVerdict:
     worst_recall: float | None
     upper_bound: bool = False  # an oracle: it reads the script
     frontier: bool = False
+    pii_raw_at_end: int = 0  # marked personal values still in plaintext at the end, summed
+    # The longest a marked personal value stayed in plaintext, over the scenarios: 0
+    # without any, infinite when one still was at the end of a scenario.
+    pii_plaintext_s: float | None = 0.0
+    pii_items: int = 0  # marked personal values followed, summed
 
     @property
     def complete(self) -> bool:
@@ -94,10 +105,21 @@ class StrategyVerdict:
             "recall": None if self.missing else self.recall,
             "stale": None if self.missing else self.stale,
             "leakage": self.leakage,
+            "pii_raw_at_end": self.pii_raw_at_end,
+            "pii_plaintext": _shown_time(self.pii_plaintext_s) if self.pii_items else None,
             "peak_bytes": None if self.missing else self.peak_bytes,
-            "worst": self.worst,
-            "worst_recall": self.worst_recall,
+            "worst": _worst_text(self.worst, self.worst_recall),
         }
+
+
+def _worst_text(scenario: str | None, recall: float | None) -> str | None:
+    if scenario is None:
+        return None
+    return f"{scenario} ({format_value(recall, '%')})"
+
+
+def _shown_time(seconds: float | None) -> float | str | None:
+    return "to the end" if seconds is not None and seconds == float("inf") else seconds
 
 
 def _mean(values: list[float]) -> float | None:
@@ -119,6 +141,9 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
         stales: list[float] = []
         leakage = 0
         nbytes = 0
+        raw_at_end = 0
+        pii_items = 0
+        plaintext: float = 0.0
         oracle = False
         for scenario in scenarios:
             name = str(scenario.get("name") or "?")
@@ -136,10 +161,16 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
             if metrics.get("stale_at_k") is not None:
                 stales.append(float(metrics["stale_at_k"]))
             leakage += int(metrics.get("leakage") or 0)
+            raw_at_end += int(metrics.get("pii_raw_at_end") or 0)
+            pii_items += int(metrics.get("pii_items") or 0)
+            if metrics.get("pii_raw_at_end"):
+                plaintext = float("inf")  # its time has no bound the run can give
+            elif metrics.get("pii_raw_max_s") is not None:
+                plaintext = max(plaintext, float(metrics["pii_raw_max_s"]))
             nbytes += peak_total(entry, "bytes") or 0
         worst = min(recalls, key=lambda pair: pair[0], default=None)
         if len(recalls) > 1 and len({r for r, _ in recalls}) == 1:
-            worst = (recalls[0][0], "(all alike)")  # no scenario is worse than another
+            worst = (recalls[0][0], "all alike")  # no scenario is worse than another
         done = len(scenarios) - len(missing)
         verdicts.append(
             StrategyVerdict(
@@ -152,6 +183,9 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
                 worst=worst[1] if worst else None,
                 worst_recall=worst[0] if worst else None,
                 upper_bound=oracle,
+                pii_raw_at_end=raw_at_end,
+                pii_plaintext_s=plaintext,
+                pii_items=pii_items,
             )
         )
     points = [
@@ -165,18 +199,21 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
     return verdicts
 
 
-def recommend(verdicts: list[StrategyVerdict]) -> StrategyVerdict | None:
-    """The strategy `RULE` picks, or None when no frontier strategy leaked nothing."""
-    candidates = [v for v in verdicts if v.frontier and v.leakage == 0]
-
-    def key(v: StrategyVerdict) -> tuple[float, float, float]:
-        return (-round(v.recall or 0.0, 3), round(v.stale or 0.0, 3), float(v.peak_bytes or 0))
-
-    return min(candidates, key=key, default=None)  # min keeps the first of equal keys
+def objective_of(results: dict[str, Any]) -> Objective:
+    """The objective the run recorded (`results.json`, `objective`), else the default."""
+    recorded = results.get("objective")
+    if isinstance(recorded, dict):
+        return parse_objective(recorded, str(recorded.get("source") or "results.json"))
+    return default_objective()
 
 
-def _closing(verdicts: list[StrategyVerdict]) -> list[str]:
-    """The lines under the table: incomplete strategies, the frontier, the pick."""
+def recommend(verdicts: list[StrategyVerdict], objective: Objective | None = None) -> Decision:
+    """The decision under `objective` (the default without one)."""
+    return decide(objective or default_objective(), verdicts)
+
+
+def _closing(verdicts: list[StrategyVerdict], decision: Decision) -> list[str]:
+    """The lines under the table: incomplete strategies, the frontier, the decision."""
     lines = [
         f"{v.label} is incomplete: not completed in {', '.join(v.missing)}"
         for v in verdicts
@@ -192,16 +229,14 @@ def _closing(verdicts: list[StrategyVerdict]) -> list[str]:
     if sum(not v.upper_bound for v in verdicts) < 2:
         lines.append("One strategy: nothing to choose between.")
         return lines
-    pick = recommend(verdicts)
-    if pick is None:
-        lines.append(f"No recommendation: no strategy meets the rule ({RULE}).")
-    else:
-        lines.append(
-            f"Recommended: {pick.label}, mean recall {format_value(pick.recall, '%')}, "
-            f"worst {format_value(pick.worst_recall, '%')} in {pick.worst or '-'} "
-            f"(rule: {RULE})."
-        )
-    return lines
+    return lines + decision_lines(decision, verdicts)
+
+
+def _columns(results: dict[str, Any]) -> tuple[Column, ...]:
+    """The summary's columns; with one scenario, no worst one to name."""
+    if len(results.get("scenarios") or []) > 1:
+        return VERDICT_COLUMNS
+    return tuple(c for c in VERDICT_COLUMNS if c.field != "worst")
 
 
 def _heading(results: dict[str, Any]) -> str:
@@ -214,11 +249,12 @@ def verdict_terminal(results: dict[str, Any]) -> str:
     verdicts = cross_scenario(results)
     if not verdicts:
         return ""
+    decision = recommend(verdicts, objective_of(results))
     bounds = [v.row() for v in verdicts if v.upper_bound]
     table = render(
-        VERDICT_COLUMNS, [v.row() for v in verdicts if not v.upper_bound], reference=bounds
+        _columns(results), [v.row() for v in verdicts if not v.upper_bound], reference=bounds
     )
-    closing = "".join(wrapped(line) for line in _closing(verdicts))
+    closing = "".join(wrapped(line) for line in _closing(verdicts, decision))
     return f"\n== {_heading(results)}\n{table}{closing}"
 
 
@@ -227,11 +263,12 @@ def verdict_markdown(results: dict[str, Any]) -> str:
     verdicts = cross_scenario(results)
     if not verdicts:
         return ""
+    decision = recommend(verdicts, objective_of(results))
     table = render_markdown(
-        VERDICT_COLUMNS,
+        _columns(results),
         [v.row() for v in verdicts if not v.upper_bound],
         reference=[v.row() for v in verdicts if v.upper_bound],
     )
     marks = "bold: the best of its column; ties are unmarked"
-    closing = "\n".join(f"- {line}" for line in [marks, *_closing(verdicts)])
+    closing = "\n".join(f"- {line}" for line in [marks, *_closing(verdicts, decision)])
     return f"## {_heading(results).capitalize()}\n\n{table}\n{closing}\n"

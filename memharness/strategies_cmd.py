@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from reference.policy.loading import StrategyRegistry
+from reference.policy.loading import BUILTINS, StrategyRegistry
+from reference.policy.reach import unreachable
 from reference.policy.rules import ScopedRule
 from reference.policy.strategy import Strategy, StrategyError
 
@@ -57,8 +59,33 @@ def show(ctx: click.Context, name: str, files: tuple[Path, ...]) -> None:
         strategy = registry.load(name)
     except StrategyError as exc:
         raise click.ClickException(str(exc)) from None
+    for line in [] if name in BUILTINS else unreachable(strategy):
+        click.echo(f"warning: {line}", err=True)
     click.echo(f"# fingerprint: {strategy.fingerprint()}")
     click.echo(strategy.to_yaml(), nl=False)
+
+
+@strategies.command("check")
+@click.argument("names", nargs=-1, required=True)
+@click.pass_context
+def check(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Load each strategy NAME (or YAML file) and list the rules, types and layers it names
+    that match nothing the reference stores (e.g. a TTL for `conversation` records, which
+    the reference never writes); exit 1 when there are any."""
+    registry = _registry(ctx.obj)
+    found = 0
+    for name in names:
+        try:
+            strategy = registry.load(name)
+        except StrategyError as exc:
+            raise click.ClickException(str(exc)) from None
+        lines = unreachable(strategy)
+        found += len(lines)
+        click.echo(f"{name}:" + ("" if lines else " every rule can match something"))
+        for line in lines:
+            click.echo(f"  {line}")
+    if found:
+        sys.exit(1)
 
 
 def summary(strategy: Strategy) -> str:

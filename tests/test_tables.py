@@ -10,7 +10,6 @@ import pytest
 from memharness.report import summary_table
 from memharness.run_tables import CEILING_NOTE, layer_terminal, summary_terminal
 from memharness.run_verdict import (
-    RULE,
     cross_scenario,
     recommend,
     verdict_markdown,
@@ -199,12 +198,13 @@ def test_the_frontier_worst_scenario_and_recommendation() -> None:
     assert verdicts["big"].recall == pytest.approx(0.9) and verdicts["big"].peak_bytes == 1800
     assert (verdicts["lean"].worst, verdicts["lean"].worst_recall) == ("two", 0.5)
     assert (verdicts["mid"].worst, verdicts["mid"].worst_recall) == ("one", 0.5)
-    pick = recommend(list(verdicts.values()))
-    assert pick is not None and pick.label == "big"
+    decision = recommend(list(verdicts.values()))
+    assert decision.pick is not None and decision.pick.label == "big"
     text = verdict_terminal(results)
-    expected = f"Recommended: big, mean recall 90.0%, worst 80.0% in two (rule: {RULE})."
-    assert expected in _flat(text)
-    assert max(len(line) for line in text.splitlines()[3:]) <= 100  # notes wrapped
+    assert "Recommended: big (recall 90.0%, bytes 1.8 KiB)." in _flat(text)
+    assert "Runner-up: lean; lean would need 20.0 points more recall (70.0%)." in _flat(text)
+    assert "Objective (the default): stale <= 5%, leakage = 0" in _flat(text)
+    assert max(len(line) for line in text.splitlines()) <= 120  # a terminal's width
     assert "|" not in text
     markdown = verdict_markdown(results)
     assert markdown.startswith("## Across the 2 scenarios of the run")
@@ -223,20 +223,27 @@ def test_leakage_and_an_unfinished_scenario_keep_a_strategy_from_being_recommend
     assert by_label["leaky"].frontier and by_label["leaky"].leakage == 1
     assert not by_label["broken"].frontier and by_label["broken"].missing == ["two"]
     assert by_label["broken"].row()["recall"] is None
-    pick = recommend(verdicts)
-    # safe has less recall than leaky at the same bytes: dominated, so nothing qualifies.
-    assert pick is None
-    text = verdict_terminal(results)
-    assert "No recommendation" in text
-    assert "broken is incomplete: not completed in two" in _flat(text)
+    decision = recommend(verdicts)
+    # leaky misses leakage = 0, broken did not complete: safe is the only candidate.
+    assert decision.pick is not None and decision.pick.label == "safe"
+    assert [c.metric for c in decision.failed["leaky"]] == ["leakage"]
+    text = _flat(verdict_terminal(results))
+    assert "Recommended: safe (recall 60.0%" in text
+    assert "leaky ranks above on the aims but misses leakage 1; a limit of leakage <= 1" in text
+    assert "broken is incomplete: not completed in two" in text
 
 
-def test_a_recall_tie_goes_to_the_lower_stale() -> None:
+def test_a_tie_on_every_aim_is_named_and_too_stale_a_strategy_is_not_picked() -> None:
     results = _run(
-        _scenario("one", _strategy("stale", 1.0, stale=0.5), _strategy("fresh", 1.0, stale=0.0))
-    )
-    pick = recommend(cross_scenario(results))
-    assert pick is not None and pick.label == "fresh"
+        _scenario("one", _strategy("stale", 1.0, stale=0.5), _strategy("fresh", 1.0),
+                  _strategy("same", 0.9995))
+    )  # fmt: skip
+    decision = recommend(cross_scenario(results))
+    assert [v.label for v in decision.tied] == ["fresh", "same"]  # within 0.1 point
+    text = _flat(verdict_terminal(results))
+    assert "Recommended: a tie between fresh and same, equal on every aim" in text
+    assert "stale misses stale 50.0%" not in text
+    assert "stale ranks above" not in text  # equal on the aims: not above the pick
 
 
 def test_an_oracle_is_the_upper_bound_not_a_candidate() -> None:
@@ -247,7 +254,7 @@ def test_an_oracle_is_the_upper_bound_not_a_candidate() -> None:
     verdicts = {v.label: v for v in cross_scenario(results)}
     assert verdicts["oracle"].upper_bound and not verdicts["oracle"].frontier
     assert verdicts["keep_all"].frontier and verdicts["lean"].frontier  # not pushed off
-    pick = recommend(list(verdicts.values()))
+    pick = recommend(list(verdicts.values())).pick
     assert pick is not None and pick.label == "keep_all"
     text = verdict_terminal(results)
     assert any(line.split()[:3] == ["oracle", "upper", "bound"] for line in text.splitlines())

@@ -1,4 +1,4 @@
-"""The FastAPI app of `memharness serve`: routes of HTTP_API.md over a `MemoryService`.
+"""The FastAPI app of `memharness serve`: routes of docs/http-api.md over a `MemoryService`.
 
 Every request passes `Guard` (a plain ASGI middleware) before any route:
 

@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (HTTP_API.md), as pydantic models.
+"""Request and response bodies of the HTTP API (docs/http-api.md), as pydantic models.
 
 Requests are strict (no "5" for 5, no 1 for true) and refuse unknown fields. The
 models check types and shapes only; the values are then checked by the reference's own

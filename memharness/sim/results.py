@@ -158,6 +158,8 @@ class ResultWriter:
         }
         resumes = [*document.get("resumes", []), resumed]
         writer.document = {**document, "status": "running", "resumes": resumes}
+        if "objective" in header:  # the recommendation follows this command's objective
+            writer.document["objective"] = header["objective"]
         writer.flush()
         return writer
 

@@ -151,9 +151,13 @@ class Simulator:
                 ray.get(self.workers[i].load.remote(key, cohorts[i], self.options.k))
         return len(dead)
 
-    def __exit__(self, *exc: object) -> None:
-        for worker in self.workers:  # a graceful exit runs atexit: embedded servers stop
-            worker.__ray_terminate__.remote()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        interrupted = kind is not None and issubclass(kind, KeyboardInterrupt)
+        for worker in self.workers:
+            if interrupted:  # a graceful exit would wait for the replay in flight to end
+                ray.kill(worker)  # its servers are stopped below (stop_orphaned_servers)
+            else:  # a graceful exit runs atexit: embedded servers stop
+                worker.__ray_terminate__.remote()
         scratch = self.scratch
         if self.settings.backend != "memory":
             with self.progress.start("stopping the workers and their servers"):

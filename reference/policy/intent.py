@@ -24,7 +24,7 @@ from reference.models import MemoryType
 from reference.policy.chitchat import chitchat_reason
 from reference.policy.entities import named_entity, stated_knowledge
 from reference.policy.forget_commands import parse_forget_command
-from reference.policy.intent_patterns import KINDS_BY_PRIORITY, STABLE
+from reference.policy.intent_patterns import HABIT, KINDS_BY_PRIORITY, STABLE
 from reference.policy.lexicon import safety_kind, sensitive_word_kind
 from reference.policy.remember import explicit_request
 from reference.text_interfaces import IntentDecision, IntentFilter
@@ -145,6 +145,8 @@ def _classify(text: str) -> IntentDecision:
             if is_question(stripped):
                 return IntentDecision(True, MemoryType.INSTRUCTION, "question")
             return IntentDecision(True, MemoryType.FACT, "health or safety fact")
+        if HABIT.search(lower, latin=latin, cjk=cjk) and not is_question(stripped):
+            return IntentDecision(True, MemoryType.PREFERENCE, "habit")
         if not is_question(stripped) and (
             named_entity(content) is not None or stated_knowledge(content) is not None
         ):

@@ -64,6 +64,38 @@ STABLE_ZH = [
 ]
 STABLE = KindRule(STABLE_EN, STABLE_ZH)
 
+# Habits: a routine the user states about themself, in any words ("every morning I
+# drink an Americano", "我一般坐地铁上班"): first person and a frequency, "only" or a
+# commute. They are preferences for the assistant's purposes (what to suggest, book,
+# order), kept as preferences; tests/data/habits.yaml holds the labelled set they are
+# measured on.
+_PERIODS = (
+    "morning|afternoon|evening|night|day|week|weekend|weekday|month|year"
+    "|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+)
+HABIT_EN = [
+    r"\bi (?:usually|normally|typically|generally|mostly|often|regularly|tend to|rarely"
+    r"|seldom)\b",
+    rf"\bi (?:\S+ ){{1,8}}?(?:every|each) (?:{_PERIODS})\b",
+    rf"^(?:(?:every|each|on|most) )?(?:{_PERIODS})s?,? i\b",
+    rf"\bi (?:\S+ ){{1,8}}?most (?:{_PERIODS})s\b",
+    r"\bi (?:\S+ ){1,8}?(?:once|twice|\w+ times) (?:a|per|every) (?:day|week|month|year)\b",
+    r"\bi only (?:eat|drink|fly|take|use|book|stay|buy|wear|order|shop|go)\b",
+    r"\bi (?:take|ride|drive|cycle|bike|walk|commute)\b.{0,30}\bto (?:work|school|the office)\b",
+    r"\bi (?:get|arrive|am|go) (?:\S+ ){0,4}?(?:\w+ )?(?:hours?|minutes?) early\b",
+]
+HABIT_ZH = [
+    "我.{0,6}(?:一般|通常|平时|经常|常常|往往|向来)(?!般)",
+    "我每(?:天|日|晚|早|周|星期|个?月|年)",
+    "每(?:天|日|晚|早|周|星期.|个?月|年|次).{0,8}都",
+    "我.{0,6}都(?:会|要|选|坐|住|喝|吃|用|去|订|买|点|打|走|带)",
+    "我.{0,6}只(?:吃|喝|坐|住|用|买|订|穿|看|选)",
+    "从(?:来)?不(?!错)",
+]
+#: Checked after the kinds and after health and safety (a medication taken every
+#: morning stays a health fact), before the utterance would be dropped.
+HABIT = KindRule(HABIT_EN, HABIT_ZH)
+
 PREFERENCE = KindRule(
     en=[
         # "I'd like to book" is a request, not a taste: no "would like" here.
