@@ -548,13 +548,13 @@ def _check_run_id(value: str | None) -> str | None:
 def setup_line(setup_s: dict[str, float]) -> str:
     """The run's fixed costs in wall seconds, apart from the replays' turns/s."""
     names = {
-        "scenarios": "scenarios read",
-        "workers": "Ray and workers started",
+        "scenarios": "reading",
+        "workers": "Ray start",
         "load": "embedding ahead",
-        "report": "report written",
+        "report": "report",
     }
     parts = [f"{names[k]} {v:.1f}s" for k, v in setup_s.items() if k in names]
-    return "outside the replays (turns/s count only these): " + ", ".join(parts)
+    return "setup, outside turns/s: " + ", ".join(parts)
 
 
 def _one_line(entry: dict[str, Any]) -> str:
