@@ -39,7 +39,7 @@ import yaml
 from memharness.tables import format_value
 
 if TYPE_CHECKING:
-    from memharness.run_verdict import StrategyVerdict
+    from memharness.strategy_verdict import StrategyVerdict
 
 __all__ = [
     "METRICS",

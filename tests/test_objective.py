@@ -20,7 +20,7 @@ from memharness.objective import (
     parse_objective,
     with_constraints,
 )
-from memharness.run_verdict import StrategyVerdict
+from memharness.strategy_verdict import StrategyVerdict
 
 
 def _verdict(label: str, recall: float, **figures: Any) -> StrategyVerdict:
