@@ -3,13 +3,12 @@
 Reading shares the strategy loader's approach (`reference.yamldoc`): the text is
 composed to YAML nodes, and each error location is walked back through the nodes to
 its line. Writing streams one flow mapping per step (valid YAML, JSON-quoted strings),
-so a generator can write 100,000 users without holding them.
+so a generator can write 100,000 users without holding them; a file in that form is
+read back without YAML (`written_form`).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 
 from memharness.scenarios.checks import check_scenario, check_scenario_data
 from memharness.scenarios.model import STEP_KINDS, Loc, Scenario, iso
+from memharness.scenarios.written_form import dump_line, read_written_form
 from reference.yamldoc import (
     Problem,
     YamlDocError,
@@ -49,7 +49,20 @@ class ScenarioError(YamlDocError):
 
 
 def parse_scenario(text: str, *, source: str | None = None) -> Scenario:
-    """A scenario from YAML text; `source` (a file name) goes into error messages."""
+    """A scenario from YAML text; `source` (a file name) goes into error messages.
+
+    A text in the form the writer writes is read without YAML (`written_form`); when it
+    does not validate, it is read again as YAML to give each problem its line.
+    """
+    written = read_written_form(text)
+    if written is not None:
+        try:
+            scenario = Scenario.model_validate(written)
+        except ValidationError:
+            pass
+        else:
+            if not check_scenario(scenario):
+                return scenario
     data, node = compose_mapping(
         text,
         source=source,
@@ -101,18 +114,6 @@ def _without_tags(loc: tuple[int | str, ...]) -> Loc:
 
 
 # ---------------------------------------------------------------------- writing
-# PyYAML refuses these characters raw; JSON leaves them raw with ensure_ascii=False.
-_UNPRINTABLE = re.compile("[\x7f-\x84\x86-\x9f\ufffe\uffff\u2028\u2029]")
-
-
-def dump_line(value: Any) -> str:
-    """`value` as one line of YAML flow style (JSON syntax, UTF-8 kept readable)."""
-    text = json.dumps(value, ensure_ascii=False)
-    if _UNPRINTABLE.search(text):
-        text = _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text
-
-
 def write_header(out: TextIO, *, name: str, description: str = "", seed: int | None = None) -> None:
     """The scenario's fields before its users; then `write_user` once per user."""
     out.write(f"name: {dump_line(name)}\n")
