@@ -281,10 +281,11 @@ FINGERPRINTS = {
     "recency_decay": "3d1425d51a78",
     "event_driven": "ce086d163485",
     # hybrid and hybrid_rules ask before forgetting everything (a change of behaviour);
-    # typed_ttl, hybrid and hybrid_rules lost rules that matched nothing (`conversation`
-    # under consolidation, `episode` without it): same behaviour, new keys
+    # typed_ttl, hybrid and hybrid_rules lost `conversation` TTLs equal to their default
+    # (the reference stores no such record) and hybrid_rules its `episode` TTLs (nothing to
+    # match without consolidation): same behaviour, new keys
     "hybrid": "b09af051a6fd",
-    "hybrid_rules": "a5eb690d2d34",
+    "hybrid_rules": "67bf01121ea6",
     "oracle": "536d484f4d12",
 }
 
