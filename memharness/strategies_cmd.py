@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from reference.policy.loading import BUILTINS, StrategyRegistry
-from reference.policy.reach import unreachable
+from reference.policy.reach import findings, unreachable
 from reference.policy.rules import ScopedRule
 from reference.policy.strategy import Strategy, StrategyError
 
@@ -71,20 +71,21 @@ def show(ctx: click.Context, name: str, files: tuple[Path, ...]) -> None:
 def check(ctx: click.Context, names: tuple[str, ...]) -> None:
     """Load each strategy NAME (or YAML file) and list the rules, types and layers it names
     that match nothing the reference stores (e.g. a TTL for `conversation` records, which
-    the reference never writes); exit 1 when there are any."""
+    the reference never writes); exit 1 when one matches nothing in a system under test's
+    memories either (docs/strategies.md, rules that match nothing)."""
     registry = _registry(ctx.obj)
-    found = 0
+    dead = 0
     for name in names:
         try:
             strategy = registry.load(name)
         except StrategyError as exc:
             raise click.ClickException(str(exc)) from None
-        lines = unreachable(strategy)
-        found += len(lines)
-        click.echo(f"{name}:" + ("" if lines else " every rule can match something"))
-        for line in lines:
-            click.echo(f"  {line}")
-    if found:
+        found = findings(strategy)
+        dead += sum(not finding.peers_follow for finding in found)
+        click.echo(f"{name}:" + ("" if found else " every rule can match something"))
+        for finding in found:
+            click.echo(f"  {finding.line}")
+    if dead:
         sys.exit(1)
 
 
