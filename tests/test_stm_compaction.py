@@ -8,6 +8,7 @@ collection's configuration and embedder identity, and replays writes made during
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,35 @@ def test_writes_during_the_copy_are_replayed(
     assert set(records) == {touched, during[0]}
     assert records[touched].access_count == 1
     assert TEXTS[0] not in (raw_documents(store) or [])
+
+
+def test_a_swap_that_cannot_wait_for_the_readers_gives_up_cleanly(
+    store: ChromaShortTermStore,
+) -> None:
+    record_id = _add(store, TEXTS[0])
+    before = store.client.get_collection(store.namespace.stm_collection).id
+    store.generations.wait_s = 0.0
+    entered, release = threading.Event(), threading.Event()
+
+    def read_slowly() -> None:
+        with store.generations.lock.shared():
+            entered.set()
+            release.wait(timeout=30)
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    entered.wait(timeout=30)
+    try:
+        assert store.generations.compact() is False
+    finally:
+        release.set()
+        reader.join()
+    assert store.client.get_collection(store.namespace.stm_collection).id == before
+    assert store.generations.compactions == 0
+    assert store.get(user_id="alice", record_id=record_id) is not None
+    store.generations.wait_s = 5.0
+    assert store.generations.compact()
+    assert store.get(user_id="alice", record_id=record_id) is not None
 
 
 def test_an_interrupted_compaction_is_finished_or_undone_on_open(

@@ -57,7 +57,10 @@ def shared(method: Callable[..., _T]) -> Callable[..., _T]:
 
 class SharedExclusiveLock:
     """Many holders of `shared` at once, or one of `exclusive`; `shared` is reentrant in a
-    thread, and a waiting `exclusive` holds off new (not nested) shared holders."""
+    thread, and a waiting `exclusive` holds off new (not nested) shared holders. A shared
+    holder may wait on a thread that wants the lock shared too (a store's `_put` waits
+    for the access flush): so `exclusive` waits at most `timeout_s` for the holders to
+    leave, then lets the others in again and raises `TimeoutError`."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -88,15 +91,17 @@ class SharedExclusiveLock:
                     self._cond.notify_all()
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self, timeout_s: float = 5.0) -> Iterator[None]:
         if self.held():
             raise RuntimeError("exclusive lock asked for while holding it shared")
         with self._cond:
             while self._writer:
                 self._cond.wait()
             self._writer = True
-            while self._readers:
-                self._cond.wait()
+            if not self._cond.wait_for(lambda: not self._readers, timeout=timeout_s):
+                self._writer = False
+                self._cond.notify_all()
+                raise TimeoutError(f"readers still in after {timeout_s:g} s")
         try:
             yield
         finally:
@@ -147,6 +152,8 @@ class Generations:
         self.ratio = ratio
         self.min_dead = min_dead
         self.lock = SharedExclusiveLock()
+        #: How long a swap waits for the readers and writers in flight to leave.
+        self.wait_s = 5.0
         self.deleted = 0
         self.compactions = 0
         self._compacting = threading.Lock()
@@ -160,7 +167,8 @@ class Generations:
         """Whether the deleted records pass the share that calls for a compaction."""
         if not self.embedded or self.deleted < self.min_dead:
             return False
-        return self.deleted > self.ratio * int(self.collection.count())
+        with self.lock.shared():
+            return self.deleted > self.ratio * int(self.collection.count())
 
     def compact_if_due(self) -> bool:
         """`compact` when `due` and this thread holds no shared lock; True if it ran."""
@@ -170,40 +178,54 @@ class Generations:
 
     def compact(self) -> bool:
         """Copy the live rows into a fresh collection and swap it in (the module doc).
-        False when another thread is compacting already; `ValueError` over HTTP."""
+        False when another thread is compacting already, or readers did not leave in
+        time (the copy is dropped; the next due check tries again); `ValueError` over HTTP.
+        """
         if not self.embedded:
             raise ValueError("only an embedded Chroma collection is compacted")
         if not self._compacting.acquire(blocking=False):
             return False
         try:
-            with self.lock.exclusive():
+            with self.lock.exclusive(self.wait_s):
                 old = self.collection.inner
                 self.collection.journal = set()
-            try:
-                copy = self._fresh_copy(old)
-                rows = _rows(old, old.get(include=[])["ids"])
-                _write(copy, rows, self._batch())
-            except BaseException:
-                with self.lock.exclusive():
-                    self.collection.journal = None
-                self._drop_quietly(self.name + NEXT_SUFFIX)
-                raise
-            with self.lock.exclusive():
-                journal, self.collection.journal = self.collection.journal or set(), None
-                self._replay(old, copy, sorted(journal))
-                segment = vector_segment(self._path, str(old.id))
-                self.client.delete_collection(self.name)
-                copy.modify(name=self.name)
-                self.collection.inner = self.wrap(
-                    self.client.get_collection(self.name, embedding_function=None)
-                )
-                self.deleted = 0
-                self.compactions += 1
-            if segment is not None and self._path is not None:
-                shutil.rmtree(self._path / segment, ignore_errors=True)
-            return True
+            copy = self._fresh_copy(old)
+            _write(copy, _rows(old, old.get(include=[])["ids"]), self._batch())
+            with self.lock.exclusive(self.wait_s):
+                self._swap(old, copy)
+        except TimeoutError:
+            self._undo()
+            return False
+        except BaseException:
+            self._undo()
+            raise
         finally:
             self._compacting.release()
+        return True
+
+    def _swap(self, old: Any, copy: Any) -> None:
+        journal, self.collection.journal = self.collection.journal or set(), None
+        self._replay(old, copy, sorted(journal))
+        segment = vector_segment(self._path, str(old.id))
+        self.client.delete_collection(self.name)
+        copy.modify(name=self.name)
+        self.collection.inner = self.wrap(
+            self.client.get_collection(self.name, embedding_function=None)
+        )
+        self.deleted = 0
+        self.compactions += 1
+        if segment is not None and self._path is not None:
+            shutil.rmtree(self._path / segment, ignore_errors=True)
+
+    def _undo(self) -> None:
+        """After a failed compaction: no journal, and one collection under the name, the
+        old one or, if it was dropped already, the finished copy (`recover`)."""
+        self.collection.journal = None
+        with contextlib.suppress(Exception):  # the error being raised says more
+            recover(self.client, self.name)
+            self.collection.inner = self.wrap(
+                self.client.get_collection(self.name, embedding_function=None)
+            )
 
     def _fresh_copy(self, old: Any) -> Any:
         self._drop_quietly(self.name + NEXT_SUFFIX)  # an unfinished copy of a crashed run
