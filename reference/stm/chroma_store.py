@@ -7,6 +7,11 @@ place to sweep or count. Instead every record carries `user_id`, `session_id` an
 `scope` ("user/session", one indexed equality that is both at once) in its metadata, and
 every read filters on them.
 
+Churn: Chroma's HNSW index keeps every deleted record as a tombstone that each search
+walks. An embedded store therefore compacts its collection once the records it deleted
+outnumber the live ones (at least 1,000): the live rows are copied into a fresh
+collection that takes the old one's name (`reference.stm.chroma_generations`).
+
 Lifecycle: built by `reference.factory` with a client from `make_chroma_client` (shared
 by every store of the process; the store does not own it); `dispose()` drops the
 store's reference to the collection. Thread-safe: the client is, and touches (a
