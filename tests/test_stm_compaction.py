@@ -144,6 +144,17 @@ def test_writes_during_the_copy_are_replayed(
     assert TEXTS[0] not in (raw_documents(store) or [])
 
 
+def test_every_store_of_the_collection_sees_the_swap(
+    store: ChromaShortTermStore, make_stm_store: Callable[..., ShortTermStore]
+) -> None:
+    other = make_stm_store(EMBEDDED)
+    record_id = _add(store, TEXTS[0])
+    assert store.generations.compact()
+    assert other.get(user_id="alice", record_id=record_id) is not None
+    added = _add(other, TEXTS[1])
+    assert store.get(user_id="alice", record_id=added) is not None
+
+
 def test_a_swap_that_cannot_wait_for_the_readers_gives_up_cleanly(
     store: ChromaShortTermStore,
 ) -> None:

@@ -11,6 +11,8 @@ into a fresh collection `<name>.next`, drops the old one and renames the copy to
 ids, documents, metadata (expiry and access statistics included), vectors, the index
 configuration and the collection metadata (the embedder identity) carry over.
 
+- Every store of one collection in a process shares its `Generations` (`generations_of`),
+  so a swap made through one store is seen by all.
 - Readers and writers of this process go on during the copy: they hold `lock` shared.
   Writes made meanwhile are journaled by id; with everything else held off (`lock`
   exclusive), each journaled id is copied again from the old collection, or deleted
@@ -31,6 +33,7 @@ import functools
 import shutil
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -254,6 +257,25 @@ class Generations:
     def _drop_quietly(self, name: str) -> None:
         with contextlib.suppress(NotFoundError, ValueError):
             self.client.delete_collection(name)
+
+
+_shared: weakref.WeakValueDictionary[tuple[int, str], Generations] = weakref.WeakValueDictionary()
+_shared_lock = threading.Lock()
+
+
+def generations_of(
+    client: Any, name: str, collection: Any, wrap: Callable[[Any], Any]
+) -> Generations:
+    """The process's `Generations` of collection `name` (just opened as `collection`) under
+    `client`: made on first use, and again when the collection was dropped and made anew.
+    `wrap` makes the store's view of a raw collection."""
+    with _shared_lock:
+        key = (id(client), name)
+        found = _shared.get(key)
+        if found is None or str(found.collection.inner.id) != str(collection.id):
+            found = Generations(client, name, JournaledCollection(wrap(collection)), wrap=wrap)
+            _shared[key] = found
+        return found
 
 
 def recover(client: Any, name: str) -> None:

@@ -70,8 +70,7 @@ from reference.stm.chroma_access import ChromaAccessWriter
 from reference.stm.chroma_collection import RetryingCollection, translated, unavailable
 from reference.stm.chroma_generations import (
     NEXT_SUFFIX,
-    Generations,
-    JournaledCollection,
+    generations_of,
     recover,
     shared,
 )
@@ -170,15 +169,13 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
                 idempotent=True,
                 policy=retry,
             )
-            self._collection: Any = JournaledCollection(
-                RetryingCollection(collection, self.server, retry)
-            )
-            self.generations = Generations(
+            self.generations = generations_of(
                 client,
                 namespace.stm_collection,
-                self._collection,
+                collection,
                 wrap=lambda raw: RetryingCollection(raw, self.server, retry),
             )
+            self._collection: Any = self.generations.collection
             space = (collection.configuration.get("hnsw") or {}).get("space")
             self._batch = int(client.get_max_batch_size())
         if space != "cosine":
