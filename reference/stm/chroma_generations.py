@@ -22,6 +22,9 @@ configuration and the collection metadata (the embedder identity) carry over.
   disk (chroma issue #5259): `compact` removes the old vector segment's directory.
 - Only an embedded client compacts. Over HTTP other processes hold the collection by its
   id; their writes could land in the old one after the copy, so nothing is swapped.
+- Memory: Chroma's embedded client apparently keeps a dropped collection's index in its
+  index cache, so each compaction leaves its old index resident (docs/latency.md, "The
+  short-term layer under churn"); a larger `ratio` compacts less often.
 - A crash between drop and rename leaves only `<name>.next`, a finished copy: opening the
   store renames it (`recover`). Both present means the copy was unfinished: it is dropped.
 """
