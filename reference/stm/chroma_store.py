@@ -71,6 +71,7 @@ from reference.stm.chroma_collection import RetryingCollection, translated, unav
 from reference.stm.chroma_generations import (
     NEXT_SUFFIX,
     generations_of,
+    persist_directory,
     recover,
     shared,
 )
@@ -158,7 +159,8 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         self.server = describe_chroma(client)
         self.retry = retry
         with unavailable(self.server):
-            recover(client, namespace.stm_collection)
+            if persist_directory(client) is not None:  # only an embedded one compacts
+                recover(client, namespace.stm_collection)
             collection = call_with_retry(
                 lambda: translated(self.server)(client.get_or_create_collection)(
                     name=namespace.stm_collection,
