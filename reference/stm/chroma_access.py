@@ -14,6 +14,7 @@ from chromadb.errors import NotFoundError
 from reference.errors import BackendUnavailable
 from reference.stm.access import AccessBuffer, AccessWrite
 from reference.stm.chroma_collection import unavailable
+from reference.stm.chroma_generations import Generations, shared
 from reference.stm.chroma_rows import NO_EXPIRY
 
 _log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ class ChromaAccessWriter:
     _flusher_lock: threading.Lock
     _collection: Any
     _batch: int
+    generations: Generations
     server: str
 
     def flush_access(self) -> int:
@@ -55,6 +57,7 @@ class ChromaAccessWriter:
         if flusher is not None:
             flusher.join()
 
+    @shared
     def _store_access(self, writes: list[AccessWrite]) -> None:
         # update, never upsert: a record deleted by another process stays deleted (Chroma
         # skips ids it does not have); a collection deleted by another (a namespace

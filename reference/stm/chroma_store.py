@@ -7,6 +7,11 @@ place to sweep or count. Instead every record carries `user_id`, `session_id` an
 `scope` ("user/session", one indexed equality that is both at once) in its metadata, and
 every read filters on them.
 
+Churn: Chroma's HNSW index keeps every deleted record as a tombstone that each search
+walks. An embedded store therefore compacts its collection once the records it deleted
+outnumber the live ones (at least 1,000): the live rows are copied into a fresh
+collection that takes the old one's name (`reference.stm.chroma_generations`).
+
 Lifecycle: built by `reference.factory` with a client from `make_chroma_client` (shared
 by every store of the process; the store does not own it); `dispose()` drops the
 store's reference to the collection. Thread-safe: the client is, and touches (a
@@ -63,6 +68,13 @@ from reference.stm.access import AccessBuffer, AccessWrite, lay_records
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
 from reference.stm.chroma_access import ChromaAccessWriter
 from reference.stm.chroma_collection import RetryingCollection, translated, unavailable
+from reference.stm.chroma_generations import (
+    NEXT_SUFFIX,
+    generations_of,
+    persist_directory,
+    recover,
+    shared,
+)
 from reference.stm.chroma_rows import (
     NOT_ACTIVE,
     Row,
@@ -147,6 +159,8 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         self.server = describe_chroma(client)
         self.retry = retry
         with unavailable(self.server):
+            if persist_directory(client) is not None:  # only an embedded one compacts
+                recover(client, namespace.stm_collection)
             collection = call_with_retry(
                 lambda: translated(self.server)(client.get_or_create_collection)(
                     name=namespace.stm_collection,
@@ -157,7 +171,13 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
                 idempotent=True,
                 policy=retry,
             )
-            self._collection: Any = RetryingCollection(collection, self.server, retry)
+            self.generations = generations_of(
+                client,
+                namespace.stm_collection,
+                collection,
+                wrap=lambda raw: RetryingCollection(raw, self.server, retry),
+            )
+            self._collection: Any = self.generations.collection
             space = (collection.configuration.get("hnsw") or {}).get("space")
             self._batch = int(client.get_max_batch_size())
         if space != "cosine":
@@ -186,6 +206,13 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
 
     # ------------------------------------------------------------------ primitives
     def _apply(self, op: StmWrite) -> Any:
+        result = self._apply_shared(op)
+        if isinstance(op, (DeleteRecords, PurgeRecords)):
+            self.generations.compact_if_due()
+        return result
+
+    @shared
+    def _apply_shared(self, op: StmWrite) -> Any:
         if isinstance(op, PutRecord):
             return self._put(op.record, op.embedding)
         if isinstance(op, WriteAccess):
@@ -200,6 +227,7 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
             return self._purge(op.record_ids)
         raise TypeError(f"not a short-term write: {op!r}")
 
+    @shared
     def _scan(self, after: str | None, limit: int, due_at: float | None) -> list[MemoryRecord]:
         if due_at is None:
             return self._scan_all(after, limit)
@@ -225,6 +253,7 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
                 documents=[record.text],
             )
 
+    @shared
     def _search(
         self, embedding: list[float], flt: StmFilter, k: int, now: float
     ) -> list[Hit[MemoryRecord]]:
@@ -326,6 +355,7 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         self._delete_ids(found)
         return len(found)
 
+    @shared
     def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         # The where narrows by expiry; liveness is decided in Python (`flt.matches`): the
         # status, and an expiry a buffered access of this user may have moved (then the
@@ -346,6 +376,7 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
             (r for r in records if flt.matches(r, now)), key=lambda r: (r.created_at, r.record_id)
         )
 
+    @shared
     def _count(self, flt: StmFilter | None, now: float) -> int:
         if flt is not None:
             return len(self._matching_ids(flt, now))
@@ -375,8 +406,9 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
     def drop(self) -> None:
         self._access.discard(self._access.ids())  # nothing left to write them to
         self.wait_for_flush()
-        with contextlib.suppress(NotFoundError, ValueError):  # gone already (by version)
-            self.client.delete_collection(self.namespace.stm_collection)
+        for name in (self.namespace.stm_collection, self.namespace.stm_collection + NEXT_SUFFIX):
+            with contextlib.suppress(NotFoundError, ValueError):  # gone already (by version)
+                self.client.delete_collection(name)
         self.dispose()
 
     def dispose(self) -> None:
@@ -403,8 +435,10 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         with unavailable(self.server):
             for start in range(0, len(ids), self._batch):
                 self._collection.delete(ids=list(ids[start : start + self._batch]))
+        self.generations.deleted += len(ids)
         self._access.discard(ids)  # deleted: nothing to write
 
+    @shared
     def _fetch_records(self, ids: Sequence[str]) -> list[MemoryRecord]:
         """These records as stored (those that exist), in no particular order."""
         if not ids:
