@@ -13,12 +13,14 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 
 from memharness.cli_settings import settings_from_options
 from memharness.load_strategies import shared_servers
 from memharness.serve.auth import KeyStore
+from memharness.serve.cleanup import FileCleanup
 from memharness.serve.files import private_data_dir
 from reference.errors import InvalidInput, MemoryStoreError
 from reference.settings import Settings
@@ -212,7 +214,9 @@ def _serve(
     except MemoryStoreError as exc:  # a missing encryption key, a server that won't start
         raise click.ClickException(str(exc)) from None
     stack.callback(system.dispose)
-    app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads)
+    private_data_dir(settings.data_dir)  # again: PostgreSQL widened it when it started
+    cleanup = _file_cleanup(stack, settings, system)
+    app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads, cleanup=cleanup)
     click.echo(
         f"memharness serve on http://{host}:{port} (strategy {strategy}, {settings.backend} "
         f"backends, {settings.embedder}, batch window {batch_window_ms} ms x {max_batch}, "
@@ -251,6 +255,25 @@ def _serve(
                         f"largest {max(sizes)}",
                         err=True,
                     )
+
+
+def _file_cleanup(stack: ExitStack, settings: Settings, system: Any) -> FileCleanup | None:
+    """The embedded servers' files cleaned after each erasure (memharness.serve.cleanup);
+    a cleanup a crash left pending runs now."""
+    if settings.backend == "memory":
+        return None
+    if settings.pg_url is not None:
+        pg_url = settings.pg_url.get_secret_value()
+    else:
+        from reference.ltm.embedded_pg import start_embedded_postgres
+
+        handle = start_embedded_postgres(settings.data_dir / "pg")  # joins the running one
+        stack.callback(handle.close)
+        pg_url = handle.url
+    cleanup = FileCleanup(data_dir=settings.data_dir, pg_url=pg_url, namespace=system.ltm.namespace)
+    if cleanup.resume() is not None:
+        click.echo("the files' cleanup left pending by an earlier run: done", err=True)
+    return cleanup
 
 
 @serve.group()

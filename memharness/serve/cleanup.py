@@ -1,0 +1,80 @@
+"""After an erasure, the erased values removed from the embedded servers' files.
+
+The service runs `reference.forgetting.reclaim.reclaim_files` after every erasure
+(DELETE /v1/users/{id}, a forget command on /v1/forget or inside a turn) before it
+answers. The cleanup is pending from before the erasure starts until a reclaim begun
+after it ends: the file `<data dir>/cleanup-pending` (it names no user) says so, and a
+service that starts and finds it runs the reclaim first. So a crash, or a server down,
+between the erasure and the reclaim, retries the reclaim on the next start (and on the
+next erasure). A reclaim that fails is logged; the erasure itself stands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from reference.forgetting.reclaim import Reclaimed, reclaim_files
+from reference.keys import Namespace
+
+__all__ = ["PENDING_NAME", "FileCleanup"]
+
+log = logging.getLogger("memharness.serve")
+
+PENDING_NAME = "cleanup-pending"
+
+
+class FileCleanup:
+    """The reclaim after each erasure, kept pending on disk until done (see module)."""
+
+    def __init__(self, *, data_dir: Path, pg_url: str | None, namespace: Namespace) -> None:
+        self.data_dir = Path(data_dir)
+        self.pending = self.data_dir / PENDING_NAME
+        self.pg_url = pg_url
+        self.namespace = namespace
+        self._running = threading.Lock()  # one reclaim at a time
+        self._counts = threading.Lock()
+        self._begun = 0  # erasures begun
+        self._active = 0  # erasures begun and not ended
+
+    def erasure_begins(self) -> None:
+        """Mark the cleanup pending before an erasure touches a store."""
+        with self._counts:
+            self._begun += 1
+            self._active += 1
+            self.pending.touch()
+
+    def erasure_ends(self) -> None:
+        with self._counts:
+            self._active -= 1
+
+    def after_erasure(self) -> Reclaimed | None:
+        """For an erasure found once done (a forget command inside a turn): marked, then
+        reclaimed."""
+        self.erasure_begins()
+        self.erasure_ends()
+        return self.reclaim()
+
+    def reclaim(self) -> Reclaimed | None:
+        """Reclaim now. The pending mark goes only if no erasure was under way when the
+        reclaim began and none began since. None (and the mark stays) when a server
+        fails: logged, retried later."""
+        with self._running:
+            with self._counts:
+                covered = self._begun if self._active == 0 else -1
+            try:
+                done = reclaim_files(
+                    data_dir=self.data_dir, pg_url=self.pg_url, namespace=self.namespace
+                )
+            except Exception as exc:  # a server down or busy: the mark stays
+                log.warning("serve: the files' cleanup after an erasure failed: %s", exc)
+                return None
+            with self._counts:
+                if self._begun == covered:
+                    self.pending.unlink(missing_ok=True)
+            return done
+
+    def resume(self) -> Reclaimed | None:
+        """At start: the reclaim a crash left pending, if any."""
+        return self.reclaim() if self.pending.exists() else None

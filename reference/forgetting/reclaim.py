@@ -1,0 +1,141 @@
+"""The servers' files after an erasure: the erased values gone from the bytes on disk.
+
+`erase_user` and the forget commands remove rows, records and keys; the servers' files
+can still hold the old bytes. `reclaim_files` removes them, layer by layer:
+
+- **PostgreSQL** (the namespace's facts, audit and users tables): `VACUUM` removes the
+  dead row versions from the heap pages; the GIN index of the facts' lexemes keeps the
+  words of a deleted fact as entry keys even after that (measured: the lower-cased
+  value was still in the index file), so it is rebuilt with `REINDEX INDEX
+  CONCURRENTLY` (writes go on meanwhile; `VACUUM FULL` would lock the table and rebuild
+  the HNSW index too). Then the WAL: `CHECKPOINT` writes the cleaned pages, and
+  `pg_switch_wal()` + `CHECKPOINT` are repeated until every WAL segment that existed
+  before is removed. That holds only with `wal_recycle = off` (set by
+  `reference.ltm.embedded_pg` on every embedded server): a recycled segment is renamed,
+  not erased, and keeps its old bytes until overwritten. The WAL steps need a superuser
+  (the embedded server's); on another server they are skipped and reported.
+- **Chroma** (every `chroma.sqlite3` one level under the data directory: the embedded
+  client's and `chroma run`'s): the write-ahead log (`embeddings_queue`) keeps each
+  record's document until the HNSW segment is persisted, so the log entries of records
+  deleted since are removed (the delete entries stay, they hold only ids); with
+  `secure_delete` on, the freed cells are overwritten, then the full-text index is
+  merged (`optimize`) so no trigram of a deleted document stays in its segments, and a
+  WAL-mode database is checkpointed with TRUNCATE.
+- **Redis** keeps nothing on disk: the embedded server never snapshots and has no
+  append-only file (`reference.session.embedded_redis`).
+
+What stays: the vector of a deleted record in Chroma's HNSW files (marked deleted, no
+text) until its slot is reused; freed disk blocks below the file system.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from reference.keys import Namespace
+from reference.ltm.migrations import index_name
+
+__all__ = ["Reclaimed", "reclaim_chroma_sqlite", "reclaim_files", "reclaim_postgres"]
+
+log = logging.getLogger(__name__)
+
+#: At most this many WAL switches per reclaim (segments allocated ahead are few).
+MAX_WAL_SWITCHES = 16
+#: Chroma's operation code of a delete in `embeddings_queue`.
+CHROMA_DELETE = 3
+
+
+@dataclass
+class Reclaimed:
+    """What one reclaim did, and what it could not do (each a sentence, no value)."""
+
+    done: list[str] = field(default_factory=list)
+    residual: list[str] = field(default_factory=list)
+
+
+def reclaim_postgres(url: str, namespace: Namespace, into: Reclaimed) -> None:
+    """VACUUM, the lexeme index rebuilt, the WAL cycled past every older segment."""
+    tables = [namespace.facts_table, namespace.audit_table, namespace.users_table]
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        for table in tables:
+            conn.execute(sql.SQL("VACUUM {}").format(sql.Identifier(table)))
+        lexemes = index_name(namespace, "lexemes_idx")
+        if conn.execute("SELECT to_regclass(%s)", (lexemes,)).fetchone() != (None,):
+            conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier(lexemes)))
+        into.done.append(f"PostgreSQL: VACUUM of {len(tables)} tables, lexeme index rebuilt")
+        try:
+            _cycle_wal(conn, into)
+        except psycopg.errors.InsufficientPrivilege:
+            into.residual.append(
+                "PostgreSQL: not a superuser, the WAL was not cycled (its segments keep the "
+                "old rows until the server recycles them)"
+            )
+
+
+def _cycle_wal(conn: psycopg.Connection[tuple[object, ...]], into: Reclaimed) -> None:
+    if conn.execute("SHOW wal_recycle").fetchone() != ("off",):
+        conn.execute("ALTER SYSTEM SET wal_recycle = off")
+        conn.execute("SELECT pg_reload_conf()")
+    conn.execute("CHECKPOINT")
+    older = _wal_segments(conn)
+    for switches in range(1, MAX_WAL_SWITCHES + 1):
+        conn.execute("SELECT pg_switch_wal()")
+        conn.execute("CHECKPOINT")
+        if not older & _wal_segments(conn):
+            into.done.append(f"PostgreSQL: WAL switched {switches} time(s), older segments gone")
+            return
+    into.residual.append(f"PostgreSQL: older WAL segments remain after {MAX_WAL_SWITCHES} switches")
+
+
+def _wal_segments(conn: psycopg.Connection[tuple[object, ...]]) -> set[str]:
+    rows = conn.execute("SELECT name FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'")
+    return {str(name) for (name,) in rows.fetchall()}
+
+
+def reclaim_chroma_sqlite(path: Path, into: Reclaimed) -> None:
+    """The deleted records' log entries removed, their cells overwritten, the full-text
+    index merged, a WAL-mode database's WAL truncated."""
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("BEGIN IMMEDIATE")
+        purged = conn.execute(
+            "DELETE FROM embeddings_queue WHERE operation != ? AND EXISTS ("
+            " SELECT 1 FROM embeddings_queue AS later WHERE later.operation = ?"
+            " AND later.topic = embeddings_queue.topic AND later.id = embeddings_queue.id"
+            " AND later.seq_id > embeddings_queue.seq_id)",
+            (CHROMA_DELETE, CHROMA_DELETE),
+        ).rowcount
+        fts = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'embedding_fulltext_search'"
+        ).fetchone()
+        if fts is not None:
+            conn.execute(
+                "INSERT INTO embedding_fulltext_search(embedding_fulltext_search) "
+                "VALUES ('optimize')"
+            )
+        conn.execute("COMMIT")
+        if conn.execute("PRAGMA journal_mode").fetchone() == ("wal",):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        into.done.append(f"Chroma ({path.parent.name}): {purged} log entries of deleted records")
+    finally:
+        conn.close()
+
+
+def reclaim_files(*, data_dir: Path, pg_url: str | None, namespace: Namespace) -> Reclaimed:
+    """Every reclaim above for the servers of `data_dir` (PostgreSQL at `pg_url`, none
+    when None). Raises what a server raises: the caller keeps the cleanup pending."""
+    into = Reclaimed()
+    if pg_url is not None:
+        reclaim_postgres(pg_url, namespace, into)
+    for chroma in sorted(Path(data_dir).glob("*/chroma.sqlite3")):
+        reclaim_chroma_sqlite(chroma, into)
+    for line in into.residual:
+        log.warning("reclaim: %s", line)
+    return into

@@ -1,0 +1,163 @@
+"""Red team: after an erasure, the erased values are gone from every byte of every file
+under the data directory of the embedded servers (issue 37, finding 3): PostgreSQL's
+heap, indexes and WAL, Chroma's SQLite (its log, full-text index, freed pages), Redis
+(which writes no file). Each test starts its own servers on a fresh data directory and
+reads the files themselves, looking for a marker unique to the test in its common
+encodings (as is, lower and upper case, UTF-16, base64 at each alignment).
+
+The first test shows the search finds the marker when no cleanup runs: the others can
+fail."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+import memharness.serve.cleanup as cleanup_module
+from memharness.serve.auth import KeyStore
+from memharness.serve.cleanup import FileCleanup
+from reference.clock import VirtualClock
+from reference.embedding import HashingEmbedder
+from reference.factory import build_memory_system, stop_embedded_servers
+from reference.keys import Namespace
+from reference.ltm.embedded_pg import start_embedded_postgres
+from reference.settings import Settings
+from reference.system import MemorySystem
+from tests.conftest import T0
+from tests.serve_support import KEY, auth, client_for
+
+
+def encodings(marker: str) -> list[bytes]:
+    """The marker as bytes in the forms a file may hold it."""
+    forms = {marker, marker.lower(), marker.upper()}
+    found = [f.encode() for f in forms]
+    found += [marker.encode("utf-16-le"), marker.encode("utf-16-be")]
+    for pad in range(3):  # base64 of the marker at each offset in a longer string
+        coded = base64.b64encode(b"x" * pad + marker.encode())
+        found.append(coded[4:-4])
+    return found
+
+
+def files_holding(root: Path, needles: list[bytes]) -> list[str]:
+    """Every file under `root` (sockets and the like skipped) holding one of `needles`."""
+    hits = []
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if any(needle in data for needle in needles):
+            hits.append(str(path.relative_to(root)))
+    return hits
+
+
+@dataclass
+class Served:
+    client: TestClient
+    key: str
+    system: MemorySystem
+    data: Path
+    cleanup: FileCleanup
+    marker: str
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    data = tmp_path / "data"
+    prefix = f"rtf{uuid.uuid4().hex[:8]}"
+    settings = Settings(backend="embedded", data_dir=data, prefix=prefix, encryption_key=KEY)
+    system = build_memory_system(
+        settings,
+        clock=VirtualClock(T0),
+        embedder=HashingEmbedder(),
+        namespace=Namespace(prefix),
+        strategy="hybrid",
+    )
+    postgres = start_embedded_postgres(data / "pg")
+    cleanup = FileCleanup(data_dir=data, pg_url=postgres.url, namespace=Namespace(prefix))
+    keys = KeyStore(tmp_path / "keys.json")
+    key = keys.add("acme")
+    marker = "Vrenkast" + uuid.uuid4().hex[:10]
+    try:
+        with client_for(system, keys, cleanup=cleanup) as client:
+            said = [
+                f"I always prefer {marker} Express for my deliveries.",
+                f"My favourite food is {marker} dumplings.",
+                f"I work as a {marker} engineer.",
+            ]
+            for text in said:
+                turn = {"user_id": "pia", "session_id": "s1", "text": text}
+                assert client.post("/v1/turn", headers=auth(key), json=turn).status_code == 200
+            turn = {"user_id": "max", "session_id": "s1", "text": "I prefer Mardonico tea."}
+            assert client.post("/v1/turn", headers=auth(key), json=turn).status_code == 200
+            yield Served(client, key, system, data, cleanup, marker)
+    finally:
+        system.dispose()
+        postgres.close()
+        stop_embedded_servers(settings)
+
+
+def _delete(served: Served) -> None:
+    answer = served.client.delete("/v1/users/pia", headers=auth(served.key))
+    assert answer.status_code == 200, answer.text
+
+
+def _forget_everything(served: Served) -> None:
+    body = {"user_id": "pia", "session_id": "s1", "command": "forget everything about me"}
+    answer = served.client.post("/v1/forget", headers=auth(served.key), json=body)
+    assert answer.status_code == 200, answer.text
+    if answer.json()["scope"] is None:  # asked to confirm
+        body["command"] = "yes, delete everything"
+        answer = served.client.post("/v1/forget", headers=auth(served.key), json=body)
+    assert answer.json()["scope"] == "everything", answer.text
+
+
+def test_without_the_cleanup_the_erased_marker_stays_in_the_files(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search works, and the problem is real: the rows are gone, the bytes are not."""
+    monkeypatch.setattr(FileCleanup, "reclaim", lambda self: None)
+    _delete(served)
+    hits = files_holding(served.data, encodings(served.marker))
+    assert any(hit.startswith("pg/") for hit in hits), hits
+    assert any(hit.endswith("chroma.sqlite3") for hit in hits), hits
+
+
+@pytest.mark.parametrize("erase", [_delete, _forget_everything], ids=["delete", "forget"])
+def test_after_an_erasure_no_file_under_the_data_dir_holds_the_marker(
+    served: Served, erase: object
+) -> None:
+    assert files_holding(served.data, encodings(served.marker)), "never written"
+    erase(served)  # type: ignore[operator]
+    assert files_holding(served.data, encodings(served.marker)) == []
+    assert not served.cleanup.pending.exists()
+    # The other user's memories are still there, and Redis wrote no file.
+    assert files_holding(served.data, [b"Mardonico"])
+    names = {p.name for p in served.data.rglob("*")}
+    assert not names & {"redis.db", "dump.rdb", "appendonly.aof"}, names
+
+
+def test_a_cleanup_interrupted_by_a_crash_runs_at_the_next_start(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(**_: object) -> None:
+        raise ConnectionError("the process died here")
+
+    monkeypatch.setattr(cleanup_module, "reclaim_files", crash)
+    _delete(served)
+    assert served.cleanup.pending.exists()
+    assert files_holding(served.data, encodings(served.marker))
+    monkeypatch.undo()
+
+    restarted = FileCleanup(
+        data_dir=served.data, pg_url=served.cleanup.pg_url, namespace=served.cleanup.namespace
+    )
+    assert restarted.resume() is not None
+    assert not restarted.pending.exists()
+    assert files_holding(served.data, encodings(served.marker)) == []
+    assert restarted.resume() is None  # nothing pending any more
