@@ -11,6 +11,7 @@ fail."""
 from __future__ import annotations
 
 import base64
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,7 +69,13 @@ class Served:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    data = tmp_path / "data"
+    # Not under pytest's directory: a pytest starting meanwhile narrows it to 0700, and
+    # PostgreSQL's own user (when run as root) could then no longer reach its files.
+    with tempfile.TemporaryDirectory(prefix="memh-rtf-") as root:
+        yield from _served(Path(root) / "data", tmp_path)
+
+
+def _served(data: Path, tmp_path: Path) -> Iterator[Served]:
     prefix = f"rtf{uuid.uuid4().hex[:8]}"
     settings = Settings(backend="embedded", data_dir=data, prefix=prefix, encryption_key=KEY)
     system = build_memory_system(

@@ -17,10 +17,13 @@ can still hold the old bytes. `reclaim_files` removes them, layer by layer:
 - **Chroma** (every `chroma.sqlite3` one level under the data directory: the embedded
   client's and `chroma run`'s): the write-ahead log (`embeddings_queue`) keeps each
   record's document until the HNSW segment is persisted, so the log entries of records
-  deleted since are removed (the delete entries stay, they hold only ids); with
-  `secure_delete` on, the freed cells are overwritten, then the full-text index is
-  merged (`optimize`) so no trigram of a deleted document stays in its segments, and a
-  WAL-mode database is checkpointed with TRUNCATE.
+  deleted since are removed (the delete entries stay, they hold only ids), the
+  full-text index is merged (`optimize`) so no trigram of a deleted document stays in
+  its segments, and the file is rebuilt with `VACUUM`: Chroma's own deletes leave the
+  documents' bytes in the pages' free space (measured: all three documents of an
+  erased user were still in `chroma.sqlite3`, in the metadata and full-text tables),
+  and only a rebuild drops them. It holds SQLite's write lock for as long as the copy
+  takes (the whole STM file). A WAL-mode database is then checkpointed with TRUNCATE.
 - **Redis** keeps nothing on disk: the embedded server never snapshots and has no
   append-only file (`reference.session.embedded_redis`).
 
@@ -121,6 +124,7 @@ def reclaim_chroma_sqlite(path: Path, into: Reclaimed) -> None:
                 "VALUES ('optimize')"
             )
         conn.execute("COMMIT")
+        conn.execute("VACUUM")
         if conn.execute("PRAGMA journal_mode").fetchone() == ("wal",):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         into.done.append(f"Chroma ({path.parent.name}): {purged} log entries of deleted records")
