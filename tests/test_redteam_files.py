@@ -11,12 +11,19 @@ fail."""
 from __future__ import annotations
 
 import base64
+import os
+import socket
+import stat
+import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -168,3 +175,56 @@ def test_a_cleanup_interrupted_by_a_crash_runs_at_the_next_start(
     assert not restarted.pending.exists()
     assert files_holding(served.data, encodings(served.marker)) == []
     assert restarted.resume() is None  # nothing pending any more
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete() -> None:
+    """`memharness serve` on the embedded backends: the data directory is 0700 once the
+    servers run (PostgreSQL, run as root, widens it when it starts) and after they stop;
+    a DELETE leaves no file under it holding the user's marker."""
+    repo = Path(__file__).parent.parent
+    marker = "Vrenkast" + uuid.uuid4().hex[:10]
+    with tempfile.TemporaryDirectory(prefix="memh-rtf-") as root:
+        data = Path(root) / "data"
+        key = KeyStore(Path(root) / "keys.json").add("acme")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMH_")}
+        env.update(MEMH_ENCRYPTION_KEY=KEY, PYTHONPATH=str(repo))
+        port = _free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memharness.cli", "serve", "--port", str(port),
+             "--backend", "embedded", "--embedder", "hashing", "--no-maintain",
+             "--data-dir", str(data), "--keys", str(Path(root) / "keys.json")],
+            cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        headers = auth(key)
+        try:
+            deadline = time.monotonic() + 180
+            while True:  # readiness: the first answer ends the wait
+                try:
+                    if httpx.get(f"{url}/v1/health", headers=headers).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    pytest.fail(f"serve did not start: {process.communicate()[1][-2000:]}")
+                time.sleep(0.1)
+            assert stat.S_IMODE(data.stat().st_mode) == 0o700
+            turn = {"user_id": "pia", "session_id": "s1", "text": f"I prefer {marker} tea."}
+            assert httpx.post(f"{url}/v1/turn", headers=headers, json=turn).status_code == 200
+            assert files_holding(data, encodings(marker))
+            answer = httpx.delete(f"{url}/v1/users/pia", headers=headers, timeout=60)
+            assert answer.status_code == 200, answer.text
+            assert files_holding(data, encodings(marker)) == []
+        finally:
+            process.terminate()
+            _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err[-2000:]
+        assert "Traceback" not in err
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
