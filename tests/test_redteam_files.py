@@ -183,8 +183,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete() -> None:
-    """`memharness serve` on the embedded backends: the data directory is 0700 once the
+@pytest.mark.parametrize("maintain", ["--no-maintain", "--maintain"])
+def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete(
+    maintain: str,
+) -> None:
+    """`memharness serve` on the embedded backends (with --maintain: a `chroma run`
+    server and a maintenance child beside it): the data directory is 0700 once the
     servers run (PostgreSQL, run as root, widens it when it starts) and after they stop;
     a DELETE leaves no file under it holding the user's marker."""
     repo = Path(__file__).parent.parent
@@ -197,7 +201,7 @@ def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete(
         port = _free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "memharness.cli", "serve", "--port", str(port),
-             "--backend", "embedded", "--embedder", "hashing", "--no-maintain",
+             "--backend", "embedded", "--embedder", "hashing", maintain,
              "--data-dir", str(data), "--keys", str(Path(root) / "keys.json")],
             cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -216,9 +220,15 @@ def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete(
                     pytest.fail(f"serve did not start: {process.communicate()[1][-2000:]}")
                 time.sleep(0.1)
             assert stat.S_IMODE(data.stat().st_mode) == 0o700
-            turn = {"user_id": "pia", "session_id": "s1", "text": f"I prefer {marker} tea."}
+            turn = {
+                "user_id": "pia",
+                "session_id": "s1",
+                "text": f"I always prefer {marker} Express for my deliveries.",
+            }
             assert httpx.post(f"{url}/v1/turn", headers=headers, json=turn).status_code == 200
-            assert files_holding(data, encodings(marker))
+            written = files_holding(data, encodings(marker))
+            assert any(hit.endswith("chroma.sqlite3") for hit in written), written
+            assert any(hit.startswith("pg/") for hit in written), written
             answer = httpx.delete(f"{url}/v1/users/pia", headers=headers, timeout=60)
             assert answer.status_code == 200, answer.text
             assert files_holding(data, encodings(marker)) == []
