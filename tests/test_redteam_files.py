@@ -101,16 +101,17 @@ def _served(data: Path, tmp_path: Path) -> Iterator[Served]:
     marker = "Vrenkast" + uuid.uuid4().hex[:10]
     try:
         with client_for(system, keys, cleanup=cleanup) as client:
-            said = [
-                f"I always prefer {marker} Express for my deliveries.",
-                f"My favourite food is {marker} dumplings.",
-                f"I work as a {marker} engineer.",
+            # The other user first: the erased rows are then the last written on their
+            # pages, where a plain VACUUM leaves their bytes in the freed space.
+            said = [("max", "I always prefer Mardonico Freight for my deliveries.")]
+            said += [
+                ("pia", f"I always prefer {marker} Express for my deliveries."),
+                ("pia", f"My favourite food is {marker} dumplings."),
+                ("pia", f"I work as a {marker} engineer."),
             ]
-            for text in said:
-                turn = {"user_id": "pia", "session_id": "s1", "text": text}
+            for user, text in said:
+                turn = {"user_id": user, "session_id": "s1", "text": text}
                 assert client.post("/v1/turn", headers=auth(key), json=turn).status_code == 200
-            turn = {"user_id": "max", "session_id": "s1", "text": "I prefer Mardonico tea."}
-            assert client.post("/v1/turn", headers=auth(key), json=turn).status_code == 200
             yield Served(client, key, system, data, cleanup, marker)
     finally:
         system.dispose()

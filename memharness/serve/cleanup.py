@@ -1,12 +1,14 @@
 """After an erasure, the erased values removed from the embedded servers' files.
 
 The service runs `reference.forgetting.reclaim.reclaim_files` after every erasure
-(DELETE /v1/users/{id}, a forget command on /v1/forget or inside a turn) before it
-answers. The cleanup is pending from before the erasure starts until a reclaim begun
-after it ends: the file `<data dir>/cleanup-pending` (it names no user) says so, and a
-service that starts and finds it runs the reclaim first. So a crash, or a server down,
-between the erasure and the reclaim, retries the reclaim on the next start (and on the
-next erasure). A reclaim that fails is logged; the erasure itself stands.
+(DELETE /v1/users/{id}; a forget command, on /v1/forget or inside a turn, that forgot
+something) before it answers. The file `<data dir>/cleanup-pending` (it names no user)
+marks the cleanup pending: from before a DELETE touches a store, and from the moment a
+forget command has run (a command is only known once the turn has parsed it), until a
+reclaim begun after the erasure ends. A service that starts and finds the mark runs the
+reclaim first, so a crash or a server down between the erasure and the reclaim is
+retried at the next start (and at the next erasure). A reclaim that fails is logged;
+the erasure itself stands.
 """
 
 from __future__ import annotations
@@ -28,10 +30,20 @@ PENDING_NAME = "cleanup-pending"
 class FileCleanup:
     """The reclaim after each erasure, kept pending on disk until done (see module)."""
 
-    def __init__(self, *, data_dir: Path, pg_url: str | None, namespace: Namespace) -> None:
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        pg_url: str | None,
+        namespace: Namespace,
+        own_postgres: bool = True,
+    ) -> None:
+        """`own_postgres`: the server at `pg_url` is the embedded one, whose WAL the
+        reclaim cycles; a server given by URL gets the VACUUM only."""
         self.data_dir = Path(data_dir)
         self.pending = self.data_dir / PENDING_NAME
         self.pg_url = pg_url
+        self.own_postgres = own_postgres
         self.namespace = namespace
         self._running = threading.Lock()  # one reclaim at a time
         self._counts = threading.Lock()
@@ -65,7 +77,10 @@ class FileCleanup:
                 covered = self._begun if self._active == 0 else -1
             try:
                 done = reclaim_files(
-                    data_dir=self.data_dir, pg_url=self.pg_url, namespace=self.namespace
+                    data_dir=self.data_dir,
+                    pg_url=self.pg_url,
+                    namespace=self.namespace,
+                    pg_wal=self.own_postgres,
                 )
             except Exception as exc:  # a server down or busy: the mark stays
                 log.warning("serve: the files' cleanup after an erasure failed: %s", exc)

@@ -178,7 +178,7 @@ class MemoryService:
         engine = self.system.engine
         if engine is None or not engine.strategy.forget_commands.enabled:
             raise InvalidInput("command", "this service's strategy does not take forget commands")
-        with self._erasing(), self._lock(user):
+        with self._lock(user):
             if parse_forget_command(self.system.pii.mask(body.command)) is None:
                 state = self.system.session.get(user_id=user, session_id=body.session_id)
                 if state is None or not isinstance(state.task_state.get(_PENDING_KEY), dict):
@@ -189,6 +189,8 @@ class MemoryService:
                     )
             result = self.system.turn(user_id=user, session_id=body.session_id, text=body.command)
         report = result.forgotten
+        if report is not None and self.cleanup is not None:
+            self.cleanup.after_erasure()
         return ForgetResponse(
             scope=None if report is None else report.scope,
             stm_removed=0 if report is None else len(report.stm_removed),

@@ -3,17 +3,22 @@
 `erase_user` and the forget commands remove rows, records and keys; the servers' files
 can still hold the old bytes. `reclaim_files` removes them, layer by layer:
 
-- **PostgreSQL** (the namespace's facts, audit and users tables): `VACUUM` removes the
-  dead row versions from the heap pages; the GIN index of the facts' lexemes keeps the
-  words of a deleted fact as entry keys even after that (measured: the lower-cased
-  value was still in the index file), so it is rebuilt with `REINDEX INDEX
-  CONCURRENTLY` (writes go on meanwhile; `VACUUM FULL` would lock the table and rebuild
-  the HNSW index too). Then the WAL: `CHECKPOINT` writes the cleaned pages, and
-  `pg_switch_wal()` + `CHECKPOINT` are repeated until every WAL segment that existed
-  before is removed. That holds only with `wal_recycle = off` (set by
-  `reference.ltm.embedded_pg` on every embedded server): a recycled segment is renamed,
-  not erased, and keeps its old bytes until overwritten. The WAL steps need a superuser
-  (the embedded server's); on another server they are skipped and reported.
+- **PostgreSQL**: `VACUUM FULL` of the namespace's facts and audit tables (a plain
+  `VACUUM` of the users table, which holds no value). A plain `VACUUM` is not enough:
+  it compacts a page's live rows but leaves a deleted row's bytes in the freed space
+  when no live row moves over them, and the GIN index of the facts' lexemes keeps a
+  deleted fact's words as entry keys (measured on 2,000 facts: the value still in the
+  facts' heap and lexeme index files after `VACUUM`, in the heap after `VACUUM` and
+  `REINDEX` of the lexeme index, in no file after `VACUUM FULL`). `VACUUM FULL`
+  rewrites the tables and rebuilds their indexes (the HNSW one too) under an exclusive
+  lock: reads and writes of the namespace's facts wait for it. Then the WAL:
+  `CHECKPOINT` writes the cleaned pages, and `pg_switch_wal()` + `CHECKPOINT` are
+  repeated until every WAL segment that existed before is removed. That holds only
+  with `wal_recycle = off` (set by `reference.ltm.embedded_pg` on every embedded
+  server): a recycled segment is renamed, not erased, and keeps its old bytes until
+  overwritten. The WAL steps run on the embedded server only (they need a superuser,
+  and change its configuration); on a server given by URL they are skipped and
+  reported.
 - **Chroma** (every `chroma.sqlite3` one level under the data directory: the embedded
   client's and `chroma run`'s): the write-ahead log (`embeddings_queue`) keeps each
   record's document until the HNSW segment is persisted, so the log entries of records
@@ -42,7 +47,6 @@ import psycopg
 from psycopg import sql
 
 from reference.keys import Namespace
-from reference.ltm.migrations import index_name
 
 __all__ = ["Reclaimed", "reclaim_chroma_sqlite", "reclaim_files", "reclaim_postgres"]
 
@@ -62,16 +66,20 @@ class Reclaimed:
     residual: list[str] = field(default_factory=list)
 
 
-def reclaim_postgres(url: str, namespace: Namespace, into: Reclaimed) -> None:
-    """VACUUM, the lexeme index rebuilt, the WAL cycled past every older segment."""
-    tables = [namespace.facts_table, namespace.audit_table, namespace.users_table]
+def reclaim_postgres(url: str, namespace: Namespace, into: Reclaimed, *, wal: bool) -> None:
+    """The tables rewritten, and with `wal` (a server of our own) the WAL cycled past
+    every older segment."""
+    rewritten = [namespace.facts_table, namespace.audit_table]
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-        for table in tables:
-            conn.execute(sql.SQL("VACUUM {}").format(sql.Identifier(table)))
-        lexemes = index_name(namespace, "lexemes_idx")
-        if conn.execute("SELECT to_regclass(%s)", (lexemes,)).fetchone() != (None,):
-            conn.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier(lexemes)))
-        into.done.append(f"PostgreSQL: VACUUM of {len(tables)} tables, lexeme index rebuilt")
+        for table in rewritten:
+            conn.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(table)))
+        conn.execute(sql.SQL("VACUUM {}").format(sql.Identifier(namespace.users_table)))
+        into.done.append("PostgreSQL: VACUUM FULL of the facts and audit tables")
+        if not wal:
+            into.residual.append(
+                "PostgreSQL given by URL: its WAL, backups and replicas are its operator's"
+            )
+            return
         try:
             _cycle_wal(conn, into)
         except psycopg.errors.InsufficientPrivilege:
@@ -132,12 +140,15 @@ def reclaim_chroma_sqlite(path: Path, into: Reclaimed) -> None:
         conn.close()
 
 
-def reclaim_files(*, data_dir: Path, pg_url: str | None, namespace: Namespace) -> Reclaimed:
+def reclaim_files(
+    *, data_dir: Path, pg_url: str | None, namespace: Namespace, pg_wal: bool = True
+) -> Reclaimed:
     """Every reclaim above for the servers of `data_dir` (PostgreSQL at `pg_url`, none
-    when None). Raises what a server raises: the caller keeps the cleanup pending."""
+    when None; its WAL cycled when `pg_wal`: the embedded server). Raises what a server
+    raises: the caller keeps the cleanup pending."""
     into = Reclaimed()
     if pg_url is not None:
-        reclaim_postgres(pg_url, namespace, into)
+        reclaim_postgres(pg_url, namespace, into, wal=pg_wal)
     for chroma in sorted(Path(data_dir).glob("*/chroma.sqlite3")):
         reclaim_chroma_sqlite(chroma, into)
     for line in into.residual:
