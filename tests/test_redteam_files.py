@@ -291,3 +291,35 @@ def test_sigterm_with_postgresql_killed_exits_cleanly() -> None:
         err = live.stop()
         assert live.process.returncode == 0, err[-2000:]
         assert "Traceback" not in err
+
+
+def test_erasures_that_end_while_a_reclaim_runs_share_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No servers: the reclaim itself is counted. An erasure's reclaim is skipped only
+    when a reclaim begun after that erasure ended has run; the mark goes once no
+    erasure is under way."""
+    from reference.forgetting.reclaim import Reclaimed
+
+    runs: list[int] = []
+
+    def counted(**_: object) -> Reclaimed:
+        runs.append(1)
+        return Reclaimed()
+
+    monkeypatch.setattr(cleanup_module, "reclaim_files", counted)
+    cleanup = FileCleanup(data_dir=tmp_path, pg_url=None, namespace=Namespace("rtfc"))
+    cleanup.erasure_begins()
+    cleanup.erasure_begins()
+    first, second = cleanup.erasure_ends(), cleanup.erasure_ends()
+    assert cleanup.pending.exists()
+    assert cleanup.reclaim(second) is not None and len(runs) == 1
+    assert not cleanup.pending.exists()
+    assert cleanup.reclaim(first) is not None and len(runs) == 1  # covered: shared
+    cleanup.erasure_begins()
+    third = cleanup.erasure_ends()
+    cleanup.erasure_begins()  # a fourth, still under way
+    assert cleanup.reclaim(third) is not None and len(runs) == 2
+    assert cleanup.pending.exists()  # the fourth keeps it pending
+    cleanup.reclaim(cleanup.erasure_ends())
+    assert len(runs) == 3 and not cleanup.pending.exists()

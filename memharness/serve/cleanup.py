@@ -49,6 +49,9 @@ class FileCleanup:
         self._counts = threading.Lock()
         self._begun = 0  # erasures begun
         self._active = 0  # erasures begun and not ended
+        self._ended = 0  # erasures ended: the ticket of the last one
+        self._covered = 0  # every erasure up to this ticket is reclaimed
+        self._last: Reclaimed | None = None
 
     def erasure_begins(self) -> None:
         """Mark the cleanup pending before an erasure touches a store."""
@@ -57,24 +60,31 @@ class FileCleanup:
             self._active += 1
             self.pending.touch()
 
-    def erasure_ends(self) -> None:
+    def erasure_ends(self) -> int:
+        """The erasure's ticket, for `reclaim`."""
         with self._counts:
             self._active -= 1
+            self._ended += 1
+            return self._ended
 
     def after_erasure(self) -> Reclaimed | None:
         """For an erasure found once done (a forget command inside a turn): marked, then
         reclaimed."""
         self.erasure_begins()
-        self.erasure_ends()
-        return self.reclaim()
+        return self.reclaim(self.erasure_ends())
 
-    def reclaim(self) -> Reclaimed | None:
-        """Reclaim now. The pending mark goes only if no erasure was under way when the
-        reclaim began and none began since. None (and the mark stays) when a server
-        fails: logged, retried later."""
+    def reclaim(self, ticket: int | None = None) -> Reclaimed | None:
+        """Reclaim now, unless a reclaim begun after the erasure of `ticket` ended has
+        already run (erasures that end while a reclaim runs share the next one). The
+        pending mark goes only if no erasure was under way when the reclaim began and
+        none began since. None (and the mark stays) when a server fails: logged,
+        retried later."""
         with self._running:
             with self._counts:
-                covered = self._begun if self._active == 0 else -1
+                if ticket is not None and ticket <= self._covered:
+                    return self._last
+                ended = self._ended
+                begun = self._begun if self._active == 0 else -1
             try:
                 done = reclaim_files(
                     data_dir=self.data_dir,
@@ -86,7 +96,9 @@ class FileCleanup:
                 log.warning("serve: the files' cleanup after an erasure failed: %s", exc)
                 return None
             with self._counts:
-                if self._begun == covered:
+                self._covered = max(self._covered, ended)
+                self._last = done
+                if self._begun == begun:
                     self.pending.unlink(missing_ok=True)
             return done
 

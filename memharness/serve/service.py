@@ -106,8 +106,8 @@ class MemoryService:
         try:
             yield
         finally:
-            self.cleanup.erasure_ends()
-        self.cleanup.reclaim()
+            ticket = self.cleanup.erasure_ends()
+        self.cleanup.reclaim(ticket)
 
     def _move_clock(self, at: float | None) -> None:
         if at is None:
