@@ -138,7 +138,7 @@ def test_without_the_cleanup_the_erased_marker_stays_in_the_files(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The search works, and the problem is real: the rows are gone, the bytes are not."""
-    monkeypatch.setattr(FileCleanup, "reclaim", lambda self: None)
+    monkeypatch.setattr(FileCleanup, "reclaim", lambda self, ticket=None: None)
     _delete(served)
     hits = files_holding(served.data, encodings(served.marker))
     assert any(hit.startswith("pg/") for hit in hits), hits
