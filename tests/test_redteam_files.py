@@ -323,3 +323,38 @@ def test_erasures_that_end_while_a_reclaim_runs_share_the_next_one(
     assert cleanup.pending.exists()  # the fourth keeps it pending
     cleanup.reclaim(cleanup.erasure_ends())
     assert len(runs) == 3 and not cleanup.pending.exists()
+
+
+def test_the_cleanup_beside_writing_turns_fails_none_and_keeps_chroma_whole(
+    served: Served,
+) -> None:
+    """Chroma's file is rebuilt while turns write to it (the embedded client, in this
+    process): done in the same process, the rebuild broke the file ("database disk
+    image is malformed"); in a child process every turn succeeds and the file is whole."""
+    import sqlite3
+    import threading
+
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def turns() -> None:
+        count = 0
+        while not stop.is_set():
+            turn = {"user_id": "max", "session_id": "s1", "text": f"note number {count}"}
+            answer = served.client.post("/v1/turn", headers=auth(served.key), json=turn)
+            if answer.status_code != 200:
+                failures.append(answer.text)
+            count += 1
+
+    writer = threading.Thread(target=turns)
+    writer.start()
+    try:
+        for _ in range(5):
+            assert served.cleanup.reclaim() is not None
+    finally:
+        stop.set()
+        writer.join()
+    assert failures == []
+    db = served.data / "chroma" / "chroma.sqlite3"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

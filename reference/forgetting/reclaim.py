@@ -29,6 +29,7 @@ can still hold the old bytes. `reclaim_files` removes them, layer by layer:
   erased user were still in `chroma.sqlite3`, in the metadata and full-text tables),
   and only a rebuild drops them. It holds SQLite's write lock for as long as the copy
   takes (the whole STM file). A WAL-mode database is then checkpointed with TRUNCATE.
+  This runs in a child process (`reference/forgetting/chroma_files.py` says why).
 - **Redis** keeps nothing on disk: the embedded server never snapshots and has no
   append-only file (`reference.session.embedded_redis`).
 
@@ -39,7 +40,8 @@ text) until its slot is reused; freed disk blocks below the file system.
 from __future__ import annotations
 
 import logging
-import sqlite3
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,8 +56,8 @@ log = logging.getLogger(__name__)
 
 #: At most this many WAL switches per reclaim (segments allocated ahead are few).
 MAX_WAL_SWITCHES = 16
-#: Chroma's operation code of a delete in `embeddings_queue`.
-CHROMA_DELETE = 3
+#: How long Chroma's file cleanup may take (its rebuild copies the whole STM file).
+CHROMA_TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -110,34 +112,21 @@ def _wal_segments(conn: psycopg.Connection[tuple[object, ...]]) -> set[str]:
 
 
 def reclaim_chroma_sqlite(path: Path, into: Reclaimed) -> None:
-    """The deleted records' log entries removed, their cells overwritten, the full-text
-    index merged, a WAL-mode database's WAL truncated."""
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-    try:
-        conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("BEGIN IMMEDIATE")
-        purged = conn.execute(
-            "DELETE FROM embeddings_queue WHERE operation != ? AND EXISTS ("
-            " SELECT 1 FROM embeddings_queue AS later WHERE later.operation = ?"
-            " AND later.topic = embeddings_queue.topic AND later.id = embeddings_queue.id"
-            " AND later.seq_id > embeddings_queue.seq_id)",
-            (CHROMA_DELETE, CHROMA_DELETE),
-        ).rowcount
-        fts = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'embedding_fulltext_search'"
-        ).fetchone()
-        if fts is not None:
-            conn.execute(
-                "INSERT INTO embedding_fulltext_search(embedding_fulltext_search) "
-                "VALUES ('optimize')"
-            )
-        conn.execute("COMMIT")
-        conn.execute("VACUUM")
-        if conn.execute("PRAGMA journal_mode").fetchone() == ("wal",):
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        into.done.append(f"Chroma ({path.parent.name}): {purged} log entries of deleted records")
-    finally:
-        conn.close()
+    """`reference/forgetting/chroma_files.py` on `path`, in a process of its own (see
+    there why); raises if it fails."""
+    script = Path(__file__).with_name("chroma_files.py")
+    done = subprocess.run(
+        [sys.executable, str(script), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=CHROMA_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"Chroma's file cleanup failed ({path.parent.name}): {last}")
+    purged = done.stdout.strip()
+    into.done.append(f"Chroma ({path.parent.name}): {purged} log entries of deleted records")
 
 
 def reclaim_files(
