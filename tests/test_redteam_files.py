@@ -358,3 +358,50 @@ def test_the_cleanup_beside_writing_turns_fails_none_and_keeps_chroma_whole(
     db = served.data / "chroma" / "chroma.sqlite3"
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+_REOPEN = """
+import sys
+from pathlib import Path
+from reference.clock import VirtualClock
+from reference.embedding import HashingEmbedder
+from reference.factory import build_memory_system, stop_embedded_servers
+from reference.keys import Namespace
+from reference.settings import Settings
+from reference.stm.filters import StmFilter
+
+data, prefix, key, now = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+settings = Settings(backend="embedded", data_dir=data, prefix=prefix, encryption_key=key)
+system = build_memory_system(
+    settings, clock=VirtualClock(now), embedder=HashingEmbedder(), namespace=Namespace(prefix)
+)
+hits = system.recall(user_id="acme.max", session_id="s1", query="Mardonico Freight", k=3)
+print(system.stm.count(filter=StmFilter(user_id="acme.max")))
+print(system.stm.count(filter=StmFilter(user_id="acme.pia", include_dead=True)))
+print(any("Mardonico" in h.record.text for h in hits.stm_hits))
+system.dispose()
+stop_embedded_servers(settings)
+"""
+
+
+def test_after_the_cleanup_a_restarted_chroma_still_serves_the_other_user(
+    served: Served,
+) -> None:
+    """The purged log entries are the erased records' only: Chroma, opened again by
+    another process (its HNSW index rebuilt from the log), finds the other user's
+    record by vector and nothing of the erased user."""
+    _delete(served)
+    assert files_holding(served.data, encodings(served.marker)) == []
+    served.system.dispose()
+    stop_embedded_servers(Settings(backend="embedded", data_dir=served.data))
+    prefix = served.cleanup.namespace.prefix
+    done = subprocess.run(
+        [sys.executable, "-c", _REOPEN, str(served.data), prefix, KEY, str(T0)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).parent.parent,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "0", "True"], done.stdout
