@@ -13,12 +13,14 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 
 from memharness.cli_settings import settings_from_options
 from memharness.load_strategies import shared_servers
 from memharness.serve.auth import KeyStore
+from memharness.serve.cleanup import FileCleanup
 from memharness.serve.files import private_data_dir
 from reference.errors import InvalidInput, MemoryStoreError
 from reference.settings import Settings
@@ -150,6 +152,8 @@ def serve(
             "machines (plain HTTP; put TLS in front)",
             err=True,
         )
+    # Before shared_servers names the embedded servers by URL: which of them are ours.
+    own_postgres = settings.backend != "memory" and settings.pg_url is None
     with ExitStack() as stack:
         if maintain:  # both processes on the same servers: start the embedded ones here
             urls = stack.enter_context(shared_servers(settings, settings.data_dir))
@@ -169,6 +173,7 @@ def serve(
             threads=threads,
             maintain=maintain,
             sweep_every=sweep_every,
+            own_postgres=own_postgres,
         )
 
 
@@ -187,6 +192,7 @@ def _serve(
     threads: int,
     maintain: bool,
     sweep_every: float,
+    own_postgres: bool,
 ) -> None:
     import uvicorn
 
@@ -212,7 +218,9 @@ def _serve(
     except MemoryStoreError as exc:  # a missing encryption key, a server that won't start
         raise click.ClickException(str(exc)) from None
     stack.callback(system.dispose)
-    app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads)
+    private_data_dir(settings.data_dir)  # again: PostgreSQL widened it when it started
+    cleanup = _file_cleanup(stack, settings, system, own_postgres=own_postgres)
+    app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads, cleanup=cleanup)
     click.echo(
         f"memharness serve on http://{host}:{port} (strategy {strategy}, {settings.backend} "
         f"backends, {settings.embedder}, batch window {batch_window_ms} ms x {max_batch}, "
@@ -251,6 +259,33 @@ def _serve(
                         f"largest {max(sizes)}",
                         err=True,
                     )
+
+
+def _file_cleanup(
+    stack: ExitStack, settings: Settings, system: Any, *, own_postgres: bool
+) -> FileCleanup | None:
+    """The embedded servers' files cleaned after each erasure (memharness.serve.cleanup);
+    a cleanup a crash left pending runs now. `own_postgres`: PostgreSQL is the embedded
+    server (its WAL is cycled), not one given by URL."""
+    if settings.backend == "memory":
+        return None
+    if settings.pg_url is not None:
+        pg_url = settings.pg_url.get_secret_value()
+    else:
+        from reference.ltm.embedded_pg import start_embedded_postgres
+
+        handle = start_embedded_postgres(settings.data_dir / "pg")  # joins the running one
+        stack.callback(handle.close)
+        pg_url = handle.url
+    cleanup = FileCleanup(
+        data_dir=settings.data_dir,
+        pg_url=pg_url,
+        namespace=system.ltm.namespace,
+        own_postgres=own_postgres,
+    )
+    if cleanup.resume() is not None:
+        click.echo("the files' cleanup left pending by an earlier run: done", err=True)
+    return cleanup
 
 
 @serve.group()

@@ -7,9 +7,8 @@ in-memory backends), and looks for the user's strings. The strings are not PII, 
 they are stored in plaintext before the erasure: the test checks that they are there
 first, so it can fail.
 
-What this does not check: the servers' files (old row versions in PostgreSQL's heap
-and WAL, Chroma's log, freed SQLite pages, a Redis dump written before the erasure);
-docs/resilience.md says what remains there.
+The servers' files (old row versions in PostgreSQL's heap, indexes and WAL, Chroma's
+log and freed SQLite pages) are checked by `tests/test_redteam_files.py`.
 """
 
 from __future__ import annotations

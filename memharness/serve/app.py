@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memharness.serve.auth import KeyStore
+from memharness.serve.cleanup import FileCleanup
 from memharness.serve.models import (
     DeleteUserResponse,
     ErrorResponse,
@@ -191,9 +192,11 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     threads: int = 32,
+    cleanup: FileCleanup | None = None,
 ) -> FastAPI:
-    """The app serving `system` to the tenants of `keys` (see the module docstring)."""
-    service = MemoryService(system)
+    """The app serving `system` to the tenants of `keys` (see the module docstring);
+    `cleanup`: the files' cleanup after each erasure (`memharness.serve.cleanup`)."""
+    service = MemoryService(system, cleanup)
     limiter = anyio.CapacityLimiter(threads)
     app = FastAPI(
         # `/v1/users/alice/` is a 404, not a redirect to another route.

@@ -5,6 +5,12 @@ files it and the embedded servers it starts create (PostgreSQL's, Redis's dump,
 Chroma's `chroma.sqlite3` and its segments, logs, the keys file) are 0600 in 0700
 directories; files an earlier run left with wider modes are narrowed when it starts.
 Another local user then reads no tenant's memories from the data directory.
+
+Run as root, the embedded PostgreSQL runs as its own system user (`pgserver`), which
+adds g+rx,o+rx to every ancestor of its directory on each start, the data directory
+included. Once the servers have started, `private_data_dir` runs again: the data
+directory is 0700 again, and owned by PostgreSQL's user (root reaches it regardless),
+so that user can still reach its own directory to stop the server.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ def private_data_dir(path: Path) -> None:
     for root, dirs, files in os.walk(path):
         for name in (*dirs, *files):
             _narrow(Path(root, name))
+    postgres = path / "pg"
+    if os.geteuid() == 0 and postgres.is_dir():
+        owner = postgres.stat()
+        if owner.st_uid != 0 and path.stat().st_uid != owner.st_uid:
+            os.chown(path, owner.st_uid, owner.st_gid)
 
 
 def _narrow(path: Path) -> None:

@@ -27,8 +27,11 @@ before the clock's now is refused naming `at`, before anything is written.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
+from memharness.serve.cleanup import FileCleanup
 from memharness.serve.models import (
     ContextItem,
     DeleteUserResponse,
@@ -84,13 +87,27 @@ def scoped_user(tenant: str, user_id: object) -> str:
 class MemoryService:
     """What each route does, on behalf of an authenticated tenant."""
 
-    def __init__(self, system: MemorySystem) -> None:
+    def __init__(self, system: MemorySystem, cleanup: FileCleanup | None = None) -> None:
         self.system = system
+        self.cleanup = cleanup
         self.virtual_time = isinstance(system.clock, VirtualClock)
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
 
     def _lock(self, scoped: str) -> threading.Lock:
         return self._locks[hash(scoped) % _STRIPES]
+
+    @contextmanager
+    def _erasing(self) -> Iterator[None]:
+        """An erasure, then the files' cleanup (`memharness.serve.cleanup`), if any."""
+        if self.cleanup is None:
+            yield
+            return
+        self.cleanup.erasure_begins()
+        try:
+            yield
+        finally:
+            ticket = self.cleanup.erasure_ends()
+        self.cleanup.reclaim(ticket)
 
     def _move_clock(self, at: float | None) -> None:
         if at is None:
@@ -117,6 +134,8 @@ class MemoryService:
                 user_id=user, session_id=body.session_id, text=body.text, metadata=body.metadata
             )
         forgotten = result.forgotten
+        if forgotten is not None and self.cleanup is not None:
+            self.cleanup.after_erasure()
         return TurnResponse(
             message_id=result.message_id,
             masked_text=result.masked_text,
@@ -170,6 +189,8 @@ class MemoryService:
                     )
             result = self.system.turn(user_id=user, session_id=body.session_id, text=body.command)
         report = result.forgotten
+        if report is not None and self.cleanup is not None:
+            self.cleanup.after_erasure()
         return ForgetResponse(
             scope=None if report is None else report.scope,
             stm_removed=0 if report is None else len(report.stm_removed),
@@ -214,7 +235,7 @@ class MemoryService:
 
     def delete_user(self, tenant: str, user_id: str) -> DeleteUserResponse:
         user = scoped_user(tenant, user_id)
-        with self._lock(user):
+        with self._erasing(), self._lock(user):
             removed = self.system.delete_user_data(user_id=user)
         return DeleteUserResponse(removed=removed)
 

@@ -12,11 +12,12 @@ all call `erase_user`, so they leave the same thing behind:
 
 The order is the executor's: LTM first, then STM, then sessions. Each step is
 idempotent, so an erasure interrupted by a failing layer is completed by running it
-again (`memharness.serve.erasures` keeps the pending ones and retries them).
+again.
 
 What the stores' files keep afterwards (old row versions in PostgreSQL's heap and WAL,
 Chroma's log and freed SQLite pages, Redis's dump) is the business of the file
-cleanup that follows an erasure (`reference.forgetting.reclaim`).
+cleanup that follows an erasure (`reference.forgetting.reclaim`, run by the service
+through `memharness.serve.cleanup`).
 """
 
 from __future__ import annotations

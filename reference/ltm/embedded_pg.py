@@ -4,7 +4,8 @@
 asks for the same directory: it records the pids of its users in the data directory and
 the last one to let go stops the server (cleanup "stop") or also deletes its files
 ("delete"); "keep" leaves it running. It listens on a Unix socket in the data directory
-only (no TCP port).
+only (no TCP port). Every server runs with `wal_recycle = off`, so an erasure's
+reclaim can remove old WAL segments with their bytes (`reference.forgetting.reclaim`).
 
 Running as root: PostgreSQL refuses to run as root, so pgserver creates a system user
 `pgserver` (with `useradd`) if missing, chowns the data directory to it, runs initdb and
@@ -120,6 +121,11 @@ def _start(path: Path, cleanup: Cleanup) -> tuple[Any, str]:
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            # Old WAL segments deleted, not renamed for reuse with their old bytes
+            # (reference.forgetting.reclaim).
+            if conn.execute("SHOW wal_recycle").fetchone() != ("off",):
+                conn.execute("ALTER SYSTEM SET wal_recycle = off")
+                conn.execute("SELECT pg_reload_conf()")
     except psycopg.Error as exc:
         raise BackendUnavailable(
             f"embedded PostgreSQL in {path} started but pgvector is unusable: {exc}"
