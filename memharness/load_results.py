@@ -130,6 +130,9 @@ def cpu_per_turn(
             out[role] = 0.0  # the embedded client: its CPU is in "load"
         else:
             out[role] = None
+    for role in ("service", "generator"):  # `memharness load --apart`
+        if role in cpu and turns:
+            out[role] = round(cpu[role] / turns, 6)
     return out
 
 
