@@ -57,14 +57,16 @@ def table(result: AbResult) -> list[str]:
         p50, p95 = op.comparisons
         n = f"{len(_flat(result, 'baseline', op.op))}/{len(_flat(result, 'candidate', op.op))}"
         swap = max(op.swap_alarms.values())
+        verdict = "reported (not gated)" if op.verdict is Verdict.INFO else str(op.verdict)
         lines.append(
             f"{op.op:26}{n:>10}{p50.base_ms:>10.3f}{p50.cand_ms:>10.3f}  {_ci(p50):22}"
-            f"{p95.base_ms:>10.3f}{p95.cand_ms:>10.3f}  {_ci(p95):22}{swap:>6.1%}  {op.verdict}"
+            f"{p95.base_ms:>10.3f}{p95.cand_ms:>10.3f}  {_ci(p95):22}{swap:>6.1%}  {verdict}"
         )
+    gated = [op for op in judged if op.verdict is not Verdict.INFO]
     lines.append(
         f"(milliseconds; Harrell–Davis quantiles; ratio = candidate/baseline with its "
-        f"{conf:.2%} paired-bootstrap interval, Bonferroni over {2 * len(judged)}; "
-        f"swap = share of label swaps the rule would fail)"
+        f"{conf:.2%} paired-bootstrap interval, Bonferroni over {2 * len(gated)} comparisons "
+        f"x {len(result.looks)} looks; swap = share of label swaps the rule would fail)"
     )
     return lines
 
@@ -110,16 +112,24 @@ def explain(op: OpResult) -> str:
 def summary(result: AbResult) -> list[str]:
     verdict = result.verdict
     ops = result.ops
-    failing = [op for op in ops if op.verdict not in (Verdict.PASS, Verdict.NEW)]
-    judged = [op for op in ops if op.verdict is not Verdict.NEW]
+    failing = [op for op in ops if op.verdict not in (Verdict.PASS, Verdict.NEW, Verdict.INFO)]
+    judged = [op for op in ops if op.verdict not in (Verdict.NEW, Verdict.INFO)]
     extra = f", {result.settings.extra_rounds} more rounds run" if result.extended else ""
     head = (
         f"A/B gate {verdict}: {sum(op.verdict is Verdict.PASS for op in judged)} of "
-        f"{len(judged)} operations PASS ({result.rounds} rounds{extra})"
+        f"{len(judged)} gated operations PASS ({result.rounds} of at most "
+        f"{result.settings.rounds} rounds{extra})"
     )
     lines = [head, *(f"  {explain(op)}" for op in failing)]
-    for op, why in result.new_ops.items():
-        lines.append(f"  NEW {op}: the baseline cannot run it ({why}); measured, not judged")
+    for op in ops:
+        if op.verdict is Verdict.INFO:
+            p50, p95 = op.comparisons
+            lines.append(
+                f"  reported, not gated: {op.op} p50 {_ci(p50)}, p95 {_ci(p95)}"
+                + ("; p50 slower beyond its threshold" if p50.verdict is Verdict.FAIL else "")
+            )
+    for name, why in result.new_ops.items():
+        lines.append(f"  NEW {name}: the baseline cannot run it ({why}); measured, not judged")
     return lines
 
 
@@ -162,9 +172,12 @@ def document(
             "family_alpha": s.family_alpha,
             "correction": "Bonferroni over operations x quantiles (one-sided bounds)",
             "resamples": s.resamples,
-            "fail": "CI lower bound of the ratio > 1 + T",
-            "pass": "CI upper bound < 1 + T",
-            "otherwise": "extra rounds once, then WARN (does not fail)",
+            "fail": "CI lower bound of the ratio > 1 + T, at p50 or p95",
+            "pass": "p50 CI upper bound < 1 + T, and no quantile fails",
+            "gated": "operations with at least 10 calls per round; the others are reported",
+            "looks": result.looks,
+            "stop": "at the first look where every gated operation passes or fails",
+            "otherwise": "extra rounds once for a suspected slowdown, then WARN (no failure)",
         },
         "extended": result.extended,
         "rounds_run": result.rounds,
@@ -190,7 +203,9 @@ def _op_dict(result: AbResult, op: OpResult) -> dict[str, Any]:
         "verdict": op.verdict.value,
         "n_baseline": len(_flat(result, "baseline", op.op)),
         "n_candidate": len(_flat(result, "candidate", op.op)),
-        "message": explain(op) if op.verdict not in (Verdict.PASS, Verdict.NEW) else None,
+        "message": explain(op)
+        if op.verdict not in (Verdict.PASS, Verdict.NEW, Verdict.INFO)
+        else None,
     }
     if op.verdict is Verdict.NEW:
         p50, p95 = candidate_quantiles(result, op.op)
