@@ -137,6 +137,16 @@ def test_p50_decides_a_pass_and_any_quantile_a_failure() -> None:
     assert op_verdict([open_median, p95], final=True) is Verdict.WARN
 
 
+def test_the_pass_bound_is_corrected_over_looks_only_the_fail_bound_over_everything() -> None:
+    rng = np.random.default_rng(8)
+    base, cand = _rounds(rng, rounds=8), _rounds(rng, rounds=8)
+    both = compare("op", base, cand, THRESHOLDS, comparisons=72)[0]
+    split = compare("op", base, cand, THRESHOLDS, comparisons=72, pass_comparisons=4)[0]
+    assert split.low == both.low  # a FAIL needs the same evidence
+    assert split.high < both.high  # a PASS is an intersection-union test: looks only
+    assert split.upper_confidence == pytest.approx(1 - 0.05 / 4)
+
+
 def test_the_gate_looks_every_lifetime_and_once_more_for_a_suspected_slowdown() -> None:
     assert looks(24, 8, 8) == [8, 16, 24, 32]
     assert looks(24, 8, 0) == [8, 16, 24]

@@ -63,10 +63,17 @@ def table(result: AbResult) -> list[str]:
             f"{p95.base_ms:>10.3f}{p95.cand_ms:>10.3f}  {_ci(p95):22}{swap:>6.1%}  {verdict}"
         )
     gated = [op for op in judged if op.verdict is not Verdict.INFO]
+    upper = judged[0].comparisons[0].upper_confidence if judged else None
+    levels = f"{conf:.2%} two-sided"
+    if upper is not None:
+        levels = (
+            f"lower bound one-sided {1 - (1 - conf) / 2:.3%} (FAIL: Bonferroni over "
+            f"{2 * len(gated)} comparisons x {len(result.looks)} looks), upper {upper:.2%} "
+            f"(PASS: each operation, {len(result.looks)} looks)"
+        )
     lines.append(
         f"(milliseconds; Harrell–Davis quantiles; ratio = candidate/baseline with its "
-        f"{conf:.2%} paired-bootstrap interval, Bonferroni over {2 * len(gated)} comparisons "
-        f"x {len(result.looks)} looks; swap = share of label swaps the rule would fail)"
+        f"paired-bootstrap interval, {levels}; swap = share of label swaps the rule would fail)"
     )
     return lines
 
@@ -95,16 +102,16 @@ def explain(op: OpResult) -> str:
         if c.verdict is Verdict.PASS:
             continue
         limit = 1 + c.threshold
+        lower = f"{1 - (1 - c.confidence) / 2:.3%}"
         if c.verdict is Verdict.FAIL:
             parts.append(
                 f"{c.label} {_pct(c.ratio)} slower ({c.base_ms:.3f} -> {c.cand_ms:.3f} ms; "
-                f"{c.confidence:.2%} CI of the ratio {c.low:.3f}-{c.high:.3f}, all above "
+                f"CI of the ratio {c.low:.3f}-{c.high:.3f}, its {lower} lower bound above "
                 f"{limit:.2f})"
             )
         else:
             parts.append(
-                f"{c.label} {_pct(c.ratio)} ({c.confidence:.2%} CI {c.low:.3f}-{c.high:.3f} "
-                f"straddles {limit:.2f})"
+                f"{c.label} {_pct(c.ratio)} (CI {c.low:.3f}-{c.high:.3f} straddles {limit:.2f})"
             )
     return f"{op.verdict} {op.op}: " + "; ".join(parts)
 
@@ -170,7 +177,8 @@ def document(
             "interval": "paired bootstrap over rounds (same round indices for both arms)",
             "thresholds": {"p50": s.t50, "p95": s.t95},
             "family_alpha": s.family_alpha,
-            "correction": "Bonferroni over operations x quantiles (one-sided bounds)",
+            "correction": "lower bounds: Bonferroni over gated operations x quantiles x "
+            "looks; upper bounds: over looks (intersection-union over operations)",
             "resamples": s.resamples,
             "fail": "CI lower bound of the ratio > 1 + T, at p50 or p95",
             "pass": "p50 CI upper bound < 1 + T, and no quantile fails",
@@ -219,6 +227,7 @@ def _op_dict(result: AbResult, op: OpResult) -> dict[str, Any]:
             "ratio": _r(c.ratio),
             "ci": [_r(c.low), _r(c.high)],
             "confidence": _r(c.confidence, 6),
+            "upper_confidence": None if c.upper_confidence is None else _r(c.upper_confidence, 6),
             "threshold": c.threshold,
             "verdict": c.verdict.value,
             "label_swap_fail_share": _r(op.swap_alarms[c.label]),
