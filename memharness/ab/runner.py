@@ -407,13 +407,18 @@ def run_ab(
                 results = gate.evaluate(swaps=False)
                 state = "every gated operation decided"
                 if not gate.decided(results):
-                    undecided = [r.op for r in results if r.verdict is Verdict.INCONCLUSIVE]
-                    suspects = [
-                        r.op
+                    undecided = [
+                        f"{r.op} (p50 {r.comparisons[0].ratio:.3f} "
+                        f"[{r.comparisons[0].low:.3f}, {r.comparisons[0].high:.3f}])"
                         for r in results
-                        if r.verdict is not Verdict.INFO and suspected(r.comparisons)
+                        if r.verdict is Verdict.INCONCLUSIVE
                     ]
-                    state = f"undecided: {', '.join(dict.fromkeys(undecided + suspects))}"
+                    suspects = [
+                        f"{r.op} (a slowdown suspected)"
+                        for r in results
+                        if r.verdict in (Verdict.PASS, Verdict.FAIL) and suspected(r.comparisons)
+                    ]
+                    state = f"undecided: {', '.join(undecided + suspects)}"
                 echo(f"  look after round {mark} ({time.perf_counter() - looked:.1f} s): {state}")
                 if gate.decided(results):
                     break
