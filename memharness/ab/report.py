@@ -121,11 +121,15 @@ def summary(result: AbResult) -> list[str]:
     ops = result.ops
     failing = [op for op in ops if op.verdict not in (Verdict.PASS, Verdict.NEW, Verdict.INFO)]
     judged = [op for op in ops if op.verdict not in (Verdict.NEW, Verdict.INFO)]
-    extra = f", {result.settings.extra_rounds} more rounds run" if result.extended else ""
+    rounds = f"{result.rounds} of at most {result.settings.rounds} rounds"
+    if result.extended:
+        rounds = (
+            f"{result.rounds} rounds: {result.settings.rounds}, then "
+            f"{result.settings.extra_rounds} more for a suspected slowdown"
+        )
     head = (
         f"A/B gate {verdict}: {sum(op.verdict is Verdict.PASS for op in judged)} of "
-        f"{len(judged)} gated operations PASS ({result.rounds} of at most "
-        f"{result.settings.rounds} rounds{extra})"
+        f"{len(judged)} gated operations PASS ({rounds})"
     )
     lines = [head, *(f"  {explain(op)}" for op in failing)]
     for op in ops:
