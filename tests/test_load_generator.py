@@ -131,3 +131,33 @@ def test_apart_needs_a_strategy_and_refuses_a_target() -> None:
 
     result: Any = CliRunner().invoke(main, ["load", "--apart", "--rates", "1,2"])
     assert result.exit_code == 2 and "--apart goes with --strategy" in result.output
+
+
+def test_a_plan_from_an_apart_run_counts_the_service_not_the_generator(tmp_path: Any) -> None:
+    """A `--apart` run's steps name `service` and `generator`: the plan's D and its app
+    tier come from the service; a step where the generator lagged is set apart."""
+    import json
+
+    from tests.test_capacity import _capacity, _write_load, _write_sim
+
+    _write_load(tmp_path / "load-a")
+    path = tmp_path / "load-a" / "steps.json"
+    data = json.loads(path.read_text())
+    for step in data["steps"]:
+        processes = step["processes"]
+        processes["service"] = processes.pop("load")
+        processes["generator"] = {"cpu_s": 5.0 * processes["service"]["cpu_s"], "pids": 1}
+        step["generator"] = {"late_share": 0.0, "own_lag_ms": {"p99": 1.0, "max": 2.0}}
+    data["steps"][1]["generator"] = {"late_share": 0.3, "own_lag_ms": {"p99": 50.0, "max": 90.0}}
+    path.write_text(json.dumps(data))
+    _write_sim(tmp_path / "sim-small", 100)
+    _write_sim(tmp_path / "sim-large", 1000)
+    result = _capacity(tmp_path, "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 0, result.output
+    plan = json.loads((tmp_path / "plan" / "capacity.json").read_text())
+    text = json.dumps(plan)
+    assert "step 1 set apart: the generator lagged: 30.0% of its sends" in text
+    assert "service-process CPU s / turn" in text
+    # D is the service's 50 ms and the servers' 1.3 ms per turn: X_max = 2 cores / D, about
+    # 39/s; the generator's 250 ms per turn counted in D would make it 6.6/s.
+    assert "D = 51.2 " in plan["headline"][0] and "X_max = 39.1 " in plan["headline"][0]
