@@ -22,7 +22,12 @@ from loadtests.end_of_run import check_and_erase, report_run
 from loadtests.errors import describe
 from loadtests.options import STRATEGY_ENV, LoadOptions, add_arguments
 from loadtests.pacing import ArrivalSchedule
-from loadtests.procstats import SINGLE_CORE, discover_processes, sample_processes
+from loadtests.procstats import (
+    SINGLE_CORE,
+    discover_processes,
+    generator_apart_roles,
+    sample_processes,
+)
 from loadtests.run import (
     CALIBRATION_TURNS,
     DRAIN_S,
@@ -112,6 +117,7 @@ def _init_target(run: LoadRun, environment: Environment) -> None:
     except ValueError as exc:
         log.error("the service under load: %s", exc)
         sys.exit(2)
+    run.roles, run.process_notes = generator_apart_roles()
     if rates_requested():
         _prepare_rate_steps(run)
     gevent.get_hub().loop.update_now()  # as after building a memory (see above)
@@ -177,8 +183,7 @@ def _prepare_rate_steps(run: LoadRun) -> None:
         per_turn = {
             r: (after[r].cpu_s - before[r].cpu_s) / len(times) for r in after if r in before
         }
-        if run.target is not None:  # only the client is on this machine: its CPU says nothing
-            per_turn = {}
+        per_turn.pop("generator", None)  # the load generator is not the system under test
         cores = len(os.sched_getaffinity(0))
         demand = sum(per_turn.values())
         # The utilisation law: X <= cores / D, and X <= 1 / D_k for a one-core process.

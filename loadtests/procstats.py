@@ -25,9 +25,11 @@ from urllib.parse import urlparse
 
 __all__ = [
     "MAINTENANCE_PID_ENV",
+    "SERVICE_PID_ENV",
     "SINGLE_CORE",
     "ProcessSample",
     "discover_processes",
+    "generator_apart_roles",
     "pg_url",
     "sample_processes",
     "summarize_series",
@@ -46,6 +48,9 @@ SINGLE_CORE = {
 }
 #: The maintenance process's pid, set by `memharness load --strategy` for the Locust process.
 MAINTENANCE_PID_ENV = "MEMH_LOAD_MAINTENANCE_PID"
+#: `memharness load --apart`: the pid of the `memharness serve` it started (the service
+#: and its maintenance child), for the Locust process, which is then the generator only.
+SERVICE_PID_ENV = "MEMH_LOAD_SERVICE_PID"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -211,6 +216,39 @@ def discover_processes(settings: Any) -> tuple[dict[str, int], dict[str, str]]:
             roles["chroma"] = pid
     else:
         notes["chroma"] = "embedded client, in the load process"
+    return roles, notes
+
+
+def generator_apart_roles() -> tuple[dict[str, int], dict[str, str]]:
+    """A `--target` run's roles: this process is the load generator only (`generator`,
+    never part of the system under test); with `SERVICE_PID_ENV` (`memharness load
+    --apart`), the service's process tree (`service`: `memharness serve` and its
+    maintenance child) and the servers it shares, found through the URLs in the
+    environment (MEMH_REDIS_URL, MEMH_PG_URL, MEMH_CHROMA_URL)."""
+    roles = {"generator": os.getpid()}
+    service = _local(int(os.environ.get(SERVICE_PID_ENV) or 0) or None)
+    if service is None:
+        return roles, {"service": "not measured: not started by `memharness load --apart`"}
+    roles["service"] = service
+    notes: dict[str, str] = {"generator": "its own process, not counted in D"}
+    finders = (
+        ("redis", "MEMH_REDIS_URL", _redis_pid),
+        ("postgres", "MEMH_PG_URL", _postgres_pid),
+        ("chroma", "MEMH_CHROMA_URL", _listening_pid),
+    )
+    for role, variable, find in finders:
+        url = os.environ.get(variable, "").strip()
+        if not url:
+            continue
+        try:
+            pid = find(url)
+        except Exception as exc:  # a server we cannot ask is a note, not a failed run
+            notes[role] = f"not measured: {type(exc).__name__}: {exc}"
+            continue
+        if pid is None or pid in _tree(service):
+            notes[role] = "not measured apart (remote, or inside the service's tree)"
+        else:
+            roles[role] = pid
     return roles, notes
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtests.generator import SendLag
 from loadtests.hdr import OpHistograms
 from loadtests.procstats import ProcessSample
 from memharness.verdict.histograms import TURN_INTENDED, check_slas, failed
@@ -193,12 +194,15 @@ class StepRecorder:
     in_flight: int = 0
     #: Per step: service times (ms) of the turns intended in its first and last thirds.
     thirds: list[tuple[list[float], list[float]]] = field(default_factory=list)
+    #: Per step: each turn's send time against its intended one (`loadtests.generator`).
+    sends: list[SendLag] = field(default_factory=list)
     #: The cores the system under test shares (the utilisation law's numerator).
     cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
 
     def __post_init__(self) -> None:
         n = len(self.schedule.rates)
         self.thirds = [([], []) for _ in range(n)]
+        self.sends = [SendLag() for _ in range(n)]
         self.hists = [OpHistograms() for _ in range(n)]
         self.completed = [0] * n
         self.failed = [0] * n
@@ -305,6 +309,11 @@ class StepRecorder:
                 misses = self.cache[k + 1][1] - self.cache[k][1]
                 entry["embedding_cache"] = {"hits": hits, "misses": misses}
                 entry["window_s"] = round(self.sample_times[k + 1] - self.sample_times[k], 3)
+            generator = entry.get("processes", {}).get("generator")
+            entry["generator"] = {
+                **self.sends[k].as_dict(),
+                "cpu_s": generator["cpu_s"] if generator else None,
+            }
             steps.append(entry)
         return {
             **meta,

@@ -75,7 +75,8 @@ class ConversationUser(User):
 
     def _stepped_turn(self, recorder: StepRecorder) -> None:
         """Rate steps: claim the next intended start (None: the timeline is over, idle)."""
-        claim = recorder.schedule.claim(time.perf_counter())
+        claimed = time.perf_counter()
+        claim = recorder.schedule.claim(claimed)
         if claim is None:
             gevent.sleep(0.1)
             return
@@ -86,6 +87,7 @@ class ConversationUser(User):
             if ahead > 0:
                 gevent.sleep(ahead)
             started = time.perf_counter()
+            recorder.sends[self.step].record(intended=intended, claimed=claimed, sent=started)
             error = self._play(self.pending.pop(0))
             finished = time.perf_counter()
             self._fire("wait", QUEUE_INTENDED, max(0.0, started - intended) * 1000.0)

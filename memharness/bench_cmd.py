@@ -97,8 +97,10 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|deselected)\b")
     help="A/B: the embedded servers, or the null backend (bench/null_backend.py; seconds).",
 )
 @click.option(
-    "--ab-rounds", type=click.IntRange(min=2), default=24, show_default=True, help="A/B rounds."
-)
+    "--ab-rounds", type=click.IntRange(min=2), default=24, show_default=True,
+    help="A/B: most rounds (it stops at the first look, every --restart-every rounds, where "
+    "every gated operation is decided).",
+)  # fmt: skip
 @click.option(
     "--ab-extra-rounds",
     type=click.IntRange(min=0),

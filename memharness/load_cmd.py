@@ -231,6 +231,14 @@ MIN_PLAN_RATES = 6
     "windows, decay and archival fire during the load: 4320 makes 10 minutes 30 virtual "
     "days. Adds p95 and record counts per virtual day.",
 )
+@click.option(
+    "--apart",
+    is_flag=True,
+    help="With --strategy: run the memory as `memharness serve` (its maintenance beside it) "
+    "in a process of its own and drive it over HTTP, so the load generator neither shares "
+    "its CPU nor counts in D; each step records the generator's CPU and send lag, and a "
+    "step where it lagged is set apart by `memharness capacity`.",
+)
 @target_option
 @api_key_option
 @click.argument("locust_args", nargs=-1, type=click.UNPROCESSED)
@@ -263,6 +271,7 @@ def load(
     scenario_users: int | None,
     seed: int | None,
     time_scale: float | None,
+    apart: bool,
     target: str | None,
     api_key: str | None,
     locust_args: tuple[str, ...],
@@ -313,7 +322,14 @@ def load(
     run_id = run_id or time.strftime("load-%Y%m%d-%H%M%S")
     if not _RUN_ID_RE.fullmatch(run_id):
         raise click.UsageError(f"--run-id {run_id[:60]!r}: 1-100 letters, digits, '.', '_', '-'")
-    locustfile = locustfile or default_locustfile(target=target is not None)
+    if apart and (not (strategy_specs or grid_specs) or target is not None or overload):
+        raise click.UsageError(
+            "--apart goes with --strategy or --grid (it starts `memharness serve` under each "
+            "strategy), not with --target or --overload"
+        )
+    if apart and time_scale is not None:
+        raise click.UsageError("--apart runs the service on the wall clock: not --time-scale")
+    locustfile = locustfile or default_locustfile(target=target is not None or apart)
     if not locustfile.is_file():
         raise click.UsageError(f"{locustfile} not found: run from a checkout or --locustfile")
     _check_shape_options(steps=steps, sla=sla)
@@ -419,6 +435,7 @@ def load(
             env=env,
             locust_command=lambda one: command_for(one.run_dir, one.run_id),
             time_scale=time_scale,
+            apart=apart,
         )
         sys.exit(code)
     if time_scale is not None:

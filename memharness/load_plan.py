@@ -168,6 +168,7 @@ def run_under_strategies(
     env: dict[str, str],
     locust_command: Callable[[StrategyLoad], list[str]],
     time_scale: float | None,
+    apart: bool = False,
 ) -> int:
     """The load once per strategy, each beside its maintenance process on real servers
     (`memharness.load_strategies`); returns the first non-zero exit code of a run."""
@@ -192,4 +193,5 @@ def run_under_strategies(
             maintenance=settings.backend != "memory",
             time_scale=time_scale,
             echo=lambda line: click.echo(line, err=True),
+            apart=apart,
         )

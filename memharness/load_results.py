@@ -124,12 +124,17 @@ def cpu_per_turn(
     for role in _ROLES:
         if role in cpu and turns:
             out[role] = round(cpu[role] / turns, 6)
+        elif role == "maintenance" and "service" in cpu:
+            out[role] = None  # --apart: the maintenance child is in "service"
         elif (role == "maintenance" and figures is None) or (memory and role != "load"):
             out[role] = 0.0  # no such process in this run
         elif role == "chroma" and "embedded" in str(notes.get("chroma", "")):
             out[role] = 0.0  # the embedded client: its CPU is in "load"
         else:
             out[role] = None
+    for role in ("service", "generator"):  # `memharness load --apart`
+        if role in cpu and turns:
+            out[role] = round(cpu[role] / turns, 6)
     return out
 
 

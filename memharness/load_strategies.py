@@ -169,14 +169,20 @@ def run_strategy_loads(
     maintenance: bool,
     time_scale: float | None,
     echo: Callable[[str], None],
+    apart: bool = False,
 ) -> int:
     """Each strategy's load in turn (see the module docstring); returns the first
-    non-zero exit code of a strategy's run, else 0."""
+    non-zero exit code of a strategy's run, else 0. `apart`: the memory runs as
+    `memharness serve` (its maintenance beside it) in a process of its own, driven over
+    HTTP by the Locust process (`memharness.load_apart`)."""
     summary_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     first_error = 0
     for load in loads:
-        row = _run_one(load, locust_command, env, maintenance, time_scale, echo)
+        if apart:
+            row = _run_apart(load, locust_command, env, echo)
+        else:
+            row = _run_one(load, locust_command, env, maintenance, time_scale, echo)
         rows.append(row)
         write_json(summary_dir / "load_strategies.json", {"kind": "load_strategies", "runs": rows})
         if not first_error:
@@ -238,3 +244,35 @@ def _run_one(
         plot_virtual_days(report, load.run_dir / "virtual_days.png")
     echo(f"memharness load: {load.spec.label}: exit code {code}, {status}")
     return summary_row(load.run_dir, load.spec, load.prefix, report, figures, code, status, error)
+
+
+def _run_apart(
+    load: StrategyLoad,
+    locust_command: Callable[[StrategyLoad], list[str]],
+    base_env: Mapping[str, str],
+    echo: Callable[[str], None],
+) -> dict[str, Any]:
+    """One strategy's load with the memory in `memharness serve` and the generator apart."""
+    from memharness.load_apart import service_apart
+
+    load.run_dir.mkdir(parents=True, exist_ok=True)
+    strategy_file = load.run_dir / "strategy.yaml"
+    strategy_file.write_text(load.spec.strategy.to_yaml(), encoding="utf-8")
+    env = {**base_env, "MEMH_PREFIX": load.prefix}
+    status, error, code = "ok", None, None
+    try:
+        with service_apart(load.run_dir, strategy_file, env) as service:
+            command = [*locust_command(load), "--host", service.url]
+            echo(
+                f"memharness load: {load.spec.label} -> {load.run_dir}/ (service pid "
+                f"{service.pid} at {service.url}; generator: {' '.join(command[2:])})"
+            )
+            code = subprocess.run(command, env=service.environment(env), check=False).returncode
+    except Exception as exc:  # a strategy that cannot run is a result, not the end
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+    report = annotate_results(load.run_dir, load.spec, figures=None, time_scale=None)
+    if report is None:
+        status = "failed"
+        error = error or f"Locust exited with {code} and wrote no load_hdr.json"
+    echo(f"memharness load: {load.spec.label}: exit code {code}, {status}")
+    return summary_row(load.run_dir, load.spec, load.prefix, report, None, code, status, error)

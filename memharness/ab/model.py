@@ -76,6 +76,8 @@ class AbResult:
     first_pass: dict[str, str]  # op -> verdict before the extra rounds
     #: Operations the baseline cannot run (reported NEW), with the worker's reason.
     new_ops: dict[str, str] = field(default_factory=dict)
+    #: The rounds after which the gate could stop (`verdict.ab.looks`).
+    looks: list[int] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:

@@ -57,14 +57,23 @@ def table(result: AbResult) -> list[str]:
         p50, p95 = op.comparisons
         n = f"{len(_flat(result, 'baseline', op.op))}/{len(_flat(result, 'candidate', op.op))}"
         swap = max(op.swap_alarms.values())
+        verdict = "reported (not gated)" if op.verdict is Verdict.INFO else str(op.verdict)
         lines.append(
             f"{op.op:26}{n:>10}{p50.base_ms:>10.3f}{p50.cand_ms:>10.3f}  {_ci(p50):22}"
-            f"{p95.base_ms:>10.3f}{p95.cand_ms:>10.3f}  {_ci(p95):22}{swap:>6.1%}  {op.verdict}"
+            f"{p95.base_ms:>10.3f}{p95.cand_ms:>10.3f}  {_ci(p95):22}{swap:>6.1%}  {verdict}"
+        )
+    gated = [op for op in judged if op.verdict is not Verdict.INFO]
+    upper = judged[0].comparisons[0].upper_confidence if judged else None
+    levels = f"{conf:.2%} two-sided"
+    if upper is not None:
+        levels = (
+            f"lower bound one-sided {1 - (1 - conf) / 2:.3%} (FAIL: Bonferroni over "
+            f"{2 * len(gated)} comparisons x {len(result.looks)} looks), upper {upper:.2%} "
+            f"(PASS: each operation, {len(result.looks)} looks)"
         )
     lines.append(
         f"(milliseconds; Harrell–Davis quantiles; ratio = candidate/baseline with its "
-        f"{conf:.2%} paired-bootstrap interval, Bonferroni over {2 * len(judged)}; "
-        f"swap = share of label swaps the rule would fail)"
+        f"paired-bootstrap interval, {levels}; swap = share of label swaps the rule would fail)"
     )
     return lines
 
@@ -93,16 +102,16 @@ def explain(op: OpResult) -> str:
         if c.verdict is Verdict.PASS:
             continue
         limit = 1 + c.threshold
+        lower = f"{1 - (1 - c.confidence) / 2:.3%}"
         if c.verdict is Verdict.FAIL:
             parts.append(
                 f"{c.label} {_pct(c.ratio)} slower ({c.base_ms:.3f} -> {c.cand_ms:.3f} ms; "
-                f"{c.confidence:.2%} CI of the ratio {c.low:.3f}-{c.high:.3f}, all above "
+                f"CI of the ratio {c.low:.3f}-{c.high:.3f}, its {lower} lower bound above "
                 f"{limit:.2f})"
             )
         else:
             parts.append(
-                f"{c.label} {_pct(c.ratio)} ({c.confidence:.2%} CI {c.low:.3f}-{c.high:.3f} "
-                f"straddles {limit:.2f})"
+                f"{c.label} {_pct(c.ratio)} (CI {c.low:.3f}-{c.high:.3f} straddles {limit:.2f})"
             )
     return f"{op.verdict} {op.op}: " + "; ".join(parts)
 
@@ -110,16 +119,28 @@ def explain(op: OpResult) -> str:
 def summary(result: AbResult) -> list[str]:
     verdict = result.verdict
     ops = result.ops
-    failing = [op for op in ops if op.verdict not in (Verdict.PASS, Verdict.NEW)]
-    judged = [op for op in ops if op.verdict is not Verdict.NEW]
-    extra = f", {result.settings.extra_rounds} more rounds run" if result.extended else ""
+    failing = [op for op in ops if op.verdict not in (Verdict.PASS, Verdict.NEW, Verdict.INFO)]
+    judged = [op for op in ops if op.verdict not in (Verdict.NEW, Verdict.INFO)]
+    rounds = f"{result.rounds} of at most {result.settings.rounds} rounds"
+    if result.extended:
+        rounds = (
+            f"{result.rounds} rounds: {result.settings.rounds}, then "
+            f"{result.settings.extra_rounds} more for a suspected slowdown"
+        )
     head = (
         f"A/B gate {verdict}: {sum(op.verdict is Verdict.PASS for op in judged)} of "
-        f"{len(judged)} operations PASS ({result.rounds} rounds{extra})"
+        f"{len(judged)} gated operations PASS ({rounds})"
     )
     lines = [head, *(f"  {explain(op)}" for op in failing)]
-    for op, why in result.new_ops.items():
-        lines.append(f"  NEW {op}: the baseline cannot run it ({why}); measured, not judged")
+    for op in ops:
+        if op.verdict is Verdict.INFO:
+            p50, p95 = op.comparisons
+            lines.append(
+                f"  reported, not gated: {op.op} p50 {_ci(p50)}, p95 {_ci(p95)}"
+                + ("; p50 slower beyond its threshold" if p50.verdict is Verdict.FAIL else "")
+            )
+    for name, why in result.new_ops.items():
+        lines.append(f"  NEW {name}: the baseline cannot run it ({why}); measured, not judged")
     return lines
 
 
@@ -160,11 +181,15 @@ def document(
             "interval": "paired bootstrap over rounds (same round indices for both arms)",
             "thresholds": {"p50": s.t50, "p95": s.t95},
             "family_alpha": s.family_alpha,
-            "correction": "Bonferroni over operations x quantiles (one-sided bounds)",
+            "correction": "lower bounds: Bonferroni over gated operations x quantiles x "
+            "looks; upper bounds: over looks (intersection-union over operations)",
             "resamples": s.resamples,
-            "fail": "CI lower bound of the ratio > 1 + T",
-            "pass": "CI upper bound < 1 + T",
-            "otherwise": "extra rounds once, then WARN (does not fail)",
+            "fail": "CI lower bound of the ratio > 1 + T, at p50 or p95",
+            "pass": "p50 CI upper bound < 1 + T, and no quantile fails",
+            "gated": "operations with at least 10 calls per round; the others are reported",
+            "looks": result.looks,
+            "stop": "at the first look where every gated operation passes or fails",
+            "otherwise": "extra rounds once for a suspected slowdown, then WARN (no failure)",
         },
         "extended": result.extended,
         "rounds_run": result.rounds,
@@ -190,7 +215,9 @@ def _op_dict(result: AbResult, op: OpResult) -> dict[str, Any]:
         "verdict": op.verdict.value,
         "n_baseline": len(_flat(result, "baseline", op.op)),
         "n_candidate": len(_flat(result, "candidate", op.op)),
-        "message": explain(op) if op.verdict not in (Verdict.PASS, Verdict.NEW) else None,
+        "message": explain(op)
+        if op.verdict not in (Verdict.PASS, Verdict.NEW, Verdict.INFO)
+        else None,
     }
     if op.verdict is Verdict.NEW:
         p50, p95 = candidate_quantiles(result, op.op)
@@ -204,6 +231,7 @@ def _op_dict(result: AbResult, op: OpResult) -> dict[str, Any]:
             "ratio": _r(c.ratio),
             "ci": [_r(c.low), _r(c.high)],
             "confidence": _r(c.confidence, 6),
+            "upper_confidence": None if c.upper_confidence is None else _r(c.upper_confidence, 6),
             "threshold": c.threshold,
             "verdict": c.verdict.value,
             "label_swap_fail_share": _r(op.swap_alarms[c.label]),

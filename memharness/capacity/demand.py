@@ -10,8 +10,10 @@ resource of its own: X ≤ 1 / D_k (the asymptotic bound X ≤ min(1/D_max, ...)
 X_max = min(cores / D, 1 / D_k), the binding term named.
 
 Steps the plan cannot use are set apart here with the reason: no completed turn, or the
-generator dropped more than `DROP_LIMIT` of its intended turns (a step like that measures
-the generator, not the server: k6's dropped_iterations).
+generator dropped more than `DROP_LIMIT` of its intended turns or sent more than
+`LATE_LIMIT` of them late (`loadtests.generator`: a step like that measures the generator,
+not the server). The generator's own process (`generator`, `memharness load --apart`) is
+never part of D.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loadtests.generator import DROP_LIMIT, generator_problem
 from loadtests.procstats import SINGLE_CORE
 
 __all__ = [
@@ -42,8 +45,9 @@ __all__ = [
     "valid_steps",
 ]
 
-#: Every process of the system under test, as `steps.json` names them (procstats.py).
-SUT_ROLES = ("load", "maintenance", "redis", "postgres", "chroma")
+#: Every process of the system under test, as `steps.json` names them (procstats.py);
+#: `generator` (the load generator's own process) is not one of them.
+SUT_ROLES = ("load", "service", "maintenance", "redis", "postgres", "chroma")
 #: The demand is read on steps at most this busy (by a first estimate of D).
 LIGHT_UTILISATION = 0.5
 #: The light-load latency (the model's service time, no queueing) is read on steps at
@@ -53,8 +57,6 @@ LATENCY_UTILISATION = 0.25
 SAFE_UTILISATION = 0.8
 #: A step kept up when it achieved at least this share of its offered rate.
 KEPT_UP = 0.9
-#: A step whose generator dropped more than this share of its intended turns is invalid.
-DROP_LIMIT = 0.01
 #: Fewest light steps for an interval of D.
 MIN_REPEATS = 3
 
@@ -103,20 +105,18 @@ def valid_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, dict[int, str]]:
             )
         elif not row["completed"] > 0:
             excluded[step] = "no turn completed in the step (see its errors in steps.json)"
-        elif _number(row.get("dropped_share")) > DROP_LIMIT:
-            excluded[step] = (
-                f"the generator dropped {row['dropped_share']:.1%} of its intended turns "
-                f"(limit {DROP_LIMIT:.0%}): it measured the generator, not the server"
-            )
+        else:
+            generator = {
+                "late_share": row.get("generator_late_share"),
+                "own_lag_ms": {
+                    "p99": row.get("generator_lag_p99_ms"),
+                    "max": row.get("generator_lag_max_ms"),
+                },
+            }
+            problem = generator_problem(generator, row.get("dropped_share"))
+            if problem is not None:
+                excluded[step] = problem
     return steps[~steps["step"].isin(list(excluded))], excluded
-
-
-def _number(value: Any) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return out if math.isfinite(out) else 0.0
 
 
 @dataclass(frozen=True)

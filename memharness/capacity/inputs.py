@@ -116,6 +116,7 @@ def read_load(directory: Path) -> LoadRun:
         raise RunError(f"{directory / 'steps.json'}: no steps")
     rows = []
     for entry in entries:
+        generator = entry.get("generator") or {}
         row: dict[str, Any] = {
             "step": entry["step"],
             "offered": entry["offered_rate"],
@@ -124,6 +125,9 @@ def read_load(directory: Path) -> LoadRun:
             "completed": entry["completed_in_window"],
             "concurrency": entry.get("concurrency", np.nan),
             "dropped_share": entry.get("dropped_share"),
+            "generator_late_share": generator.get("late_share"),
+            "generator_lag_p99_ms": (generator.get("own_lag_ms") or {}).get("p99"),
+            "generator_lag_max_ms": (generator.get("own_lag_ms") or {}).get("max"),
             "drift_ratio": (entry.get("drift") or {}).get("ratio"),
             "drifts": bool((entry.get("drift") or {}).get("drifts")),
         }

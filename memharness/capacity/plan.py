@@ -133,7 +133,10 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
     unsat = df[df["achieved"] >= KEPT_UP * df["offered"]]
     if len(unsat) < 2:
         unsat = df
-    load_cpu = _ratio(unsat, "cpu.load") or 0.0
+    # The app process: the load process in-process; with `memharness load --apart` the
+    # service's process tree (`memharness serve` and its maintenance child).
+    app = "load" if _ratio(unsat, "cpu.load") is not None else "service"
+    load_cpu = _ratio(unsat, f"cpu.{app}") or 0.0
     # Service-time samples at light load, the quietest of the steps the demand was read
     # on (CAPACITY.md: never read service time from a loaded run).
     achieved = df.set_index("step")["achieved"]
@@ -158,9 +161,11 @@ def measure(load: LoadRun, bench: BenchRun | None, *, steps: list[int] | None = 
     source["embedder"] = "measured embed latency at light load (1 torch thread: on-CPU)"
     in_process = demand["embedder"] + (0.0 if "cpu.chroma" in df else demand["stm"])
     demand["turn"] = max(load_cpu - in_process, 0.1 * load_cpu)
-    source["turn"] = "measured: load-process CPU s / turn, less the embedder" + (
+    source["turn"] = f"measured: {app}-process CPU s / turn, less the embedder" + (
         "" if "cpu.chroma" in df else " and the in-process Chroma client"
     )
+    if app == "service":
+        source["turn"] += " (the service's maintenance child included)"
     usl, usl_rejected = _usl(df)
     rss = {
         col.removeprefix("rss."): float(df[col].max())
@@ -260,7 +265,8 @@ def size_layers(target: Target, measured: Measured, sim: SimRun | None) -> pd.Da
         if layer == "turn":
             # One Python process serves one turn on the CPU at a time (the GIL): it
             # delivers at most 1 / its CPU per turn (the operational laws).
-            load_d = measured.demand.per_role_s.get("load", 0.0)
+            per_role = measured.demand.per_role_s
+            load_d = per_role.get("load", per_role.get("service", 0.0))
             x_max = 1.0 / load_d if load_d > 0 else 1.0 / d
             cores_cpu = max(cores_cpu, lam_peak / (x_max * ceiling))
             occupancy, unit = 1.0 / x_max, "processes"
@@ -297,8 +303,9 @@ def size_layers(target: Target, measured: Measured, sim: SimRun | None) -> pd.Da
         row["utilisation"] = a / cores if layer != "turn" else lam_peak * occupancy / cores
         row.update(footprint[layer])
         if layer == "turn":  # each app process holds the model, Chroma's client, the turn code
-            row["ram_gb"] = cores * measured.rss_mb.get("load", 0.0) / 1024.0
-            row["memory_source"] = "measured: the load process's peak RSS, per process"
+            app = "load" if "load" in measured.rss_mb else "service"
+            row["ram_gb"] = cores * measured.rss_mb.get(app, 0.0) / 1024.0
+            row["memory_source"] = f"measured: the {app} process's peak RSS, per process"
         elif layer == "embedder":
             row["memory_source"] = "inside the app processes' RSS (in-process model)"
         rows.append(_instances(target, row))

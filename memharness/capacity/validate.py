@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loadtests.generator import LATE_LIMIT
 from memharness.capacity.demand import (
     DROP_LIMIT,
     KEPT_UP,
@@ -186,7 +187,7 @@ def diagnose(
     if dropped:
         reasons.append(
             f"generator-bound: steps {sorted(dropped)} dropped more than {DROP_LIMIT:.0%} of "
-            "their intended turns (set apart)"
+            f"their intended turns or sent more than {LATE_LIMIT:.0%} late (set apart)"
         )
     noisy = [
         f"{r['offered']:g}/s (CV {r['achieved_cv']:.0%})"
