@@ -41,13 +41,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chromadb.errors import NotFoundError
+from chromadb.errors import ChromaError, NotFoundError
 
 #: Suffix of the copy's name while it is being built.
 NEXT_SUFFIX = ".next"
 _ROW = ["metadatas", "documents", "embeddings"]
 _WRITES = frozenset({"upsert", "update", "delete", "add"})
 _T = TypeVar("_T")
+#: What undoing a failed compaction may meet from Chroma (its Python errors, its Rust core's
+#: RuntimeError/ValueError) or its files; the compaction's own error is raised instead.
+_UNDO_ERRORS = (ChromaError, RuntimeError, ValueError, sqlite3.Error, OSError)
 
 
 def shared(method: Callable[..., _T]) -> Callable[..., _T]:
@@ -227,7 +230,7 @@ class Generations:
         """After a failed compaction: no journal, and one collection under the name, the
         old one or, if it was dropped already, the finished copy (`recover`)."""
         self.collection.journal = None
-        with contextlib.suppress(Exception):  # the error being raised says more
+        with contextlib.suppress(*_UNDO_ERRORS):  # the error being raised says more
             recover(self.client, self.name)
             self.collection.inner = self.wrap(
                 self.client.get_collection(self.name, embedding_function=None)
