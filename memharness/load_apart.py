@@ -17,7 +17,6 @@ The service is stopped with SIGTERM after the run; its output is `<run dir>/serv
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from loadtests.procstats import SERVICE_PID_ENV
 from loadtests.target import API_KEY_ENV, check_target
+from memharness.child_process import stop_process
 
 __all__ = ["SERVICE_START_S", "Service", "service_apart"]
 
@@ -105,10 +105,4 @@ def service_apart(
             problem = check_target(url, key, timeout_s=2.0)
         yield Service(url, key, process.pid)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=SERVICE_STOP_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process, SERVICE_STOP_S)

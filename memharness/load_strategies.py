@@ -27,7 +27,6 @@ itself, and records expire lazily on read.
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.procstats import MAINTENANCE_PID_ENV
+from memharness.child_process import stop_process
 from memharness.load_results import (
     annotate_results,
     format_summary,
@@ -149,15 +149,7 @@ def _start_maintenance(
 def _stop_maintenance(process: subprocess.Popen[bytes]) -> int | None:
     """SIGTERM, then wait for the batch in hand and the figures; SIGKILL after the
     wait. Returns the exit code (None: it had to be killed)."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(timeout=MAINTAIN_STOP_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            return None
-    return process.returncode
+    return stop_process(process, MAINTAIN_STOP_S)
 
 
 def run_strategy_loads(

@@ -20,7 +20,6 @@ it; a maintenance process (wall clock) would not, so none is started and `serve`
 from __future__ import annotations
 
 import logging
-import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from memharness.child_process import stop_process
 from reference.errors import MemoryStoreError
 from reference.settings import Settings
 from reference.system import MemorySystem
@@ -85,13 +85,7 @@ def maintenance_process(strategy: str, log_path: Path) -> Iterator[subprocess.Po
     try:
         yield child
     finally:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(timeout=MAINTAIN_STOP_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_process(child, MAINTAIN_STOP_S)
 
 
 @contextmanager
