@@ -19,9 +19,9 @@ import click
 
 from memharness.load_strategies import (
     StrategyLoad,
+    fresh_servers,
     run_dir_name,
     run_strategy_loads,
-    shared_servers,
 )
 from memharness.scenarios import DOMAINS, ScenarioError, load_scenario, write_scenario
 from memharness.scenarios.generate import iter_users, user_data
@@ -183,15 +183,14 @@ def run_under_strategies(
         # The load's users are throwaway: their sealed fields get a throwaway key, which
         # the maintenance process shares (it anonymises what the serving side sealed).
         env["MEMH_ENCRYPTION_KEY"] = generate_key()
-    with shared_servers(settings, settings.data_dir) as urls:
-        env.update(urls)
-        return run_strategy_loads(
-            loads,
-            summary_dir=out / run_id,
-            locust_command=locust_command,
-            env=env,
-            maintenance=settings.backend != "memory",
-            time_scale=time_scale,
-            echo=lambda line: click.echo(line, err=True),
-            apart=apart,
-        )
+    return run_strategy_loads(
+        loads,
+        summary_dir=out / run_id,
+        locust_command=locust_command,
+        env=env,
+        servers=lambda load: fresh_servers(settings, settings.data_dir / "load" / load.run_id),
+        maintenance=settings.backend != "memory",
+        time_scale=time_scale,
+        echo=lambda line: click.echo(line, err=True),
+        apart=apart,
+    )

@@ -16,22 +16,27 @@ For each strategy in turn, on the same offered load and seed:
 5. `<run-id>/load_strategies.json` is rewritten (atomically) with the row of every
    strategy run so far, so a strategy that fails leaves the earlier ones intact.
 
-On the embedded default the servers are started here, once for all strategies: the
-embedded Redis and PostgreSQL, and a Chroma server (the embedded Chroma client cannot be
-shared by two processes); their URLs go to both processes as MEMH_REDIS_URL, MEMH_PG_URL
-and MEMH_CHROMA_URL. On the in-memory backend no other process can share the stores: no
-maintenance process runs (`maintenance` is null), the serving process applies events
-itself, and records expire lazily on read.
+On the embedded default the servers are started here, afresh for each strategy's run
+(`fresh_servers`): the embedded Redis and PostgreSQL, and a Chroma server (the embedded
+Chroma client cannot be shared by two processes), in a directory of their own that is
+removed after the run; their URLs go to both processes as MEMH_REDIS_URL, MEMH_PG_URL
+and MEMH_CHROMA_URL. So every run starts from the same empty servers: neither the
+strategy run before it nor an earlier load leaves it deleted records, dead rows or a
+longer log to work through (a layer given by URL is the user's, and is shared). On the
+in-memory backend no other process can share the stores: no maintenance process runs
+(`maintenance` is null), the serving process applies events itself, and records expire
+lazily on read.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +55,7 @@ from memharness.sim.plan import StrategySpec
 __all__ = [
     "MAINTAIN_STOP_S",
     "StrategyLoad",
+    "fresh_servers",
     "run_dir_name",
     "run_strategy_loads",
     "shared_servers",
@@ -110,6 +116,19 @@ def shared_servers(settings: Any, data_dir: Path) -> Iterator[dict[str, str]]:
                 stop()
 
 
+@contextmanager
+def fresh_servers(settings: Any, data_dir: Path) -> Iterator[dict[str, str]]:
+    """`shared_servers` in `data_dir`, a directory of their own, empty at the start and
+    removed at the end."""
+    shutil.rmtree(data_dir, ignore_errors=True)  # a run killed before it cleaned up
+    data_dir.mkdir(parents=True)
+    try:
+        with shared_servers(settings, data_dir) as urls:
+            yield urls
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def _start_maintenance(
     load: StrategyLoad,
     strategy_file: Path,
@@ -158,23 +177,27 @@ def run_strategy_loads(
     summary_dir: Path,
     locust_command: Callable[[StrategyLoad], list[str]],
     env: Mapping[str, str],
+    servers: Callable[[StrategyLoad], AbstractContextManager[dict[str, str]]],
     maintenance: bool,
     time_scale: float | None,
     echo: Callable[[str], None],
     apart: bool = False,
 ) -> int:
     """Each strategy's load in turn (see the module docstring); returns the first
-    non-zero exit code of a strategy's run, else 0. `apart`: the memory runs as
-    `memharness serve` (its maintenance beside it) in a process of its own, driven over
-    HTTP by the Locust process (`memharness.load_apart`)."""
+    non-zero exit code of a strategy's run, else 0. `servers`: the servers of one run,
+    their MEMH_* URLs yielded. `apart`: the memory runs as `memharness serve` (its
+    maintenance beside it) in a process of its own, driven over HTTP by the Locust
+    process (`memharness.load_apart`)."""
     summary_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     first_error = 0
     for load in loads:
-        if apart:
-            row = _run_apart(load, locust_command, env, echo)
-        else:
-            row = _run_one(load, locust_command, env, maintenance, time_scale, echo)
+        with servers(load) as urls:
+            run_env = {**env, **urls}
+            if apart:
+                row = _run_apart(load, locust_command, run_env, echo)
+            else:
+                row = _run_one(load, locust_command, run_env, maintenance, time_scale, echo)
         rows.append(row)
         write_json(summary_dir / "load_strategies.json", {"kind": "load_strategies", "runs": rows})
         if not first_error:

@@ -22,6 +22,7 @@ from memharness.load_strategies import shared_servers
 from memharness.serve.auth import KeyStore
 from memharness.serve.cleanup import FileCleanup
 from memharness.serve.files import private_data_dir
+from reference.durations import DurationError, parse_duration
 from reference.errors import InvalidInput, MemoryStoreError
 from reference.settings import Settings
 
@@ -100,6 +101,12 @@ _data_dir_option = click.option(
     "--sweep-every", type=click.FloatRange(0, min_open=True), default=10.0, show_default=True,
     help="in-memory backend: seconds between the service's own sweeps",
 )  # fmt: skip
+@click.option(
+    "--reclaim-within", default="1h", show_default=True, metavar="DURATION",
+    help="embedded servers: how long after an erasure its values may stay in the servers' "
+    "files (rows are gone at once; the files are rewritten within this, and at stop); 0: "
+    "before the erasure is answered",
+)  # fmt: skip
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -118,6 +125,7 @@ def serve(
     torch_threads: int | None,
     maintain: bool,
     sweep_every: float,
+    reclaim_within: str,
 ) -> None:
     """Serve the reference memory over HTTP (routes: docs/serve.md; keys: `serve keys`).
 
@@ -125,6 +133,10 @@ def serve(
     """
     if ctx.invoked_subcommand is not None:
         return
+    try:
+        reclaim_within_s = parse_duration(reclaim_within)
+    except DurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--reclaim-within") from None
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
@@ -174,6 +186,7 @@ def serve(
             maintain=maintain,
             sweep_every=sweep_every,
             own_postgres=own_postgres,
+            reclaim_within_s=reclaim_within_s,
         )
 
 
@@ -193,6 +206,7 @@ def _serve(
     maintain: bool,
     sweep_every: float,
     own_postgres: bool,
+    reclaim_within_s: float,
 ) -> None:
     import uvicorn
 
@@ -219,7 +233,9 @@ def _serve(
         raise click.ClickException(str(exc)) from None
     stack.callback(system.dispose)
     private_data_dir(settings.data_dir)  # again: PostgreSQL widened it when it started
-    cleanup = _file_cleanup(stack, settings, system, own_postgres=own_postgres)
+    cleanup = _file_cleanup(
+        stack, settings, system, own_postgres=own_postgres, within_s=reclaim_within_s
+    )
     app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads, cleanup=cleanup)
     click.echo(
         f"memharness serve on http://{host}:{port} (strategy {strategy}, {settings.backend} "
@@ -262,11 +278,11 @@ def _serve(
 
 
 def _file_cleanup(
-    stack: ExitStack, settings: Settings, system: Any, *, own_postgres: bool
+    stack: ExitStack, settings: Settings, system: Any, *, own_postgres: bool, within_s: float
 ) -> FileCleanup | None:
-    """The embedded servers' files cleaned after each erasure (memharness.serve.cleanup);
-    a cleanup a crash left pending runs now. `own_postgres`: PostgreSQL is the embedded
-    server (its WAL is cycled), not one given by URL."""
+    """The embedded servers' files cleaned within `within_s` of each erasure
+    (memharness.serve.cleanup); a cleanup a crash left pending runs now. `own_postgres`:
+    PostgreSQL is the embedded server (its WAL is cycled), not one given by URL."""
     if settings.backend == "memory":
         return None
     if settings.pg_url is not None:
@@ -282,9 +298,13 @@ def _file_cleanup(
         pg_url=pg_url,
         namespace=system.ltm.namespace,
         own_postgres=own_postgres,
+        within_s=within_s,
     )
     if cleanup.resume() is not None:
         click.echo("the files' cleanup left pending by an earlier run: done", err=True)
+    if cleanup.deferred:
+        cleanup.start()
+        stack.callback(cleanup.close)  # before the servers stop: registered after them
     return cleanup
 
 

@@ -58,7 +58,7 @@ class Live:
 
 
 @contextmanager
-def live_serve(maintain: str) -> Iterator[Live]:
+def live_serve(maintain: str, *options: str) -> Iterator[Live]:
     repo = Path(__file__).parent.parent
     with tempfile.TemporaryDirectory(prefix="memh-rtf-") as root:
         data = Path(root) / "data"
@@ -69,7 +69,7 @@ def live_serve(maintain: str) -> Iterator[Live]:
         process = subprocess.Popen(
             [sys.executable, "-m", "memharness.cli", "serve", "--port", str(port),
              "--backend", "embedded", "--embedder", "hashing", maintain,
-             "--data-dir", str(data), "--keys", str(Path(root) / "keys.json")],
+             "--data-dir", str(data), "--keys", str(Path(root) / "keys.json"), *options],
             cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         live = Live(f"http://127.0.0.1:{port}", auth(key), data, process)
@@ -94,16 +94,20 @@ def _answers(live: Live, status: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("maintain", ["--no-maintain", "--maintain"])
+@pytest.mark.parametrize(
+    ("maintain", "reclaim_within"),
+    [("--no-maintain", "0"), ("--maintain", "0"), ("--maintain", "1h")],
+)
 def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete(
-    maintain: str,
+    maintain: str, reclaim_within: str
 ) -> None:
     """`memharness serve` on the embedded backends (with --maintain: a `chroma run`
     server and a maintenance child beside it): the data directory is 0700 once the
     servers run (PostgreSQL, run as root, widens it when it starts) and after they stop;
-    a DELETE leaves no file under it holding the user's marker."""
+    a DELETE leaves no file under it holding the user's marker: before it is answered
+    with `--reclaim-within 0`, by the time the service has stopped with 1h."""
     marker = "Vrenkast" + uuid.uuid4().hex[:10]
-    with live_serve(maintain) as live:
+    with live_serve(maintain, "--reclaim-within", reclaim_within) as live:
         data = live.data
         assert stat.S_IMODE(data.stat().st_mode) == 0o700
         turn = {
@@ -118,10 +122,12 @@ def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete(
         assert any(hit.startswith("pg/") for hit in written), written
         answer = httpx.delete(f"{live.url}/v1/users/pia", headers=live.headers, timeout=60)
         assert answer.status_code == 200, answer.text
-        assert files_holding(data, encodings(marker)) == []
+        if reclaim_within == "0":
+            assert files_holding(data, encodings(marker)) == []
         err = live.stop()
         assert live.process.returncode == 0, err[-2000:]
         assert "Traceback" not in err
+        assert files_holding(data, encodings(marker)) == []
         assert stat.S_IMODE(data.stat().st_mode) == 0o700
 
 

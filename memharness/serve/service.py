@@ -107,7 +107,7 @@ class MemoryService:
             yield
         finally:
             ticket = self.cleanup.erasure_ends()
-        self.cleanup.reclaim(ticket)
+        self.cleanup.settle(ticket)
 
     def _move_clock(self, at: float | None) -> None:
         if at is None:
