@@ -407,7 +407,8 @@ def run(
             click.echo("\n" + "\n".join(systems), nl=False)
         with shown.start(f"writing the report in {writer.run_dir}"):
             began = time.perf_counter()
-            summary = write_report(writer.run_dir)
+            # Interrupted: no plots (seconds of drawing); the resumed run draws them.
+            summary = write_report(writer.run_dir, plots=status != "interrupted")
         writer.document["setup_s"]["report"] = round(time.perf_counter() - began, 3)
         writer.flush()
         (writer.run_dir / "details.txt").write_text("".join(details), encoding="utf-8")
