@@ -15,6 +15,7 @@ import re
 import secrets
 import shlex
 import sys
+import textwrap
 import time
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -48,7 +49,7 @@ from memharness.sim.plan import (
     parse_fault,
     plan_specs,
 )
-from memharness.tables import wrapped
+from memharness.tables import WIDTH, wrapped
 from memharness.vacuous import LISTED, forbidden_count, vacuous_checks, vacuous_line
 from memharness.verbosity import verbose as verbose_env
 from reference.crypto import generate_key
@@ -270,7 +271,8 @@ def run(
             if spec.name in builtin_names:
                 continue  # `memharness strategies check NAME` lists theirs (docs/strategies.md)
             for line in unreachable(spec.strategy):
-                click.echo(f"warning: strategy {spec.label}: {line}", err=True)
+                told = f"warning: strategy {spec.label}: {line}"
+                click.echo(textwrap.fill(told, WIDTH, subsequent_indent="  "), err=True)
         specs = [spec.on(system) for system in systems for spec in specs]
         read_began = time.perf_counter()
         if scenario_files:
