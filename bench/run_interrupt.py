@@ -123,6 +123,7 @@ def run_args(scenarios: list[Path], out: Path, run_id: str, *extra: str) -> list
 def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="memh-int-"))
+    out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MEMH_EMBEDDER_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "MEMH_DATA_DIR": str(out / "data")}  # fmt: skip
     travel = generate(out / "travel-200.yaml", 200, env)
