@@ -195,9 +195,10 @@ def summary_table(scenario: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- summary
 
 
-def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
-    """Write `run_dir/summary.md`: run header, a section per scenario, the strategies
-    across scenarios (`run_verdict.py`), metric glossary."""
+def write_summary(run_dir: Path, results: dict[str, Any], *, plots: bool = True) -> Path:
+    """Write `run_dir/summary.md`: run header, a section per scenario (with its plots
+    unless not `plots`), the strategies across scenarios (`run_verdict.py`), metric
+    glossary."""
     versions = results.get("versions") or {}
     status = str(results.get("status") or "?")
     stopped = status
@@ -240,7 +241,11 @@ def write_summary(run_dir: Path, results: dict[str, Any]) -> Path:
             *_diagnostics(Path(run_dir), scenario),
             *detector_markdown(scenario),
             *monitoring_markdown(scenario),
-            *(f"![{PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS),
+            *(
+                (f"![{PNG_TITLES[kind]}]({stem}-{kind}.png)\n" for kind in PLOT_KINDS)
+                if plots
+                else ["Plots: drawn when the run is completed (`memharness run --resume`).\n"]
+            ),
         ]
     verdict = verdict_markdown(results)
     if verdict:
@@ -266,8 +271,11 @@ def _diagnostics(run_dir: Path, scenario: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- entry
 
 
-def write_report(run_dir: Path) -> Path:
-    """Load `run_dir/results.json`, write the plots and `summary.md`; returns its path."""
+def write_report(run_dir: Path, *, plots: bool = True) -> Path:
+    """Load `run_dir/results.json`, write the plots (unless not `plots`: an interrupted
+    run stops without drawing them, its resumed run draws them) and `summary.md`; returns
+    its path."""
     results = load_results(run_dir)
-    write_plots(run_dir, results)
-    return write_summary(run_dir, results)
+    if plots:
+        write_plots(run_dir, results)
+    return write_summary(run_dir, results, plots=plots)

@@ -15,6 +15,7 @@ import re
 import secrets
 import shlex
 import sys
+import textwrap
 import time
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -48,7 +49,7 @@ from memharness.sim.plan import (
     parse_fault,
     plan_specs,
 )
-from memharness.tables import wrapped
+from memharness.tables import WIDTH, wrapped
 from memharness.vacuous import LISTED, forbidden_count, vacuous_checks, vacuous_line
 from memharness.verbosity import verbose as verbose_env
 from reference.crypto import generate_key
@@ -270,7 +271,8 @@ def run(
             if spec.name in builtin_names:
                 continue  # `memharness strategies check NAME` lists theirs (docs/strategies.md)
             for line in unreachable(spec.strategy):
-                click.echo(f"warning: strategy {spec.label}: {line}", err=True)
+                told = f"warning: strategy {spec.label}: {line}"
+                click.echo(textwrap.fill(told, WIDTH, subsequent_indent="  "), err=True)
         specs = [spec.on(system) for system in systems for spec in specs]
         read_began = time.perf_counter()
         if scenario_files:
@@ -407,7 +409,8 @@ def run(
             click.echo("\n" + "\n".join(systems), nl=False)
         with shown.start(f"writing the report in {writer.run_dir}"):
             began = time.perf_counter()
-            summary = write_report(writer.run_dir)
+            # Interrupted: no plots (seconds of drawing); the resumed run draws them.
+            summary = write_report(writer.run_dir, plots=status != "interrupted")
         writer.document["setup_s"]["report"] = round(time.perf_counter() - began, 3)
         writer.flush()
         (writer.run_dir / "details.txt").write_text("".join(details), encoding="utf-8")

@@ -3,13 +3,13 @@
 Per strategy: its mean recall@k and stale@k over the scenarios (each scenario counts
 once: a hand-written scenario tests one behaviour, and would vanish beside a generated
 population if needed facts were pooled), its leakage summed, its peak bytes summed over
-the scenarios (each scenario's peak, `result_figures.peak_total`), its worst scenario (lowest
-recall@k, shown with it; `all alike` when every scenario gave the same), and whether it is on the
-recall/footprint Pareto frontier: no other strategy has at least its mean recall with no
-more bytes. A strategy that did not complete every scenario (failed, interrupted, not
-run) is shown as incomplete, off the frontier, with its leakage and worst scenario but
-no means. An oracle strategy (`oracle: true`: it reads the script to keep exactly what
-the probes need) is the upper bound: shown first, never on the frontier nor ranked, for
+the scenarios (each scenario's peak, `result_figures.peak_total`), its worst scenario
+(lowest recall@k, shown with it; `none: R in each` when every scenario gave the same), and
+whether it is on the recall/footprint Pareto frontier: no other strategy has at least its
+mean recall with no more bytes. A strategy that did not complete every scenario (failed,
+interrupted, not run) is shown as incomplete, off the frontier, with its leakage and worst
+scenario but no means. An oracle strategy (`oracle: true`: it reads the script to keep
+exactly what the probes need) is the upper bound: shown first, never on the frontier nor ranked, for
 it would push every strategy one can deploy off.
 
 The recommendation follows an objective, printed with it (`objective.py`): constraints a
@@ -30,7 +30,7 @@ from memharness.objective import (
     parse_objective,
 )
 from memharness.result_figures import pareto_frontier, peak_total
-from memharness.strategy_verdict import StrategyVerdict
+from memharness.strategy_verdict import ALIKE, StrategyVerdict
 from memharness.tables import Column, render, render_markdown, wrapped
 
 __all__ = [
@@ -111,7 +111,7 @@ def cross_scenario(results: dict[str, Any]) -> list[StrategyVerdict]:
             nbytes += peak_total(entry, "bytes") or 0
         worst = min(recalls, key=lambda pair: pair[0], default=None)
         if len(recalls) > 1 and len({r for r, _ in recalls}) == 1:
-            worst = (recalls[0][0], "all alike")  # no scenario is worse than another
+            worst = (recalls[0][0], ALIKE)  # no scenario is worse than another
         done = len(scenarios) - len(missing)
         verdicts.append(
             StrategyVerdict(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 
 import click
 
+from memharness.tables import WIDTH, wrapped
 from reference.policy.loading import BUILTINS, StrategyRegistry
 from reference.policy.reach import findings, unreachable
 from reference.policy.rules import ScopedRule
@@ -60,7 +62,7 @@ def show(ctx: click.Context, name: str, files: tuple[Path, ...]) -> None:
     except StrategyError as exc:
         raise click.ClickException(str(exc)) from None
     for line in [] if name in BUILTINS else unreachable(strategy):
-        click.echo(f"warning: {line}", err=True)
+        click.echo(textwrap.fill(f"warning: {line}", WIDTH, subsequent_indent="  "), err=True)
     click.echo(f"# fingerprint: {strategy.fingerprint()}")
     click.echo(strategy.to_yaml(), nl=False)
 
@@ -84,7 +86,7 @@ def check(ctx: click.Context, names: tuple[str, ...]) -> None:
         dead += sum(not finding.peers_follow for finding in found)
         click.echo(f"{name}:" + ("" if found else " every rule can match something"))
         for finding in found:
-            click.echo(f"  {finding.line}")
+            click.echo(wrapped(finding.line, indent="  "), nl=False)
     if dead:
         sys.exit(1)
 

@@ -12,7 +12,10 @@ from typing import Any
 
 from memharness.tables import format_value
 
-__all__ = ["StrategyVerdict"]
+__all__ = ["ALIKE", "StrategyVerdict"]
+
+#: `StrategyVerdict.worst` when every scenario gave the same recall: no worst one.
+ALIKE = "all alike"
 
 
 @dataclass
@@ -67,6 +70,8 @@ class StrategyVerdict:
 def _worst_text(scenario: str | None, recall: float | None) -> str | None:
     if scenario is None:
         return None
+    if scenario == ALIKE:
+        return f"none: {format_value(recall, '%')} in each"
     return f"{scenario} ({format_value(recall, '%')})"
 
 

@@ -4,7 +4,8 @@
 
 - an unknown key: `unknown key 'by_typ' (did you mean 'by_type'?)`, suggested from the
   fields (and aliases) of the model at that place in the document;
-- a value outside a fixed set: the set, and the closest member when one is close;
+- a value outside a fixed set: the set, and the closest member when one is close (or
+  the member a word for it names: chit-chat is `conversation`);
 - a name that does not match its pattern: what the pattern allows, in words;
 - a field of seconds (`*_s`) that is not a number: that it holds seconds.
 
@@ -43,6 +44,13 @@ PATTERN_WORDS = {
 }
 
 _SET_ERRORS = {"enum", "literal_error"}
+#: Words a person uses for a member of a fixed set that spelling does not find.
+_SYNONYMS = {
+    "chit_chat": "conversation",
+    "chitchat": "conversation",
+    "small_talk": "conversation",
+    "smalltalk": "conversation",
+}
 _NUMBER_ERRORS = {"float_parsing", "float_type", "int_parsing", "int_type"}
 
 
@@ -57,7 +65,11 @@ def describe_error(err: ErrorDetails, model: type[BaseModel] | None = None) -> s
         return f"unknown key {key!r}" + (f" (did you mean {meant!r}?)" if meant else "")
     if kind in _SET_ERRORS and isinstance(value, str) and "expected" in ctx:
         allowed = re.findall(r"'([^']*)'", str(ctx["expected"]))
-        return f"{value!r} is not one of {ctx['expected']}{did_you_mean(value, allowed)}"
+        synonym = _SYNONYMS.get(value.lower().replace("-", "_").replace(" ", "_"))
+        hint = (
+            f" (chit-chat is {synonym!r})" if synonym in allowed else did_you_mean(value, allowed)
+        )
+        return f"{value!r} is not one of {ctx['expected']}{hint}"
     if kind == "string_pattern_mismatch":
         pattern = str(ctx.get("pattern", ""))
         words = PATTERN_WORDS.get(pattern, f"text matching the pattern {pattern}")

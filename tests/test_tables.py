@@ -211,6 +211,16 @@ def test_the_frontier_worst_scenario_and_recommendation() -> None:
     assert "| `mid` | no |" in markdown
 
 
+def test_the_worst_scenario_of_a_strategy_equal_in_every_one_is_none() -> None:
+    results = _run(
+        _scenario("one", _strategy("all", 1.0), _strategy("some", 1.0)),
+        _scenario("two", _strategy("all", 1.0), _strategy("some", 0.5)),
+    )
+    lines = _lines(verdict_terminal(results))
+    assert lines["all"].endswith("none: 100.0% in each")
+    assert lines["some"].endswith("two (50.0%)")
+
+
 def test_leakage_and_an_unfinished_scenario_keep_a_strategy_from_being_recommended() -> None:
     results = _run(
         _scenario("one", _strategy("leaky", 1.0, leakage=1), _strategy("safe", 0.6),

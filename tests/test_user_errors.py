@@ -53,6 +53,12 @@ def _problems(text: str) -> list[Problem]:
             "(did you mean 'episode'?)",
         ),
         (
+            "name: mine\ndescription: d\nttl:\n  by_type: {chit_chat: 600}\n",
+            "'chit_chat' is not one of 'session', 'conversation', "
+            "'instruction', 'preference', 'profile', 'fact', 'entity', 'knowledge', 'sensitive' "
+            "or 'episode' (chit-chat is 'conversation')",
+        ),
+        (
             "name: mine\ndescription: d\nevents:\n  - event: e\n    layers: [sttm]\n",
             "mine.yaml:5: events[0].layers[0]: 'sttm' is not one of 'stm' or 'ltm'"
             " (did you mean 'stm'?)",
