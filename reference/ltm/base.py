@@ -123,7 +123,7 @@ class LongTermStore(LtmPrimitives):
         vector = self._vector(text, embedding)
         expiry = None if expires_at is None else float(expires_at)
         fact = (user_id, cat, key, value, text, float(importance), expiry, actor, vector)
-        return self._write(UpsertFact(*fact, self.clock.now(), cause))
+        return self._apply_noted(UpsertFact(*fact, self.clock.now(), cause))
 
     def get(self, *, user_id: str, category: Category | str, key: str) -> Fact | None:
         """The live fact at `(user_id, category, key)`, touched (access stats), or None."""
@@ -172,7 +172,7 @@ class LongTermStore(LtmPrimitives):
         check_id("actor", actor)
         check_cause("cause", cause)
         now = self.clock.now()
-        archived: int = self._write(ArchiveFacts(filter, actor, now, cause))
+        archived: int = self._apply_noted(ArchiveFacts(filter, actor, now, cause))
         if self.deadlines is not None and archived:  # which ones: read back
             everything = dataclasses.replace(filter, include_dead=True)
             self.deadlines.indexed(self._fetch(everything, now, touch=False))
@@ -184,7 +184,7 @@ class LongTermStore(LtmPrimitives):
         check_id("actor", actor)
         check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._write(DeleteFacts(everything, actor, self.clock.now(), cause))
+        return self._apply_noted(DeleteFacts(everything, actor, self.clock.now(), cause))
 
     def facts(self, *, filter: LtmFilter) -> list[Fact]:
         """Matching facts ordered by (created_at, fact_id), without touching them."""
@@ -232,7 +232,7 @@ class LongTermStore(LtmPrimitives):
             by_id[update.record_id] = update
         if not by_id:
             return 0
-        return self._write(RecordAccess(user_id, list(by_id.values()), self.clock.now()))
+        return self._apply_noted(RecordAccess(user_id, list(by_id.values()), self.clock.now()))
 
     def similar(
         self,
@@ -263,7 +263,7 @@ class LongTermStore(LtmPrimitives):
         check_id("actor", actor)
         check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._write(EraseFacts(everything, actor, self.clock.now(), cause))
+        return self._apply_noted(EraseFacts(everything, actor, self.clock.now(), cause))
 
     def scan(self, *, after: str | None = None, limit: int = 1000) -> list[Fact]:
         """Up to `limit` facts of the whole namespace (every user and status) with
@@ -324,7 +324,7 @@ class LongTermStore(LtmPrimitives):
             raise InvalidInput("changes", f"must be FactChanges, got {type(changes).__name__}")
         if not changes:
             return FactChangeCounts()
-        return self._write(ApplyChanges(changes, actor, self.clock.now()))
+        return self._apply_noted(ApplyChanges(changes, actor, self.clock.now()))
 
     def mark_active(self, *, activity: Mapping[str, float]) -> None:
         """Record users' latest activity (user_id -> epoch seconds); a time earlier than
@@ -334,7 +334,7 @@ class LongTermStore(LtmPrimitives):
             for user, at in activity.items()
         }
         if checked:
-            self._write(MarkActive(checked))
+            self._apply_noted(MarkActive(checked))
 
     def last_active(self, *, user_ids: Collection[str]) -> dict[str, float]:
         """The recorded latest activity of these users; users never recorded are absent."""
@@ -345,10 +345,10 @@ class LongTermStore(LtmPrimitives):
 
     def forget_activity(self, *, user_id: str) -> bool:
         """Drop the user's activity record (erasure of everything about the user)."""
-        return self._write(ForgetActivity(check_id("user_id", user_id)))
+        return self._apply_noted(ForgetActivity(check_id("user_id", user_id)))
 
     # ------------------------------------------------------------------ helpers
-    def _write(self, op: LtmWrite) -> Any:
+    def _apply_noted(self, op: LtmWrite) -> Any:
         """`_apply(op)`, noted in `deadlines` when the store keeps them."""
         if self.deadlines is None:
             return self._apply(op)

@@ -4,7 +4,7 @@ has nothing to visit and no user became inactive.
 
 Only for a store that is its namespace's only writer (a simulator's shard: the factory's
 `sole_writer`): another writer's facts would be unknown here. The store notes every
-write (`LongTermStore._write`) with what the fields of `policy.next_due_at` become: an
+write (`LongTermStore._apply_noted`) with what the fields of `policy.next_due_at` become: an
 upsert's stored fact; an access's new expiry on a live fact of its user; a sweep
 batch's archivals (at its time), anonymisations (the seal gone) and removals;
 recorded activity, the latest kept. An archival by filter is read back by the store

@@ -101,7 +101,7 @@ class SessionStore(SessionPrimitives):
             status=SessionStatus.ACTIVE,
             task_state=self._clean_task_state(task_state or {}),
         )
-        if not self._write(CreateSession(state)):
+        if not self._apply_noted(CreateSession(state)):
             raise InvalidInput(
                 "session_id", f"{session_id!r} is already a live session of this user"
             )
@@ -115,7 +115,7 @@ class SessionStore(SessionPrimitives):
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         now = self.clock.now()
-        state: SessionState | None = self._write(
+        state: SessionState | None = self._apply_noted(
             ReadSession(user_id, session_id, now, now + self.ttl_s)
         )
         return state
@@ -124,7 +124,7 @@ class SessionStore(SessionPrimitives):
         """Like `get`, without refreshing anything (for inspection and metrics)."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        state: SessionState | None = self._write(
+        state: SessionState | None = self._apply_noted(
             ReadSession(user_id, session_id, self.clock.now(), None)
         )
         return state
@@ -138,7 +138,7 @@ class SessionStore(SessionPrimitives):
         check_id("session_id", session_id)
         check_id("message_id", message_id)
         now = self.clock.now()
-        window: list[str] | None = self._write(
+        window: list[str] | None = self._apply_noted(
             AppendMessage(user_id, session_id, message_id, now, now + self.ttl_s)
         )
         if window is None:
@@ -149,7 +149,9 @@ class SessionStore(SessionPrimitives):
         """The context window, newest first; empty without a live session."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        window: list[str] | None = self._write(ReadContext(user_id, session_id, self.clock.now()))
+        window: list[str] | None = self._apply_noted(
+            ReadContext(user_id, session_id, self.clock.now())
+        )
         return window or []
 
     def update_task_state(
@@ -160,7 +162,7 @@ class SessionStore(SessionPrimitives):
         check_id("session_id", session_id)
         clean = self._clean_task_state(task_state)
         now = self.clock.now()
-        state: SessionState | None = self._write(
+        state: SessionState | None = self._apply_noted(
             SetTaskState(user_id, session_id, clean, now, now + self.ttl_s)
         )
         if state is None:
@@ -171,25 +173,25 @@ class SessionStore(SessionPrimitives):
         """Mark the session closed (it stays readable until it expires). False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return bool(self._write(CloseSession(user_id, session_id, self.clock.now())))
+        return bool(self._apply_noted(CloseSession(user_id, session_id, self.clock.now())))
 
     def delete(self, *, user_id: str, session_id: str) -> bool:
         """Remove the session and its context window now. False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return bool(self._write(DeleteSession(user_id, session_id, self.clock.now())))
+        return bool(self._apply_noted(DeleteSession(user_id, session_id, self.clock.now())))
 
     def reset(self, *, user_id: str, session_id: str) -> bool:
         """Empty the context window and the task state of a live session, which stays
         open with its TTL unchanged ("reset this conversation"). False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return bool(self._write(ResetSession(user_id, session_id, self.clock.now())))
+        return bool(self._apply_noted(ResetSession(user_id, session_id, self.clock.now())))
 
     def list_user_sessions(self, *, user_id: str) -> list[SessionState]:
         """The user's live sessions (open and closed), oldest first, without refreshing."""
         check_id("user_id", user_id)
-        states: list[SessionState] = self._write(ListSessions(user_id, self.clock.now()))
+        states: list[SessionState] = self._apply_noted(ListSessions(user_id, self.clock.now()))
         return states
 
     def usage(self) -> Usage:
@@ -200,7 +202,7 @@ class SessionStore(SessionPrimitives):
     def delete_user(self, *, user_id: str) -> int:
         """Remove every session of the user; returns how many there were."""
         check_id("user_id", user_id)
-        return int(self._write(DeleteUserSessions(user_id, self.clock.now())))
+        return int(self._apply_noted(DeleteUserSessions(user_id, self.clock.now())))
 
     def sweep_expired(self, *, batch_size: int = 1000) -> int:
         """Remove up to `batch_size` expired sessions; returns how many were removed.
@@ -240,7 +242,7 @@ class SessionStore(SessionPrimitives):
         self.dispose()
 
     # ------------------------------------------------------------------ helpers
-    def _write(self, op: SessionOp) -> Any:
+    def _apply_noted(self, op: SessionOp) -> Any:
         """`_apply(op)`, its outcome noted in `deadlines` when the store keeps them."""
         if self.deadlines is None:
             return self._apply(op)

@@ -3,7 +3,7 @@ on a server can tell without a query that a sweep has nothing to remove.
 
 Only for a store that is its namespace's only writer (a simulator's shard: the factory's
 `sole_writer`): another writer's sessions would be unknown here. The store notes every
-operation's outcome (`SessionStore._write`): a session created, read with its TTL slid,
+operation's outcome (`SessionStore._apply_noted`): a session created, read with its TTL slid,
 or appended to expires at the time the server confirms. Deleted sessions stay listed
 until a sweep passes their expiry (too early is only a query more); a sweep that
 removes fewer sessions than its page holds has removed every expired one (Redis's sweep

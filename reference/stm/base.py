@@ -163,7 +163,7 @@ class ShortTermStore(StmPrimitives):
             status=Status.ACTIVE,
             metadata=metadata,
         )
-        self._write(PutRecord(record, vector))
+        self._apply_noted(PutRecord(record, vector))
         return AddResult(accepted=True, reason=decision.reason, record=record, intent=decision)
 
     def query(
@@ -195,7 +195,7 @@ class ShortTermStore(StmPrimitives):
         hits = self._search(vector, flt, k, now)
         if hits and touch:
             writes = [AccessWrite.after(h.record, now) for h in hits]
-            self._write(WriteAccess(writes))
+            self._apply_noted(WriteAccess(writes))
             hits = [
                 Hit(record=w.apply(h.record), score=h.score)
                 for h, w in zip(hits, writes, strict=True)
@@ -216,7 +216,7 @@ class ShortTermStore(StmPrimitives):
 
     def delete(self, *, filter: StmFilter) -> int:
         """Remove the matching records (live or not when `include_dead`); returns how many."""
-        deleted: int = self._write(DeleteRecords(filter, self.clock.now()))
+        deleted: int = self._apply_noted(DeleteRecords(filter, self.clock.now()))
         return deleted
 
     def count(self, *, filter: StmFilter | None = None) -> int:
@@ -268,7 +268,7 @@ class ShortTermStore(StmPrimitives):
             and record.is_live(now)
         ]
         if writes:
-            self._write(WriteAccess(writes))
+            self._apply_noted(WriteAccess(writes))
         return len(writes)
 
     def similar(
@@ -329,7 +329,7 @@ class ShortTermStore(StmPrimitives):
         """Remove these records of the namespace, whoever owns them; returns how many
         existed. For sweeps, whose pages span users."""
         ids = sorted({check_id("record_ids", r) for r in record_ids})
-        purged: int = self._write(PurgeRecords(ids)) if ids else 0
+        purged: int = self._apply_noted(PurgeRecords(ids)) if ids else 0
         return purged
 
     def dispose(self) -> None:
@@ -341,7 +341,7 @@ class ShortTermStore(StmPrimitives):
         self.dispose()
 
     # ------------------------------------------------------------------ helpers
-    def _write(self, op: StmWrite) -> Any:
+    def _apply_noted(self, op: StmWrite) -> Any:
         """`_apply(op)`, noted in `deadlines` when the store keeps them."""
         if self.deadlines is None:
             return self._apply(op)

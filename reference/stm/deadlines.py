@@ -3,7 +3,7 @@ store on a server can tell without a query that a sweep has nothing to visit.
 
 Only for a store that is its namespace's only writer (a simulator's shard: the factory's
 `sole_writer`): another writer's records would be unknown here. The store notes every
-write (`ShortTermStore._write`): a record put is due at its expiry (at once when it is
+write (`ShortTermStore._apply_noted`): a record put is due at its expiry (at once when it is
 not active), an access stores the expiry it carries, a purge drops its records. A
 record deleted by a filter (a forget command, an erasure) stays listed, which is only
 a query more: the first due scan past its deadline does not find it, and it goes
