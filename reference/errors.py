@@ -74,6 +74,13 @@ class ConfigurationError(MemoryStoreError):
     """The settings are inconsistent or incomplete (e.g. a missing encryption key)."""
 
 
+def changed_nothing(exc: BaseException) -> bool:
+    """Whether a store operation that raised `exc` left the store as it was: a refusal
+    (invalid input, a closed session, ...), not a server that failed, whose operation may
+    have landed."""
+    return isinstance(exc, MemoryStoreError) and not isinstance(exc, BackendUnavailable)
+
+
 @dataclass(frozen=True, slots=True)
 class LayerFailure:
     """Where a turn failed: the layer running when it raised (a key of

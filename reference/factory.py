@@ -30,6 +30,7 @@ from reference.forgetting.events_memory import InMemoryEventBus
 from reference.forgetting.events_redis import RedisStreamEventBus
 from reference.keys import Namespace
 from reference.ltm.base import LongTermStore
+from reference.ltm.deadlines import LtmDeadlines
 from reference.models import Category, MemoryType
 from reference.pii import RegexPiiMasker
 from reference.policy.intent import RuleIntentFilter
@@ -39,8 +40,10 @@ from reference.policy.rules import TtlRule
 from reference.policy.strategy import Strategy
 from reference.registry import load_backend
 from reference.session.base import SessionStore
+from reference.session.deadlines import SessionDeadlines
 from reference.settings import Settings
 from reference.stm.base import ShortTermStore
+from reference.stm.deadlines import StmDeadlines
 from reference.system import MemorySystem
 from reference.text_interfaces import Embedder, PiiMasker
 
@@ -56,12 +59,16 @@ def build_memory_system(
     event_bus: EventBus | None = None,
     forget_min_similarity: float = DEFAULT_FORGET_MIN_SIMILARITY,
     pii: PiiMasker | None = None,
+    sole_writer: bool = False,
 ) -> MemorySystem:
     """A connected, set-up memory system governed by `strategy` (see the module docstring).
 
     Pass `embedder` to share one across systems, and `pii` to share one masker (and its
     cache of masked texts) across them. `oracle` is the harness's advice for a
     strategy with `oracle: true`; `event_bus` is consumed by the engine at every sweep.
+    `sole_writer`: this system is the only writer of its namespace, as a simulator's
+    shard is; stores on servers then keep the deadlines they wrote (`deadlines.py` of
+    each layer), so a sweep with nothing due asks the servers nothing.
     """
     clock = clock or SystemClock()
     namespace = namespace or Namespace(settings.prefix)
@@ -80,6 +87,10 @@ def build_memory_system(
     stm = _build_stm(settings, clock, namespace, embedder, pii)
     ltm = _build_ltm(settings, clock, namespace, embedder)
     ltm.setup()
+    if sole_writer and settings.backend != "memory":  # the in-memory stores know already
+        session.deadlines = SessionDeadlines()
+        stm.deadlines = StmDeadlines()
+        ltm.deadlines = LtmDeadlines()
     engine = ForgettingEngine(
         strategy=chosen,
         clock=clock,

@@ -41,7 +41,9 @@ from tests.test_engine import drop_embedded_namespace
 from tests.test_forgetting_properties import KEY, Model, run, step
 from tests.test_policy import fact, record
 
-EXAMPLES = {"memory": 40, "embedded": 6}
+#: "sole_writer": the embedded servers, each store keeping the deadlines it wrote
+#: (`build_memory_system(sole_writer=True)`), so the engine plans from them.
+EXAMPLES = {"memory": 40, "embedded": 6, "sole_writer": 6}
 
 
 def decisions(system: MemorySystem, *, full_scan: bool) -> set[tuple[str, str, str]]:
@@ -76,26 +78,28 @@ def oracle() -> OracleAdvice:
 def built(backend: str, name: str, embedder: Embedder, data_dir: Path, n: int) -> Iterator[Any]:
     namespace = Namespace(f"due{n}")
     clock = VirtualClock(T0)
+    servers = "memory" if backend == "memory" else "embedded"
     system = build_memory_system(
-        Settings(backend=backend, data_dir=data_dir, prefix=namespace.prefix, encryption_key=KEY),  # type: ignore[arg-type]
+        Settings(backend=servers, data_dir=data_dir, prefix=namespace.prefix, encryption_key=KEY),  # type: ignore[arg-type]
         clock=clock,
         embedder=embedder,
         namespace=namespace,
         strategy=name,
         oracle=oracle(),
+        sole_writer=backend == "sole_writer",
     )
     try:
         yield system, clock
     finally:
         system.dispose()
-        if backend == "embedded":
+        if servers == "embedded":
             drop_embedded_namespace(data_dir, namespace)
 
 
 _count = iter(range(10**9))
 
 
-@pytest.mark.parametrize("backend", ["memory", "embedded"])
+@pytest.mark.parametrize("backend", ["memory", "embedded", "sole_writer"])
 @pytest.mark.parametrize("name", list(BUILTINS))
 def test_a_due_sweep_decides_what_a_full_scan_decides(
     backend: str, name: str, embedder: Embedder, data_dir: Path
@@ -124,7 +128,7 @@ def test_a_due_sweep_decides_what_a_full_scan_decides(
     replay()
 
 
-@pytest.mark.parametrize("backend", ["memory", "embedded"])
+@pytest.mark.parametrize("backend", ["memory", "embedded", "sole_writer"])
 def test_an_archived_users_records_are_visited_when_the_user_becomes_inactive(
     backend: str, embedder: Embedder, data_dir: Path
 ) -> None:

@@ -208,6 +208,7 @@ class ShardWorker:
                     strategy=strategy,
                     oracle=oracle,
                     pii=self.masker,
+                    sole_writer=True,  # the namespace is this replay's alone
                 )
 
             try:

@@ -30,6 +30,7 @@ from reference.errors import InvalidInput
 from reference.footprint import Usage
 from reference.keys import Namespace
 from reference.lexical import DEFAULT_RRF_K, fuse, lexical_pool, lexical_ranking, query_terms
+from reference.ltm.deadlines import LtmDeadlines
 from reference.ltm.filters import FactChangeCounts, FactChanges, LtmFilter, check_cause
 from reference.ltm.primitives import (
     Activity,
@@ -41,6 +42,7 @@ from reference.ltm.primitives import (
     EraseFacts,
     ForgetActivity,
     LtmPrimitives,
+    LtmWrite,
     MarkActive,
     RecordAccess,
     UpsertFact,
@@ -64,6 +66,11 @@ from reference.validation import (
 
 class LongTermStore(LtmPrimitives):
     """Versioned structured facts with vector search, within a user."""
+
+    #: Each fact's deadlines and each user's activity as written, when the store is its
+    #: namespace's only writer (`reference.ltm.deadlines`; set by the factory's
+    #: `sole_writer`).
+    deadlines: LtmDeadlines | None = None
 
     def __init__(self, *, clock: Clock, namespace: Namespace, embedder: Embedder) -> None:
         self.clock = clock
@@ -116,7 +123,7 @@ class LongTermStore(LtmPrimitives):
         vector = self._vector(text, embedding)
         expiry = None if expires_at is None else float(expires_at)
         fact = (user_id, cat, key, value, text, float(importance), expiry, actor, vector)
-        return self._apply(UpsertFact(*fact, self.clock.now(), cause))
+        return self._apply_noted(UpsertFact(*fact, self.clock.now(), cause))
 
     def get(self, *, user_id: str, category: Category | str, key: str) -> Fact | None:
         """The live fact at `(user_id, category, key)`, touched (access stats), or None."""
@@ -164,7 +171,12 @@ class LongTermStore(LtmPrimitives):
         as its `archive_reason`; returns how many."""
         check_id("actor", actor)
         check_cause("cause", cause)
-        return self._apply(ArchiveFacts(filter, actor, self.clock.now(), cause))
+        now = self.clock.now()
+        archived: int = self._apply_noted(ArchiveFacts(filter, actor, now, cause))
+        if self.deadlines is not None and archived:  # which ones: read back
+            everything = dataclasses.replace(filter, include_dead=True)
+            self.deadlines.indexed(self._fetch(everything, now, touch=False))
+        return archived
 
     def delete(self, *, filter: LtmFilter, actor: str = "system", cause: str = "") -> int:
         """Hard-delete matching facts, archived and expired ones included whatever the
@@ -172,7 +184,7 @@ class LongTermStore(LtmPrimitives):
         check_id("actor", actor)
         check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._apply(DeleteFacts(everything, actor, self.clock.now(), cause))
+        return self._apply_noted(DeleteFacts(everything, actor, self.clock.now(), cause))
 
     def facts(self, *, filter: LtmFilter) -> list[Fact]:
         """Matching facts ordered by (created_at, fact_id), without touching them."""
@@ -220,7 +232,7 @@ class LongTermStore(LtmPrimitives):
             by_id[update.record_id] = update
         if not by_id:
             return 0
-        return self._apply(RecordAccess(user_id, list(by_id.values()), self.clock.now()))
+        return self._apply_noted(RecordAccess(user_id, list(by_id.values()), self.clock.now()))
 
     def similar(
         self,
@@ -251,7 +263,7 @@ class LongTermStore(LtmPrimitives):
         check_id("actor", actor)
         check_cause("cause", cause)
         everything = dataclasses.replace(filter, include_dead=True)
-        return self._apply(EraseFacts(everything, actor, self.clock.now(), cause))
+        return self._apply_noted(EraseFacts(everything, actor, self.clock.now(), cause))
 
     def scan(self, *, after: str | None = None, limit: int = 1000) -> list[Fact]:
         """Up to `limit` facts of the whole namespace (every user and status) with
@@ -273,27 +285,35 @@ class LongTermStore(LtmPrimitives):
             check_id("after", after)
         check_k("limit", limit, limit=1_000_000)
         now = check_timestamp("now", now)
+        if now < self.earliest_due(rule):
+            return DuePage([], None)  # nothing asked of the backend
         candidates = self._scan(after, limit, DueScan(now, rule))
         due = [f for f in candidates if (d := next_due_at(f, rule)) is not None and d <= now]
-        return DuePage(due, candidates[-1].fact_id if len(candidates) >= limit else None)
+        until = candidates[-1].fact_id if len(candidates) >= limit else None
+        if self.deadlines is not None:
+            self.deadlines.scanned(now, rule, after, until, {f.fact_id for f in due})
+        return DuePage(due, until)
 
     def earliest_due(self, rule: DueRule) -> float:
         """A moment before which `scan_due` under `rule` finds nothing (inf: no fact has
         a deadline), or -inf when this store cannot tell without a query (a sweep then
-        looks). A read."""
-        return float("-inf")
+        looks): a backend's index, or the `deadlines` of a store that is its namespace's
+        only writer. A read."""
+        return float("-inf") if self.deadlines is None else self.deadlines.earliest(rule)
 
     def earliest_activity_after(self, after: float) -> float:
         """The earliest recorded latest activity later than `after` (inf: none), or -inf
         when this store cannot tell without a query: no user's inactivity period can end
-        before it plus the period. A read."""
-        return float("-inf")
+        before it plus the period. As `earliest_due`. A read."""
+        if self.deadlines is None:
+            return float("-inf")
+        return self.deadlines.earliest_activity_after(after)
 
     def inactive_users(self, *, after: float, until: float) -> list[str]:
         """Users whose recorded latest activity is in (`after`, `until`], sorted: the
         users a sweep archives when `until` is its `now` less the inactivity period and
         `after` the same of the sweep before it. A read."""
-        if after >= until:
+        if after >= until or self.earliest_activity_after(after) > until:
             return []
         return sorted(self._lookup(Activity(None, float(after), float(until))))
 
@@ -304,7 +324,7 @@ class LongTermStore(LtmPrimitives):
             raise InvalidInput("changes", f"must be FactChanges, got {type(changes).__name__}")
         if not changes:
             return FactChangeCounts()
-        return self._apply(ApplyChanges(changes, actor, self.clock.now()))
+        return self._apply_noted(ApplyChanges(changes, actor, self.clock.now()))
 
     def mark_active(self, *, activity: Mapping[str, float]) -> None:
         """Record users' latest activity (user_id -> epoch seconds); a time earlier than
@@ -314,7 +334,7 @@ class LongTermStore(LtmPrimitives):
             for user, at in activity.items()
         }
         if checked:
-            self._apply(MarkActive(checked))
+            self._apply_noted(MarkActive(checked))
 
     def last_active(self, *, user_ids: Collection[str]) -> dict[str, float]:
         """The recorded latest activity of these users; users never recorded are absent."""
@@ -325,9 +345,21 @@ class LongTermStore(LtmPrimitives):
 
     def forget_activity(self, *, user_id: str) -> bool:
         """Drop the user's activity record (erasure of everything about the user)."""
-        return self._apply(ForgetActivity(check_id("user_id", user_id)))
+        return self._apply_noted(ForgetActivity(check_id("user_id", user_id)))
 
     # ------------------------------------------------------------------ helpers
+    def _apply_noted(self, op: LtmWrite) -> Any:
+        """`_apply(op)`, noted in `deadlines` when the store keeps them."""
+        if self.deadlines is None:
+            return self._apply(op)
+        try:
+            result = self._apply(op)
+        except BaseException as exc:
+            self.deadlines.failed(exc)
+            raise
+        self.deadlines.applied(op, result)
+        return result
+
     def _fused(
         self, text: str, vector: np.ndarray, flt: LtmFilter, k: int, rrf_k: int, *, touch: bool
     ) -> list[Hit[Fact]]:

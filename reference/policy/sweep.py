@@ -121,8 +121,13 @@ def sealed_at(fact: Fact) -> float | None:
     A seal without a valid `_sealed_at` is -inf, due at once: its deadline cannot be
     shown not to have passed (the same rule as `reference.crypto.needs_anonymising`).
     """
-    parts: list[Mapping[str, Any]] = [fact.value]
-    parts += [field for field in fact.value.values() if isinstance(field, dict)]
+    return value_sealed_at(fact.value)
+
+
+def value_sealed_at(value: Mapping[str, Any]) -> float | None:
+    """`sealed_at` of a fact holding `value`."""
+    parts: list[Mapping[str, Any]] = [value]
+    parts += [field for field in value.values() if isinstance(field, dict)]
     times = []
     for part in parts:
         if "_sealed" in part:

@@ -20,6 +20,7 @@ from reference.errors import InvalidInput, NotFound
 from reference.footprint import Usage
 from reference.keys import Namespace
 from reference.models import SessionState, SessionStatus
+from reference.session.deadlines import SessionDeadlines
 from reference.session.primitives import (
     AppendMessage,
     CloseSession,
@@ -30,6 +31,7 @@ from reference.session.primitives import (
     ReadContext,
     ReadSession,
     ResetSession,
+    SessionOp,
     SessionPrimitives,
     SetTaskState,
 )
@@ -51,6 +53,9 @@ class SessionStore(SessionPrimitives):
 
     #: The backend also sets server-side TTLs under a wall clock (a safety net).
     supports_native_ttl: ClassVar[bool] = False
+    #: The expiry of every session written, when the store is its namespace's only
+    #: writer (`reference.session.deadlines`; set by the factory's `sole_writer`).
+    deadlines: SessionDeadlines | None = None
 
     def __init__(
         self,
@@ -96,7 +101,7 @@ class SessionStore(SessionPrimitives):
             status=SessionStatus.ACTIVE,
             task_state=self._clean_task_state(task_state or {}),
         )
-        if not self._apply(CreateSession(state)):
+        if not self._apply_noted(CreateSession(state)):
             raise InvalidInput(
                 "session_id", f"{session_id!r} is already a live session of this user"
             )
@@ -110,7 +115,7 @@ class SessionStore(SessionPrimitives):
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         now = self.clock.now()
-        state: SessionState | None = self._apply(
+        state: SessionState | None = self._apply_noted(
             ReadSession(user_id, session_id, now, now + self.ttl_s)
         )
         return state
@@ -119,7 +124,7 @@ class SessionStore(SessionPrimitives):
         """Like `get`, without refreshing anything (for inspection and metrics)."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        state: SessionState | None = self._apply(
+        state: SessionState | None = self._apply_noted(
             ReadSession(user_id, session_id, self.clock.now(), None)
         )
         return state
@@ -133,7 +138,7 @@ class SessionStore(SessionPrimitives):
         check_id("session_id", session_id)
         check_id("message_id", message_id)
         now = self.clock.now()
-        window: list[str] | None = self._apply(
+        window: list[str] | None = self._apply_noted(
             AppendMessage(user_id, session_id, message_id, now, now + self.ttl_s)
         )
         if window is None:
@@ -144,7 +149,9 @@ class SessionStore(SessionPrimitives):
         """The context window, newest first; empty without a live session."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        window: list[str] | None = self._apply(ReadContext(user_id, session_id, self.clock.now()))
+        window: list[str] | None = self._apply_noted(
+            ReadContext(user_id, session_id, self.clock.now())
+        )
         return window or []
 
     def update_task_state(
@@ -155,7 +162,7 @@ class SessionStore(SessionPrimitives):
         check_id("session_id", session_id)
         clean = self._clean_task_state(task_state)
         now = self.clock.now()
-        state: SessionState | None = self._apply(
+        state: SessionState | None = self._apply_noted(
             SetTaskState(user_id, session_id, clean, now, now + self.ttl_s)
         )
         if state is None:
@@ -166,25 +173,25 @@ class SessionStore(SessionPrimitives):
         """Mark the session closed (it stays readable until it expires). False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return bool(self._apply(CloseSession(user_id, session_id, self.clock.now())))
+        return bool(self._apply_noted(CloseSession(user_id, session_id, self.clock.now())))
 
     def delete(self, *, user_id: str, session_id: str) -> bool:
         """Remove the session and its context window now. False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return bool(self._apply(DeleteSession(user_id, session_id, self.clock.now())))
+        return bool(self._apply_noted(DeleteSession(user_id, session_id, self.clock.now())))
 
     def reset(self, *, user_id: str, session_id: str) -> bool:
         """Empty the context window and the task state of a live session, which stays
         open with its TTL unchanged ("reset this conversation"). False if absent."""
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        return bool(self._apply(ResetSession(user_id, session_id, self.clock.now())))
+        return bool(self._apply_noted(ResetSession(user_id, session_id, self.clock.now())))
 
     def list_user_sessions(self, *, user_id: str) -> list[SessionState]:
         """The user's live sessions (open and closed), oldest first, without refreshing."""
         check_id("user_id", user_id)
-        states: list[SessionState] = self._apply(ListSessions(user_id, self.clock.now()))
+        states: list[SessionState] = self._apply_noted(ListSessions(user_id, self.clock.now()))
         return states
 
     def usage(self) -> Usage:
@@ -195,19 +202,32 @@ class SessionStore(SessionPrimitives):
     def delete_user(self, *, user_id: str) -> int:
         """Remove every session of the user; returns how many there were."""
         check_id("user_id", user_id)
-        return int(self._apply(DeleteUserSessions(user_id, self.clock.now())))
+        return int(self._apply_noted(DeleteUserSessions(user_id, self.clock.now())))
 
     def sweep_expired(self, *, batch_size: int = 1000) -> int:
-        """Remove up to `batch_size` expired sessions; returns how many were removed."""
+        """Remove up to `batch_size` expired sessions; returns how many were removed.
+        Nothing is asked of the backend before `earliest_expiry`."""
         if batch_size < 1:
             raise InvalidInput("batch_size", f"must be at least 1, got {batch_size}")
-        return self._sweep(self.clock.now(), batch_size)
+        now = self.clock.now()
+        if now < self.earliest_expiry():
+            return 0
+        if self.deadlines is None:
+            return self._sweep(now, batch_size)
+        try:
+            removed = self._sweep(now, batch_size)
+        except BaseException as exc:
+            self.deadlines.failed(exc)
+            raise
+        self.deadlines.swept(now, removed, batch_size)
+        return removed
 
     def earliest_expiry(self) -> float:
         """A moment before which `sweep_expired` finds nothing to remove (inf: no session
-        at all), or -inf when this store cannot tell without a query (a sweep then looks).
-        A read: it changes nothing."""
-        return float("-inf")
+        at all), or -inf when this store cannot tell without a query (a sweep then looks):
+        a backend's index, or the `deadlines` of a store that is its namespace's only
+        writer. A read: it changes nothing."""
+        return float("-inf") if self.deadlines is None else self.deadlines.earliest()
 
     def count(self) -> int:
         """Live sessions in this namespace (footprint)."""
@@ -222,6 +242,18 @@ class SessionStore(SessionPrimitives):
         self.dispose()
 
     # ------------------------------------------------------------------ helpers
+    def _apply_noted(self, op: SessionOp) -> Any:
+        """`_apply(op)`, its outcome noted in `deadlines` when the store keeps them."""
+        if self.deadlines is None:
+            return self._apply(op)
+        try:
+            result = self._apply(op)
+        except BaseException as exc:
+            self.deadlines.failed(exc)
+            raise
+        self.deadlines.applied(op, result)
+        return result
+
     def _clean_task_state(self, task_state: dict[str, Any]) -> dict[str, Any]:
         if type(task_state) is dict and not task_state:
             return {}  # what a session starts with: nothing to check or mask

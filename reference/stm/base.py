@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,12 +36,14 @@ from reference.keys import Namespace
 from reference.models import DuePage, Hit, MemoryRecord, MemoryType, RetentionUpdate, Status
 from reference.records import fast_init
 from reference.stm.access import AccessWrite
+from reference.stm.deadlines import StmDeadlines
 from reference.stm.filters import StmFilter
 from reference.stm.primitives import (
     DeleteRecords,
     PurgeRecords,
     PutRecord,
     StmPrimitives,
+    StmWrite,
     WriteAccess,
 )
 from reference.text_interfaces import Embedder, IntentDecision, IntentFilter, PiiMasker
@@ -72,6 +75,10 @@ class AddResult:
 
 class ShortTermStore(StmPrimitives):
     """Session-scoped semantic memory with per-record expiry."""
+
+    #: When each record written falls due, when the store is its namespace's only
+    #: writer (`reference.stm.deadlines`; set by the factory's `sole_writer`).
+    deadlines: StmDeadlines | None = None
 
     def __init__(
         self,
@@ -156,7 +163,7 @@ class ShortTermStore(StmPrimitives):
             status=Status.ACTIVE,
             metadata=metadata,
         )
-        self._apply(PutRecord(record, vector))
+        self._apply_noted(PutRecord(record, vector))
         return AddResult(accepted=True, reason=decision.reason, record=record, intent=decision)
 
     def query(
@@ -188,7 +195,7 @@ class ShortTermStore(StmPrimitives):
         hits = self._search(vector, flt, k, now)
         if hits and touch:
             writes = [AccessWrite.after(h.record, now) for h in hits]
-            self._apply(WriteAccess(writes))
+            self._apply_noted(WriteAccess(writes))
             hits = [
                 Hit(record=w.apply(h.record), score=h.score)
                 for h, w in zip(hits, writes, strict=True)
@@ -209,7 +216,7 @@ class ShortTermStore(StmPrimitives):
 
     def delete(self, *, filter: StmFilter) -> int:
         """Remove the matching records (live or not when `include_dead`); returns how many."""
-        deleted: int = self._apply(DeleteRecords(filter, self.clock.now()))
+        deleted: int = self._apply_noted(DeleteRecords(filter, self.clock.now()))
         return deleted
 
     def count(self, *, filter: StmFilter | None = None) -> int:
@@ -261,7 +268,7 @@ class ShortTermStore(StmPrimitives):
             and record.is_live(now)
         ]
         if writes:
-            self._apply(WriteAccess(writes))
+            self._apply_noted(WriteAccess(writes))
         return len(writes)
 
     def similar(
@@ -302,20 +309,27 @@ class ShortTermStore(StmPrimitives):
         if after is not None:
             check_id("after", after)
         check_k("limit", limit, limit=1_000_000)
+        if now < self.earliest_due():
+            return DuePage([], None)  # nothing asked of the backend
         candidates = self._scan(after, limit, float(now))
         due = [r for r in candidates if not r.is_live(now) and r.status is not Status.DELETED]
-        return DuePage(due, candidates[-1].record_id if len(candidates) >= limit else None)
+        until = candidates[-1].record_id if len(candidates) >= limit else None
+        if self.deadlines is not None:
+            self.deadlines.scanned(now, after, until, {r.record_id for r in due})
+        return DuePage(due, until)
 
     def earliest_due(self) -> float:
         """A moment before which `scan_due` finds nothing (inf: no record has a deadline),
-        or -inf when this store cannot tell without a query (a sweep then looks). A read."""
-        return float("-inf")
+        or -inf when this store cannot tell without a query (a sweep then looks): a
+        backend's index, or the `deadlines` of a store that is its namespace's only
+        writer. A read."""
+        return float("-inf") if self.deadlines is None else self.deadlines.earliest()
 
     def purge(self, *, record_ids: Collection[str]) -> int:
         """Remove these records of the namespace, whoever owns them; returns how many
         existed. For sweeps, whose pages span users."""
         ids = sorted({check_id("record_ids", r) for r in record_ids})
-        purged: int = self._apply(PurgeRecords(ids)) if ids else 0
+        purged: int = self._apply_noted(PurgeRecords(ids)) if ids else 0
         return purged
 
     def dispose(self) -> None:
@@ -327,6 +341,18 @@ class ShortTermStore(StmPrimitives):
         self.dispose()
 
     # ------------------------------------------------------------------ helpers
+    def _apply_noted(self, op: StmWrite) -> Any:
+        """`_apply(op)`, noted in `deadlines` when the store keeps them."""
+        if self.deadlines is None:
+            return self._apply(op)
+        try:
+            result = self._apply(op)
+        except BaseException as exc:
+            self.deadlines.failed(exc)
+            raise
+        self.deadlines.applied(op, result)
+        return result
+
     def _vector(
         self, field: str, text: str, embedding: Sequence[float] | np.ndarray | None
     ) -> np.ndarray:

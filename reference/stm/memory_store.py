@@ -30,6 +30,7 @@ from reference.keys import Namespace
 from reference.models import Hit, MemoryRecord, Status
 from reference.stm.access import AccessWrite
 from reference.stm.base import DEFAULT_STM_TTL_S, ShortTermStore
+from reference.stm.deadlines import due_at
 from reference.stm.filters import StmFilter
 from reference.stm.primitives import (
     DeleteRecords,
@@ -179,7 +180,7 @@ class InMemoryShortTermStore(ShortTermStore):
             self._by_user.setdefault(record.user_id, set()).add(record.record_id)
             scope = (record.user_id, record.session_id)
             self._by_scope.setdefault(scope, set()).add(record.record_id)
-            self._due.set(record.record_id, _due_at(record))
+            self._due.set(record.record_id, due_at(record))
             self._bytes[record.record_id] = size = record_bytes(record, len(vector))
             if record.status is Status.ACTIVE:
                 self._usage_total[0] += 1
@@ -220,7 +221,7 @@ class InMemoryShortTermStore(ShortTermStore):
                 record = self._by_id.get(write.record_id)
                 if record is not None:
                     self._by_id[write.record_id] = write.apply(record)
-                    self._due.set(write.record_id, _due_at(self._by_id[write.record_id]))
+                    self._due.set(write.record_id, due_at(self._by_id[write.record_id]))
 
     def _fetch(self, flt: StmFilter, now: float) -> list[MemoryRecord]:
         with self._lock:
@@ -319,14 +320,6 @@ class InMemoryShortTermStore(ShortTermStore):
             self._usage_total[1] -= size
         _discard(self._by_user, record.user_id, record_id)
         _discard(self._by_scope, (record.user_id, record.session_id), record_id)
-
-
-def _due_at(record: MemoryRecord) -> float | None:
-    # `policy.next_due_at` of an STM record (no rule applies to one): its expiry, or at
-    # once when it is not active.
-    if record.status is not Status.ACTIVE:
-        return -math.inf
-    return record.expires_at
 
 
 def _discard(index: dict[T, set[str]], key: T, record_id: str) -> None:
