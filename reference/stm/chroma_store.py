@@ -156,7 +156,8 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         )
         self.scan_limit = scan_limit
         self._large: set[StmFilter] = set()  # filters found to hold > scan_limit records
-        self._writes = GroupWrites(self._upsert)  # concurrent adds, one Chroma write
+        #: Concurrent adds share one Chroma write; its `batches` and `items` count them.
+        self.writes = GroupWrites(self._upsert)
         self._access = AccessBuffer(limit=access_buffer)
         self._flusher: threading.Thread | None = None
         self._flusher_lock = threading.Lock()
@@ -249,7 +250,7 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         row = (record.record_id, vector, metadata, record.text)
         with unavailable(self.server):
             if self.fresh_ids:  # ids never repeat: concurrent adds may share one write
-                self._writes.put(row)
+                self.writes.put(row)
                 return
             # A caller's id may name a stored record.
             old = self._collection.get(ids=[record.record_id], include=["metadatas"])
