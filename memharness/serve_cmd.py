@@ -92,11 +92,6 @@ _data_dir_option = click.option(
 )  # fmt: skip
 @click.option("--torch-threads", type=click.IntRange(1, 256), default=None)
 @click.option(
-    "--switch-interval-ms", type=click.FloatRange(0.05, 100), default=0.5, show_default=True,
-    help="how long a thread may hold Python's GIL while another waits (Python's own: 5 ms): "
-    "a turn's session call, back from Redis, waits for it behind other requests' Python",
-)  # fmt: skip
-@click.option(
     "--maintain/--no-maintain", default=True, show_default=True,
     help="run the strategy's background work beside the service (sweeps, consolidation, "
     "events): a `memharness maintain` child on servers, a sweeping thread in memory",
@@ -121,7 +116,6 @@ def serve(
     max_body_bytes: int,
     threads: int,
     torch_threads: int | None,
-    switch_interval_ms: float,
     maintain: bool,
     sweep_every: float,
 ) -> None:
@@ -158,7 +152,6 @@ def serve(
             "machines (plain HTTP; put TLS in front)",
             err=True,
         )
-    sys.setswitchinterval(switch_interval_ms / 1000)
     # Before shared_servers names the embedded servers by URL: which of them are ours.
     own_postgres = settings.backend != "memory" and settings.pg_url is None
     with ExitStack() as stack:
