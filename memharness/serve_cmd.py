@@ -264,6 +264,13 @@ def _serve(
             http=HeaderDeadline,
         )
     finally:
+        writes = getattr(system.stm, "writes", None)  # a Chroma store's grouped adds
+        if writes is not None and writes.batches:
+            click.echo(
+                f"short-term adds: {writes.items} records in {writes.batches} Chroma writes "
+                f"(mean {writes.items / writes.batches:.2f} per write)",
+                err=True,
+            )
         for part in (batched, getattr(batched, "inner", None)):
             if isinstance(part, BatchingEmbedder):
                 part.close()

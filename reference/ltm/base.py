@@ -366,11 +366,10 @@ class LongTermStore(LtmPrimitives):
         """Dense and lexical rankings of the user's facts, fused (see `query`)."""
         now = self.clock.now()
         pool = lexical_pool(k)
-        dense = [hit.record.fact_id for hit in self._search(vector, flt, pool, now, touch=False)]
         terms = query_terms(text)
+        dense, total, matches = self._ranked(vector, terms, flt, pool, now)
         ranked: list[str] = []
         if terms:
-            total, matches = self._lexical_matches(terms, flt, now)
             ranked = lexical_ranking(terms, matches, total=total, limit=pool, dense=dense)
         fused = fuse([dense, ranked], rrf_k=rrf_k)[:k]
         if not fused:

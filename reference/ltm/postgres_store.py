@@ -122,7 +122,7 @@ class PostgresLongTermStore(
         lexemes = lexical_terms(text)
         ident = {"user_id": user_id, "category": category.value, "key": key}
         sealed = value_sealed_at(value)
-        with self._transaction() as cur:
+        with self._transaction(pipelined=True) as cur:
             for _ in range(_UPSERT_ATTEMPTS):
                 prior = cur.execute(self._sql.lock_current, ident).fetchone()
                 params = {
@@ -155,7 +155,7 @@ class PostgresLongTermStore(
     def _fetch(self, flt: LtmFilter, now: float, *, touch: bool) -> list[Fact]:
         where, params = _where(flt, now)
         statement = self._sql.touch(where) if touch else self._sql.list_facts(where)
-        with self._transaction(read=not touch) as cur:
+        with self._transaction(read=not touch, single=touch) as cur:
             rows = cur.execute(statement, params).fetchall()
         facts = [_fact(r) for r in rows]
         if touch:  # UPDATE ... RETURNING keeps no order
@@ -170,11 +170,38 @@ class PostgresLongTermStore(
         where, params = _where(flt, now)
         params.update(query=vector, k=k)
         statement = self._sql.query(where, exact=self._exact_search is not False, touch=touch)
-        with self._transaction(read=not touch) as cur:
+        with self._transaction(read=not touch, single=touch) as cur:
             rows = cur.execute(statement, params).fetchall()
         # Neither UPDATE ... RETURNING nor the join keeps the ranking's order.
         rows.sort(key=lambda r: (r[-1], r[0]))
         return [Hit(record=_fact(r), score=1.0 - float(r[-1])) for r in rows]
+
+    @pg_guarded(idempotent=True)
+    def _ranked(
+        self, embedding: list[float], terms: list[str], flt: LtmFilter, k: int, now: float
+    ) -> tuple[list[str], int, list[tuple[str, list[str]]]]:
+        # Both statements in one pipeline: one round trip; the dense one selects ids only.
+        vector = nonzero_vector("embedding", embedding)
+        where, params = _where(flt, now)
+        dense_params = {**params, "query": vector, "k": k}
+        exact = self._exact_search is not False
+        lexemes = [_tsquery_lexeme(term) for term in terms]
+        params.update(terms=terms, term_queries=lexemes, any_term=" | ".join(lexemes))
+        matches: list[tuple[Any, ...]] = []
+        with (
+            self._transaction(read=True) as cur,
+            cur.connection.pipeline(),
+            cur.connection.cursor() as lexical,
+        ):
+            cur.execute(self._sql.query(where, exact=exact, tail=self._sql.IDS), dense_params)
+            if terms:
+                lexical.execute(self._sql.lexical(where), params)
+            dense = cur.fetchall()
+            if terms:
+                matches = lexical.fetchall()
+        dense.sort(key=lambda r: (r[1], r[0]))
+        total = int(matches[0][0]) if matches else 0
+        return [r[0] for r in dense], total, [(fact_id, list(held)) for _, fact_id, held in matches]
 
     @pg_guarded(idempotent=True)
     def _lexical_matches(
@@ -288,8 +315,13 @@ class _Statements(RenderedStatements):
 
     _PEEK = " SELECT {f_cols}, top.distance FROM {facts} AS f JOIN top ON f.fact_id = top.fact_id"
 
-    def query(self, where: str, *, exact: bool, touch: bool) -> bytes:
-        tail = self._TOUCH if touch else self._PEEK
+    #: The ranking alone: ids and distances.
+    IDS = " SELECT fact_id, distance FROM top"
+
+    def query(self, where: str, *, exact: bool, touch: bool = False, tail: str = "") -> bytes:
+        """The top-k facts by distance, with `tail` selecting from `top` (default: the
+        facts' rows, touched or not)."""
+        tail = tail or (self._TOUCH if touch else self._PEEK)
         if exact:
             # MATERIALIZED fences the user's candidates off from the ORDER BY, so the
             # planner cannot answer it from the HNSW index: the scores are exact.

@@ -190,6 +190,19 @@ class LtmPrimitives(ABC):
         facts = self._fetch(flt, now, touch=False)
         return len(facts), lexical_matches(terms, ((f.fact_id, f.text) for f in facts))
 
+    def _ranked(
+        self, embedding: Any, terms: list[str], flt: LtmFilter, k: int, now: float
+    ) -> tuple[list[str], int, list[tuple[str, list[str]]]]:
+        """What a fused query ranks, nothing touched: the ids of the top-k matching facts
+        by cosine similarity (as `_search` orders them), then `_lexical_matches(terms)`
+        (0 and none without terms). A default from those two; a backend that reads both
+        at once overrides."""
+        dense = [hit.record.fact_id for hit in self._search(embedding, flt, k, now, touch=False)]
+        if not terms:
+            return dense, 0, []
+        total, matches = self._lexical_matches(terms, flt, now)
+        return dense, total, matches
+
     @abstractmethod
     def _count(self, flt: LtmFilter | None, now: float) -> int:
         """How many facts match `flt`; None: the live facts of the whole namespace."""

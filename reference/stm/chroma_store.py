@@ -26,7 +26,8 @@ retried under `RetryPolicy`.
 How `query` stays exact (the in-memory backend is its oracle):
 
 - A session of at most `scan_limit` records is scored exhaustively: its rows are fetched
-  and ranked by `cosine_scores`. A filtered HNSW search whose allowed set is smaller
+  (one read, of up to `scan_limit + 1` rows: a session past the limit is then listed by
+  id) and ranked by `cosine_scores`. A filtered HNSW search whose allowed set is smaller
   than `ef` never fills its candidate list and walks the whole graph, so for small
   sessions the scan is both exact and much cheaper (measured: 3 ms against 15 ms for 10
   records among 20,000).
@@ -87,6 +88,7 @@ from reference.stm.chroma_rows import (
     where_of,
 )
 from reference.stm.filters import StmFilter
+from reference.stm.group_writes import GroupWrites
 from reference.stm.memory_store import cosine_scores, storable_record, storable_vector
 from reference.stm.primitives import (
     DeleteRecords,
@@ -102,6 +104,9 @@ from reference.text_interfaces import Embedder, IntentFilter, PiiMasker
 _SCORE_SLACK = 1e-5
 
 _ROW = ["metadatas", "documents", "embeddings"]
+#: How many filters found to hold more than `scan_limit` records `query` remembers (then
+#: it forgets them all and learns again).
+_LARGE_REMEMBERED = 4096
 
 
 #: The collection's index settings for writes. Chroma applies writes to the HNSW index
@@ -150,6 +155,9 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
             id_factory=id_factory,
         )
         self.scan_limit = scan_limit
+        self._large: set[StmFilter] = set()  # filters found to hold > scan_limit records
+        #: Concurrent adds share one Chroma write; its `batches` and `items` count them.
+        self.writes = GroupWrites(self._upsert)
         self._access = AccessBuffer(limit=access_buffer)
         self._flusher: threading.Thread | None = None
         self._flusher_lock = threading.Lock()
@@ -239,19 +247,26 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         metadata = to_metadata(record)
         if self._access.discard([record.record_id]):  # replaced: its old statistics go too
             self._access.wait()  # and a batch in flight must not land on the new record
+        row = (record.record_id, vector, metadata, record.text)
         with unavailable(self.server):
-            if not self.fresh_ids:  # a caller's id may name a stored record
-                old = self._collection.get(ids=[record.record_id], include=["metadatas"])
-                # upsert merges metadata; None removes the caller keys the new record lacks.
-                for old_metadata in old["metadatas"] or ():
-                    for key in old_metadata or {}:
-                        metadata.setdefault(key, None)
-            self._collection.upsert(
-                ids=[record.record_id],
-                embeddings=[vector],
-                metadatas=[metadata],
-                documents=[record.text],
-            )
+            if self.fresh_ids:  # ids never repeat: concurrent adds may share one write
+                self.writes.put(row)
+                return
+            # A caller's id may name a stored record.
+            old = self._collection.get(ids=[record.record_id], include=["metadatas"])
+            # upsert merges metadata; None removes the caller keys the new record lacks.
+            for old_metadata in old["metadatas"] or ():
+                for key in old_metadata or {}:
+                    metadata.setdefault(key, None)
+            self._upsert([row])
+
+    def _upsert(self, rows: list[tuple[str, np.ndarray, dict[str, Any], str]]) -> None:
+        self._collection.upsert(
+            ids=[row[0] for row in rows],
+            embeddings=[row[1] for row in rows],
+            metadatas=[row[2] for row in rows],
+            documents=[row[3] for row in rows],
+        )
 
     @shared
     def _search(
@@ -261,21 +276,36 @@ class ChromaShortTermStore(ChromaAccessWriter, ShortTermStore):
         where = where_of(flt, now, live=False)
         if where is None:
             return []
+
+        def small_session() -> list[Row] | None:
+            # The rows, if there are at most `scan_limit`: one read past the limit tells.
+            found = self._collection.get(where=where, include=_ROW, limit=self.scan_limit + 1)
+            return rows_of(found) if len(found["ids"]) <= self.scan_limit else None
+
+        def lay(rows: list[Row] | None, pending: Mapping[str, AccessWrite]) -> list[Row] | None:
+            return None if rows is None else lay_rows(rows, pending)
+
         with unavailable(self.server):
-            # The ids first, then the rows of a small session: reading up to `scan_limit`
-            # rows to learn whether a session is small costs more than this second get
-            # saves when it is not (`memharness bench --size small`, whose session is
-            # big: `stm.query[cached]` p50 43.9 ms with one get of the rows, 20.4-23.4 ms
-            # in the runs after it with two gets, same machine).
+            # A session of a few turns (the common case) costs one read. One found large
+            # is remembered, and listed by id first (its ids bound the HNSW search), so
+            # it does not pay for the read of `scan_limit + 1` rows each time.
+            if flt not in self._large:
+                rows = self._access.overlaid(small_session, lay)
+                if rows is not None:
+                    return rank(rows, embedding, flt, k, now)
+                if len(self._large) >= _LARGE_REMEMBERED:
+                    self._large.clear()
+                self._large.add(flt)
             ids = self._collection.get(where=where, include=[])["ids"]
+            if len(ids) > self.scan_limit:
+                return self._knn(query, embedding, ids, where, flt, k, now)
+            self._large.discard(flt)  # small again (swept)
             if not ids:
                 return []
-            if len(ids) <= self.scan_limit:
-                rows = self._access.overlaid(
-                    lambda: rows_of(self._collection.get(ids=ids, include=_ROW)), lay_rows
-                )
-                return rank(rows, embedding, flt, k, now)
-            return self._knn(query, embedding, ids, where, flt, k, now)
+            rows = self._access.overlaid(
+                lambda: rows_of(self._collection.get(ids=ids, include=_ROW)), lay_rows
+            )
+            return rank(rows, embedding, flt, k, now)
 
     def _knn(
         self,
