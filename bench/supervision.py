@@ -11,8 +11,8 @@ stopped first, so it forks nothing meanwhile). A thread reads /v1/health every 0
 Once the load ends and the service's pending work is done, every user is read back.
 
 Reported per server:
-- **back**: from the kill to the first health 200 after it, and to the first turn
-  answered 200 after it;
+- **back**: from the kill to the answer of the first health request sent after it
+  that is answered 200, and of the first such turn;
 - **health while down**: how many answers were 503, the layers they named down (any
   other than the killed one, or a path in the body, is an error);
 - **acknowledged writes lost**: turns answered 200 whose STM record, or whose user's
@@ -192,11 +192,13 @@ def worker(service: Service, index: int, until: float, out: Outcomes) -> None:
         for t, template in enumerate(TEMPLATES):
             word = f"Zq{index}x{n}y{t}"
             body = {"user_id": user, "session_id": "s1", "text": template.format(w=word)}
+            sent = time.monotonic()
             status, answer = _post(service, "/v1/turn", body)
             stored = answer.get("stored", {}) if isinstance(answer, dict) else {}
             with out.lock:
                 out.turns.append(
                     {
+                        "sent": sent,
                         "at": time.monotonic(),
                         "user": user,
                         "status": status,
@@ -219,10 +221,12 @@ def worker(service: Service, index: int, until: float, out: Outcomes) -> None:
                 out.deletes.append({"at": time.monotonic(), "user": user, "status": status})
 
 
-def watch_health(service: Service, until: float, seen: list[tuple[float, int, str]]) -> None:
+def watch_health(service: Service, until: float, seen: list[tuple[float, float, int, str]]) -> None:
+    """(sent, answered, status, body) of a health request every 0.1 s."""
     while time.monotonic() < until:
+        sent = time.monotonic()
         status, body = health(service)
-        seen.append((time.monotonic(), status, str(body)))
+        seen.append((sent, time.monotonic(), status, str(body)))
         time.sleep(0.1)
 
 
@@ -265,7 +269,7 @@ def run_one(server: str, *, seconds: float, kill_at: float, workers: int) -> dic
     layer = SERVERS[server]
     with tempfile.TemporaryDirectory(prefix="memh-sup-") as tmp, serve(Path(tmp)) as service:
         out = Outcomes()
-        seen: list[tuple[float, int, str]] = []
+        seen: list[tuple[float, float, int, str]] = []
         started = time.monotonic()
         until = started + seconds
         threads = [
@@ -286,9 +290,9 @@ def run_one(server: str, *, seconds: float, kill_at: float, workers: int) -> dic
                 break
             time.sleep(0.2)
         left_pending = len(list(pending.glob("*.json"))) if pending.is_dir() else 0
-        after = [(t, s, b) for t, s, b in seen if t >= killed_at]
+        after = [(answered, s, b) for sent, answered, s, b in seen if sent >= killed_at]
         back = next((t for t, s, _ in after if s == 200), None)
-        down = [b for _, s, b in after if s == 503 and (back is None or _ <= back)]
+        down = [b for t, s, b in after if s == 503 and (back is None or t <= back)]
         named: Counter[str] = Counter()
         for body in down:
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -296,7 +300,8 @@ def run_one(server: str, *, seconds: float, kill_at: float, workers: int) -> dic
                     if state == "down":
                         named[name] += 1
         first_turn = min(
-            (t["at"] for t in out.turns if t["at"] > killed_at and t["status"] == 200), default=None
+            (t["at"] for t in out.turns if t["sent"] > killed_at and t["status"] == 200),
+            default=None,
         )
         lost, half = read_back(out, service)
         statuses = Counter(str(t["status"]) for t in out.turns)
@@ -315,6 +320,11 @@ def run_one(server: str, *, seconds: float, kill_at: float, workers: int) -> dic
             "left_pending": left_pending,
             "acknowledged_lost": lost,
             "half_applied": half,
+            "supervision_log": [
+                line
+                for line in (service.data.parent / "serve.err").read_text().splitlines()
+                if line.startswith("serve: ") and f"{layer} (" in line
+            ][:20],
         }
 
 

@@ -129,8 +129,7 @@ class Supervisor:
                 watched.layer,
                 watched.server.kind,
             )
-            if self._restart(watched):
-                watched.down = False
+            self._restart(watched)
 
     def _restart(self, watched: _Watched) -> bool:
         """Start the server, with backoff between failed tries; False if stopped first."""
@@ -154,6 +153,7 @@ class Supervisor:
                 delay = min(delay * 2, self.max_backoff_s)
                 continue
             watched.restarts += 1
+            watched.down = False  # up: health need not wait for the work below
             log.warning(
                 "serve: %s (%s) started again (try %d)", watched.layer, watched.server.kind, tries
             )

@@ -85,7 +85,8 @@ async def _relay(socket_path: Path, port: int, server: subprocess.Popen[bytes]) 
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
+        with contextlib.suppress(asyncio.CancelledError):  # the server ended: shutting down
+            await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
 
     socket_path.unlink(missing_ok=True)
     listener = await asyncio.start_unix_server(connect, path=str(socket_path))

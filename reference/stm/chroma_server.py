@@ -201,7 +201,10 @@ def _launch(path: Path, port: int, log: Path, socket_path: Path | None) -> subpr
             "--log",
             str(log),
         ]
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
+        with open(log, "ab") as out:  # the launcher's own messages beside the server's
+            return subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
+            )
     chroma = Path(sys.executable).with_name("chroma")
     argv = [str(chroma), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)]
     with open(log, "ab") as out:
