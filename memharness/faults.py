@@ -201,8 +201,26 @@ class EmbeddedPostgresServer(ServerProcess):
         instance = pgserver.PostgresServer._instances.get(self.data_dir)
         if instance is None:
             raise FaultError(f"{self.kind}: no pgserver of {self.data_dir} in this process")
+        self._clear_stale_lock()
         instance.ensure_postgres_running()
         wait_until(self._answers, f"{self.kind} in {self.data_dir} to answer")
+
+    def _clear_stale_lock(self) -> None:
+        """A killed postmaster that its parent (init) has not reaped yet is a zombie,
+        which pgserver and PostgreSQL take for a running server (the lock file's pid
+        exists): no start until it is reaped, which may take long in a container. When
+        no live process of the server is left (none works in its data directory), the
+        lock file `postmaster.pid` is stale and is removed."""
+        lock = self.data_dir / "postmaster.pid"
+        if not lock.exists() or self.main_pid() is not None:
+            return
+        for proc in psutil.process_iter(["status"]):
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            with contextlib.suppress(psutil.Error, OSError):
+                if Path(proc.cwd()) == self.data_dir:
+                    return  # a backend still runs: PostgreSQL's own checks decide
+        lock.unlink(missing_ok=True)
 
     def drop_connections(self) -> int:
         import psycopg

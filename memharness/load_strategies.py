@@ -83,9 +83,13 @@ class StrategyLoad:
 
 
 @contextmanager
-def shared_servers(settings: Any, data_dir: Path) -> Iterator[dict[str, str]]:
+def shared_servers(
+    settings: Any, data_dir: Path, *, private_chroma: bool = False
+) -> Iterator[dict[str, str]]:
     """Start the embedded servers both processes share, when a layer has no URL; yields
-    the MEMH_* URLs to pass on. Nothing for the in-memory backend."""
+    the MEMH_* URLs to pass on. Nothing for the in-memory backend. `private_chroma`: the
+    Chroma server behind a Unix socket only its owner reaches
+    (`reference.stm.chroma_private`)."""
     if settings.backend == "memory":
         yield {}
         return
@@ -105,7 +109,7 @@ def shared_servers(settings: Any, data_dir: Path) -> Iterator[dict[str, str]]:
         if settings.chroma_url is None:
             from reference.stm.chroma_server import start_chroma_server
 
-            chroma = start_chroma_server(data_dir / "chroma-server")
+            chroma = start_chroma_server(data_dir / "chroma-server", private=private_chroma)
             handles.append(chroma)
             urls["MEMH_CHROMA_URL"] = chroma.url
         yield urls

@@ -166,9 +166,17 @@ def serve(
         )
     # Before shared_servers names the embedded servers by URL: which of them are ours.
     own_postgres = settings.backend != "memory" and settings.pg_url is None
+    own = {
+        "session": settings.redis_url is None,
+        "stm": settings.chroma_url is None,
+        "ltm": own_postgres,
+    }
     with ExitStack() as stack:
         if maintain:  # both processes on the same servers: start the embedded ones here
-            urls = stack.enter_context(shared_servers(settings, settings.data_dir))
+            # Chroma behind a socket only this user reaches: its server has no authentication.
+            urls = stack.enter_context(
+                shared_servers(settings, settings.data_dir, private_chroma=True)
+            )
             os.environ.update(urls)  # the maintenance child inherits them
             settings = settings_from_options(**options)
         _serve(
@@ -185,7 +193,7 @@ def serve(
             threads=threads,
             maintain=maintain,
             sweep_every=sweep_every,
-            own_postgres=own_postgres,
+            own=own,
             reclaim_within_s=reclaim_within_s,
         )
 
@@ -205,15 +213,18 @@ def _serve(
     threads: int,
     maintain: bool,
     sweep_every: float,
-    own_postgres: bool,
+    own: dict[str, bool],
     reclaim_within_s: float,
 ) -> None:
+    """`own`: the layers whose embedded server this service started (supervised)."""
     import uvicorn
 
     from memharness.serve.app import create_app
     from memharness.serve.background import background_work
     from memharness.serve.batching import BatchingEmbedder, wrap_batching
+    from memharness.serve.pending import Pending, RetryLoop
     from memharness.serve.protocol import HeaderDeadline
+    from memharness.serve.supervisor import Supervisor, embedded_servers
     from reference.clock import Clock, SystemClock, VirtualClock
     from reference.embedding import make_embedder
     from reference.factory import build_memory_system
@@ -234,9 +245,32 @@ def _serve(
     stack.callback(system.dispose)
     private_data_dir(settings.data_dir)  # again: PostgreSQL widened it when it started
     cleanup = _file_cleanup(
-        stack, settings, system, own_postgres=own_postgres, within_s=reclaim_within_s
+        stack, settings, system, own_postgres=own["ltm"], within_s=reclaim_within_s
     )
-    app = create_app(system, store, max_body_bytes=max_body_bytes, threads=threads, cleanup=cleanup)
+    supervisor = Supervisor(embedded_servers(settings, own=own))
+    pending = None if settings.backend == "memory" else Pending(settings.data_dir)
+    app = create_app(
+        system,
+        store,
+        max_body_bytes=max_body_bytes,
+        threads=threads,
+        cleanup=cleanup,
+        pending=pending,
+        servers_down=supervisor.down,
+    )
+    service = app.state.service
+
+    def after_restart(layer: str) -> None:
+        private_data_dir(settings.data_dir)  # a restarted PostgreSQL widens it again
+        service.complete_pending()
+
+    supervisor.on_restart = after_restart
+    if pending is not None:
+        if service.complete_pending():
+            click.echo("requests a failure had left unfinished: completed", err=True)
+        stack.callback(RetryLoop(service.complete_pending, pending).start().close)
+    stack.callback(supervisor.start().close)  # closed before the servers stop
+    click.echo(f"embedded servers: {supervisor}", err=True)
     click.echo(
         f"memharness serve on http://{host}:{port} (strategy {strategy}, {settings.backend} "
         f"backends, {settings.embedder}, batch window {batch_window_ms} ms x {max_batch}, "

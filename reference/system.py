@@ -40,6 +40,7 @@ from reference.policy.oracle import OracleAdvice
 from reference.promotion import DEFAULT_IMPORTANCE, FactCandidate, extract_fact, should_promote
 from reference.session.base import SessionStore
 from reference.stm.base import AddResult, MetadataValue, ShortTermStore
+from reference.stm.filters import StmFilter
 from reference.text_interfaces import Embedder, IntentDecision, PiiMasker
 from reference.turns import TIMING_KEYS, Recall, TurnResult
 from reference.validation import check_id, check_k, check_metadata, check_text
@@ -101,6 +102,7 @@ class MemorySystem:
         started = time.perf_counter()
 
         mark = time.perf_counter()
+        added: AddResult | None = None
         try:
             state = self.session.get(user_id=user_id, session_id=session_id)
             if state is None:
@@ -158,6 +160,8 @@ class MemorySystem:
         except Exception as exc:
             layer = next(key for key in TIMING_KEYS if key not in timings)
             note_layer_failure(exc, LayerFailure(layer, _ms_since(mark), dict(timings)))
+            if added is not None and added.record is not None:
+                self._undo_stored(exc, user_id, added.record.record_id)
             raise
         timings["turn"] = _ms_since(started)
         if self.engine is not None:  # one increment (`reference.monitoring`)
@@ -180,6 +184,21 @@ class MemorySystem:
             reply=forgetting.reply,
             confirmation=forgetting.confirmation,
         )
+
+    def _undo_stored(self, exc: BaseException, user_id: str, record_id: str) -> None:
+        """A turn that fails after storing its STM record takes the record back, so a
+        failed turn leaves nothing a later read sees. When STM fails that too, the
+        record's id rides on the error (`stm_record_left`) for the caller to delete later.
+        A promotion's fact needs no undo: fact and audit row are one transaction, and a
+        turn fails after it only when its commit got no answer (in doubt)."""
+        try:
+            self.stm.delete(
+                filter=StmFilter(
+                    user_id=user_id, record_ids=frozenset({record_id}), include_dead=True
+                )
+            )
+        except Exception:  # STM down as well: the caller records the id (see above)
+            exc.stm_record_left = (user_id, record_id)  # type: ignore[attr-defined]
 
     def recall(
         self,

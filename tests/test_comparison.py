@@ -133,6 +133,13 @@ def test_the_page_joins_every_kind_of_run_per_strategy(tmp_path: Path) -> None:
     assert page.index("id='answer'") < page.index("id='quality'") < page.index("id='load'")
     assert NOT_MEASURED in page and "monthly cost (EUR)" in page
     assert "never sealed" in page and "to the end of the run" in page and "1.0 h" in page
+    # A value in plaintext past 24 h, whatever the expiry: the strategy breaks the deadline.
+    assert document["privacy_deadline_broken"] == ["typed_ttl"]
+    assert any(
+        line.startswith("Breaking the 24.0 h privacy deadline") and line.endswith(": typed_ttl.")
+        for line in document["summary"]
+    )
+    assert "to the end of the run (breaks the 24 h privacy deadline)" in page
     assert page.count("<img ") == 2 and "http" not in page.replace("http-equiv", "")
 
 

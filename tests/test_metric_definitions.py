@@ -110,6 +110,31 @@ def test_pii_the_detector_misses_is_raw_to_the_end_and_has_no_max(tmp_path: Path
     assert m["pii_raw_at_end"] == 1 and m["pii_raw_max_s"] is None
 
 
+# An ID number said in passing inside chit-chat, its check character mistyped.
+CHITCHAT_ID = """
+name: chitchat_id
+users:
+  - id: pat
+    timeline:
+      - {at: 0, session: s1, sensitive: true, pii: ["110105194912310021"],
+         say: "haha lovely weather today, btw my ID number is 110105194912310021 lol"}
+      - {at: 60, session: s1, say: I always prefer SF Express for deliveries.,
+         facts: [{id: sf, type: preference, key: carrier}]}
+      - {at: 259200, session: s2, probe: Which carrier do I prefer?, needed: [sf]}
+"""
+
+
+@pytest.mark.parametrize(
+    "name", ["keep_all", "fixed_ttl", "importance", "recency_decay", "event_driven", "hybrid"]
+)
+def test_an_id_said_in_passing_is_never_plaintext_whatever_the_strategy(
+    tmp_path: Path, name: str
+) -> None:
+    # Issue 37, finding 6: the seeds' deadline is 24 h, whatever the expiry strategy.
+    m = _replay(tmp_path, CHITCHAT_ID, load_strategy(name))["metrics"]
+    assert m["pii_items"] == 1 and m["pii_raw_at_end"] == 0 and m["pii_raw_max_s"] == 0
+
+
 def test_only_the_scripts_marks_make_pii_items(tmp_path: Path) -> None:
     unmarked = PHONE.replace("sensitive: true,", "").replace('pii: ["13912345678"]', "")
     m = _replay(tmp_path, unmarked, load_strategy("hybrid"))["metrics"]

@@ -134,6 +134,30 @@ def test_cn_id_near_misses_not_detected(masker: RegexPiiMasker, value: str) -> N
         assert detected == []
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "haha nice weather, btw my ID number is {} lol, anyway",
+        "哈哈今天天气真好，对了我身份证号{}，你周末干嘛了",
+        "ID: {}.",
+        "my identity card {} whatever",
+    ],
+)
+@pytest.mark.parametrize("value", [wrong_check(ID_BEIJING), "11010119900307231X"])
+def test_an_id_shaped_number_said_as_an_id_is_one_whatever_its_check(
+    masker: RegexPiiMasker, template: str, value: str
+) -> None:
+    # The user says it is an ID: a mistyped one is still theirs (issue 37, finding 6).
+    text = template.format(value)
+    assert [m.kind for m in masker.detect(text)] == ["cn_id"]
+    assert value not in masker.mask(text)
+
+
+def test_a_number_not_id_shaped_after_an_id_cue_is_not_an_id(masker: RegexPiiMasker) -> None:
+    for value in (cn_id("99010119900307231"), cn_id("11010119901307231")):
+        assert [m for m in masker.detect(f"my ID number is {value}") if m.kind == "cn_id"] == []
+
+
 def test_cn_id_mask_shape(masker: RegexPiiMasker) -> None:
     assert masker.mask(ID_BEIJING) == "1101**********2316"
     assert masker.mask(f"身份证{ID_X}。") == f"身份证{ID_X[:4]}**********{ID_X[-4:]}。"

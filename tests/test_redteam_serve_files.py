@@ -5,6 +5,7 @@ cleanly (issue 37, findings 3 and 7). The file search is `tests/test_redteam_fil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -133,14 +134,60 @@ def test_a_live_serve_keeps_its_data_dir_0700_and_cleans_its_files_after_delete(
 
 def test_sigterm_with_postgresql_killed_exits_cleanly() -> None:
     """The fault: the embedded PostgreSQL SIGKILLed under a running service (as it runs
-    by default: a maintenance child beside it). Health then names the layer; SIGTERM
-    ends the service with status 0 and no traceback."""
+    by default: a maintenance child beside it), and SIGTERM at once, while it is down or
+    being started again by the supervisor: the service ends with status 0 and no
+    traceback. (Health while it is down: `test_redteam_supervision.py`.)"""
     with live_serve("--maintain") as live:
         postmaster = int((live.data / "pg" / "postmaster.pid").read_text().split()[0])
         os.kill(postmaster, signal.SIGKILL)
-        answer = httpx.get(f"{live.url}/v1/health", headers=live.headers, timeout=60)
-        assert answer.status_code == 503
-        assert answer.json()["layers"]["ltm"] == "down"
         err = live.stop()
         assert live.process.returncode == 0, err[-2000:]
         assert "Traceback" not in err
+
+
+def _listening_sockets(net: str) -> set[str]:
+    """Inodes of the TCP sockets listening in a network namespace (`/proc/<pid>/net`)."""
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        for line in Path(net, name).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def _sockets_of(pid: int) -> set[str]:
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                found.add(target[8:-1])
+    return found
+
+
+def test_the_chroma_server_is_reachable_by_its_socket_only() -> None:
+    """Chroma's server has no authentication: beside the maintenance child it runs in a
+    network namespace of its own, reached through a 0600 Unix socket in the 0700 data
+    directory; none of its listening TCP sockets is on this machine's loopback."""
+    import psutil
+
+    with live_serve("--maintain") as live:
+        sock = live.data / "chroma-server.sock"
+        assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+        chroma = next(
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"]
+            and "run" in p.info["cmdline"]
+            and str(live.data / "chroma-server") in p.info["cmdline"]
+        )
+        assert os.readlink(f"/proc/{chroma.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        own = _sockets_of(chroma.pid)
+        assert own & _listening_sockets(f"/proc/{chroma.pid}/net"), "it listens in its own"
+        assert not own & _listening_sockets("/proc/self/net")
+        turn = {"user_id": "pia", "session_id": "s1", "text": "I always prefer DHL Express."}
+        answer = httpx.post(f"{live.url}/v1/turn", headers=live.headers, json=turn, timeout=60)
+        assert answer.status_code == 200 and answer.json()["stored"]["stm"], answer.text
+        err = live.stop()
+        assert live.process.returncode == 0 and "Traceback" not in err, err[-2000:]

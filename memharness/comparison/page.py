@@ -132,6 +132,13 @@ def build_page(inputs: Inputs) -> Page:
         raise ValueError("the runs given hold no strategy's figures")
     currency = inputs.currency or "USD"
     axis, frontier, summary = _frontier(table, currency)
+    breaking = deadline_breakers(table)
+    if breaking:
+        summary.append(
+            f"Breaking the {human_duration(PRIVACY_DEADLINE_S)} privacy deadline (a value the "
+            "scenarios mark personal stayed in plaintext longer, or to the end of the run, "
+            f"whatever the strategy's expiry): {', '.join(breaking)}."
+        )
     table["on_frontier"] = table["strategy"].isin(frontier)
     images = {}
     if frontier:
@@ -151,6 +158,8 @@ def build_page(inputs: Inputs) -> Page:
         "frontier_axis": axis,
         "frontier": frontier,
         "summary": summary,
+        "privacy_deadline_s": PRIVACY_DEADLINE_S,
+        "privacy_deadline_broken": breaking,
         "strategies": [
             {k: _json_value(k, v) for k, v in row.items()}
             for row in table.to_dict(orient="records")
@@ -248,6 +257,19 @@ HEADINGS = {
 }
 
 
+#: Personal data masked within 24 hours of being written (docs/requirements.md, R6).
+PRIVACY_DEADLINE_S = 86_400.0
+
+
+def deadline_breakers(table: pd.DataFrame) -> list[str]:
+    """The strategies under which a marked personal value stayed in plaintext longer
+    than `PRIVACY_DEADLINE_S` (to the end of the run included)."""
+    if "pii_raw_max_s" not in table:
+        return []
+    late = table["pii_raw_max_s"].astype(float) > PRIVACY_DEADLINE_S
+    return [str(name) for name in table.loc[late, "strategy"]]
+
+
 def _pii_cell(seconds: float) -> str:
     """A PII figure (`comparison.inputs`): a time, or what its infinities stand for."""
     if seconds == NEVER_SEALED:
@@ -261,7 +283,8 @@ def _cell(column: str, value: Any) -> str:
     if column == "on_frontier":
         return "yes" if value else "no"
     if column in PII and isinstance(value, float) and not math.isnan(value):
-        return _pii_cell(value)
+        late = column == "pii_raw_max_s" and value > PRIVACY_DEADLINE_S
+        return _pii_cell(value) + (" (breaks the 24 h privacy deadline)" if late else "")
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return NOT_MEASURED
     if column == "bytes_per_user":

@@ -51,6 +51,7 @@ from memharness.serve.models import (
     TurnRequest,
     TurnResponse,
 )
+from memharness.serve.pending import Pending
 from memharness.serve.service import MemoryService
 from reference.errors import BackendUnavailable, InvalidInput
 from reference.system import MemorySystem
@@ -193,10 +194,15 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     threads: int = 32,
     cleanup: FileCleanup | None = None,
+    pending: Pending | None = None,
+    servers_down: Callable[[], set[str]] | None = None,
 ) -> FastAPI:
     """The app serving `system` to the tenants of `keys` (see the module docstring);
-    `cleanup`: the files' cleanup after each erasure (`memharness.serve.cleanup`)."""
-    service = MemoryService(system, cleanup)
+    `cleanup`: the files' cleanup after each erasure (`memharness.serve.cleanup`);
+    `pending`: where failed requests leave their unfinished work
+    (`memharness.serve.pending`); `servers_down`: the layers whose supervised server is
+    dead (`memharness.serve.supervisor`). The service is `app.state.service`."""
+    service = MemoryService(system, cleanup, pending, servers_down)
     limiter = anyio.CapacityLimiter(threads)
     app = FastAPI(
         # `/v1/users/alice/` is a 404, not a redirect to another route.
@@ -207,6 +213,7 @@ def create_app(
         responses={code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 422, 503)},
     )
     app.add_middleware(Guard, keys=keys, max_body_bytes=max_body_bytes)
+    app.state.service = service
 
     async def run(call: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(call, limiter=limiter)

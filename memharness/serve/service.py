@@ -19,6 +19,13 @@ one time in 256, and then only wait for each other). Different users' turns over
 freely: their embeddings meet in the batcher, their store calls wait in parallel.
 Recall only reads and takes no lock.
 
+**A request that fails part-way** (a layer down: 503) leaves nothing a later read sees,
+or work that is finished later (`memharness.serve.pending`): a turn takes back the STM
+record it stored (`MemorySystem.turn`), and when STM is down too the record's deletion is
+left pending; a DELETE is pending from before its first step until its last, and
+retried until it completes (`complete_pending`: at start, after a supervised server's
+restart, every few seconds while anything is pending).
+
 **Time.** On a wall clock a request with `at` is refused (422 naming `at`). With a
 virtual clock (`--virtual-time`), `at` moves it forward before the call, and an `at`
 before the clock's now is refused naming `at`, before anything is written.
@@ -26,10 +33,11 @@ before the clock's now is refused naming `at`, before anything is written.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, TypeVar
 
 from memharness.serve.cleanup import FileCleanup
 from memharness.serve.models import (
@@ -46,6 +54,7 @@ from memharness.serve.models import (
     TurnRequest,
     TurnResponse,
 )
+from memharness.serve.pending import Pending, PendingWork
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
 from reference.ltm.filters import LtmFilter
@@ -65,6 +74,9 @@ from reference.validation import (
 )
 
 __all__ = ["MemoryService", "scoped_user"]
+
+log = logging.getLogger("memharness.serve")
+T = TypeVar("T")
 
 _STRIPES = 256
 _PENDING_KEY = "pending_forget_everything"  # reference.forgetting.dialogue.PENDING_KEY
@@ -87,11 +99,63 @@ def scoped_user(tenant: str, user_id: object) -> str:
 class MemoryService:
     """What each route does, on behalf of an authenticated tenant."""
 
-    def __init__(self, system: MemorySystem, cleanup: FileCleanup | None = None) -> None:
+    def __init__(
+        self,
+        system: MemorySystem,
+        cleanup: FileCleanup | None = None,
+        pending: Pending | None = None,
+        servers_down: Callable[[], set[str]] | None = None,
+    ) -> None:
+        """`pending`: where work left by failed requests is kept (none: not kept);
+        `servers_down`: the layers whose supervised server is dead now
+        (`memharness.serve.supervisor`)."""
         self.system = system
         self.cleanup = cleanup
+        self.pending = pending
+        self.servers_down = servers_down
         self.virtual_time = isinstance(system.clock, VirtualClock)
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
+        self._completing = threading.Lock()
+
+    def _keeping_undo(self, call: Callable[[], T]) -> T:
+        """`call()` (a turn); an STM record it could not take back is left pending."""
+        try:
+            return call()
+        except Exception as exc:
+            left = getattr(exc, "stm_record_left", None)
+            if left is not None and self.pending is not None:
+                user, record_id = left
+                self.pending.add(PendingWork("stm_record", user, record_id))
+            raise
+
+    def complete_pending(self) -> int:
+        """Finish the work failed requests left (erasures, STM records of failed turns);
+        how many entries were completed. An entry whose layer still fails stays."""
+        if self.pending is None:
+            return 0
+        completed = 0
+        with self._completing:
+            for work in self.pending.entries():
+                try:
+                    if work.kind == "erase_user":
+                        with self._erasing(), self._lock(work.user):
+                            self.system.delete_user_data(user_id=work.user)
+                    elif work.kind == "stm_record" and work.record_id is not None:
+                        ids = frozenset({work.record_id})
+                        with self._lock(work.user):
+                            self.system.stm.delete(
+                                filter=StmFilter(
+                                    user_id=work.user, record_ids=ids, include_dead=True
+                                )
+                            )
+                except Exception as exc:  # a layer still down: kept for the next try
+                    log.warning("serve: pending %s not completed yet: %s", work.kind, exc)
+                    continue
+                self.pending.done(work)
+                completed += 1
+        if completed:
+            log.warning("serve: completed %d request(s) a failure had left pending", completed)
+        return completed
 
     def _lock(self, scoped: str) -> threading.Lock:
         return self._locks[hash(scoped) % _STRIPES]
@@ -130,8 +194,10 @@ class MemoryService:
             check_timestamp("at", body.at)
         with self._lock(user):
             self._move_clock(body.at)
-            result = self.system.turn(
-                user_id=user, session_id=body.session_id, text=body.text, metadata=body.metadata
+            result = self._keeping_undo(
+                lambda: self.system.turn(
+                    user_id=user, session_id=body.session_id, text=body.text, metadata=body.metadata
+                )
             )
         forgotten = result.forgotten
         if forgotten is not None and self.cleanup is not None:
@@ -187,7 +253,11 @@ class MemoryService:
                         "is not a forget command (e.g. 'forget my address', 'forget "
                         "everything') nor the answer to a pending one",
                     )
-            result = self.system.turn(user_id=user, session_id=body.session_id, text=body.command)
+            result = self._keeping_undo(
+                lambda: self.system.turn(
+                    user_id=user, session_id=body.session_id, text=body.command
+                )
+            )
         report = result.forgotten
         if report is not None and self.cleanup is not None:
             self.cleanup.after_erasure()
@@ -225,7 +295,11 @@ class MemoryService:
             "ltm": lambda: self.system.ltm.count(filter=LtmFilter(user_id=_PROBE)),
         }
         states: dict[str, Literal["ok", "down"]] = {}
+        dead = self.servers_down() if self.servers_down is not None else set()
         for layer, probe in probes.items():
+            if layer in dead:  # its server is dead or starting again: no probe to wait on
+                states[layer] = "down"
+                continue
             try:
                 probe()
                 states[layer] = "ok"
@@ -235,8 +309,13 @@ class MemoryService:
 
     def delete_user(self, tenant: str, user_id: str) -> DeleteUserResponse:
         user = scoped_user(tenant, user_id)
+        work = PendingWork("erase_user", user)
         with self._erasing(), self._lock(user):
+            if self.pending is not None:  # from before the first step until the last
+                self.pending.add(work)
             removed = self.system.delete_user_data(user_id=user)
+            if self.pending is not None:
+                self.pending.done(work)
         return DeleteUserResponse(removed=removed)
 
 

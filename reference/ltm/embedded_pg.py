@@ -16,6 +16,7 @@ directory somewhere those permission changes are harmless (not under a private h
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ class EmbeddedPostgres:
             if shared.handles == 0:
                 del _servers[self.data_dir]
                 # Stops the server only if no other process still holds it.
-                shared.server.cleanup()
+                _stop(shared.server)
                 # pgserver keeps its handle cached even when another process still holds
                 # the server; drop it so a later start registers this process again.
                 type(shared.server)._instances.pop(self.data_dir, None)
@@ -98,8 +99,17 @@ def release_embedded_postgres(data_dir: Path) -> None:
         shared = _servers.pop(path, None)
         if shared is None:
             return
-        shared.server.cleanup()
+        _stop(shared.server)
         type(shared.server)._instances.pop(path, None)
+
+
+def _stop(server: Any) -> None:
+    """pgserver's cleanup; a server killed a moment ago (its postmaster gone between
+    pgserver's check and its signal) has nothing left to stop."""
+    import psutil
+
+    with contextlib.suppress(psutil.NoSuchProcess):
+        server.cleanup()
 
 
 def _start(path: Path, cleanup: Cleanup) -> tuple[Any, str]:

@@ -6,7 +6,9 @@ Kinds: `cn_id` (Chinese resident ID, date and ISO 7064 MOD 11-2 checked), `mobil
 phone number, by `phonenumbers`: `phones.py`), `name` and `address` (English: `english.py`;
 German, French, Spanish, Italian: `european.py`; Chinese, by jieba: `chinese.py`).
 Checksums and validity rules keep near-misses (a mistyped ID, a random long number) out,
-so order numbers and amounts are not masked. Masking keeps
+so order numbers and amounts are not masked; but an ID-shaped number (a province and a
+real birth date) said right after an ID cue ("ID number", "身份证") is an ID, even with a
+wrong check character: the user said it was one. Masking keeps
 the shape of the value (`1101**********231X`, `138****5678`, `a***@example.com`,
 `E*****678`, `***-**-6789`, `+1 415-***-**71`, `J** S**`, `王**`, `** *** Street,
 Springfield`, `北京市海淀区*******`) so a reader still sees what it was.
@@ -93,6 +95,10 @@ _UPPER_OR_CJK = re.compile(r"[A-ZÀ-ÖØ-Þ\u4e00-\u9fff]")
 # "护照号码：EA1234567". The window is short so an unrelated code later on is not caught.
 _PASSPORT_KEYWORD_RE = re.compile(r"(?i)passport|护照|護照")
 _PASSPORT_WINDOW = 24
+# "My ID number is ...", "身份证号 ...": an ID-shaped number within the window after
+# it is taken for an ID whatever its check character.
+_ID_CUE_RE = re.compile(r"(?i)身份证|身份證|证件号|\bID\b|\bidentity (?:card|number)")
+_ID_CUE_WINDOW = 24
 
 # The longest text `RegexPiiMasker.mask` remembers: utterances are short, and the cache
 # then holds a few megabytes at most, whatever the input.
@@ -121,6 +127,15 @@ def is_valid_cn_id(value: str) -> bool:
         return False
     total = sum(int(d) * w for d, w in zip(value[:17], _ID_WEIGHTS, strict=True))
     return _ID_CHECK[total % 11] == last
+
+
+def _said_as_id(norm: str, start: int, value: str) -> bool:
+    """An ID-shaped `value` at `start`, after an ID cue ending at most `_ID_CUE_WINDOW`
+    characters before it (module docstring)."""
+    if not _looks_like_cn_id(value[:17] + "0"):
+        return False
+    before = norm[max(0, start - _ID_CUE_WINDOW - 12) : start]
+    return any(len(before) - cue.end() <= _ID_CUE_WINDOW for cue in _ID_CUE_RE.finditer(before))
 
 
 def _looks_like_cn_id(digits: str) -> bool:
@@ -216,7 +231,7 @@ class RegexPiiMasker(PiiMasker):
                 add("email", m.start(), m.end())
         if _ANY_DIGIT.search(norm):
             for m in _CN_ID_RE.finditer(norm):
-                if is_valid_cn_id(m.group()):
+                if is_valid_cn_id(m.group()) or _said_as_id(norm, m.start(), m.group()):
                     add("cn_id", m.start(), m.end())
             for m in _MOBILE_RE.finditer(norm):
                 add("mobile", m.start(), m.end())

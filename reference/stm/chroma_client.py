@@ -12,10 +12,12 @@ gets `Timeouts.connect_s` to connect and `Timeouts.operation_s` per read and wri
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -36,6 +38,8 @@ def make_chroma_client(
     else connected to the server at `url` (http or https), checked with a heartbeat."""
     if url is None:
         return _embedded_client(Path(data_dir) / "chroma")
+    if url.startswith(UNIX_SCHEME):
+        return _unix_client(url, unquote(url.removeprefix(UNIX_SCHEME)), timeouts)
     host, port, ssl = parse_chroma_url(url)
     return _http_client(url, host, port, ssl, timeouts)
 
@@ -112,3 +116,88 @@ def _http_client(url: str, host: str, port: int, ssl: bool, timeouts: Timeouts) 
             f"unreachable: {exc}", layer=SHORT_TERM, server=f"Chroma at {url}"
         ) from exc
     return client
+
+
+#: URL scheme of a server behind a Unix socket (`reference.stm.chroma_server.unix_url`).
+UNIX_SCHEME = "http+unix://"
+#: Host name the client of a socket is given (unique per socket) -> the socket's path.
+_sockets: dict[str, str] = {}
+
+
+def _unix_client(url: str, socket_path: str, timeouts: Timeouts) -> Any:
+    """A client of the private server behind `socket_path` (`chroma_private`)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    host = "chroma-" + hashlib.sha256(socket_path.encode()).hexdigest()[:16]
+    _sockets[host] = socket_path
+    timeout = httpx.Timeout(timeouts.operation_s, connect=timeouts.connect_s)
+    transport = httpx.HTTPTransport(uds=socket_path)
+    try:
+        with httpx.Client(transport=transport, timeout=timeout) as probe:
+            probe.get(f"http://{host}/api/v2/heartbeat").raise_for_status()
+        _accept_unix_api()
+        settings = Settings(
+            anonymized_telemetry=False,
+            chroma_api_impl=_UNIX_API,
+            chroma_server_host=host,
+            chroma_server_http_port=DEFAULT_HTTP_PORT,
+        )
+        client = chromadb.Client(settings=settings)
+        client._server._session.timeout = timeout  # type: ignore[attr-defined]
+        client.heartbeat()
+    except (httpx.HTTPError, ConnectionError, ValueError, OSError) as exc:
+        raise BackendUnavailable(
+            f"unreachable: {exc}", layer=SHORT_TERM, server=f"Chroma at {url}"
+        ) from exc
+    return client
+
+
+_UNIX_API = "reference.stm.chroma_client.UnixSocketFastAPI"
+
+
+@functools.cache
+def _accept_unix_api() -> None:
+    """chromadb names its systems by API class and refuses classes it does not know:
+    ours is its HTTP client (`FastAPI`) with another transport, named as that one is."""
+    import uuid
+
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    known = SharedSystemClient._get_identifier_from_settings
+
+    def identifier(settings: Any) -> str:
+        if settings.chroma_api_impl == _UNIX_API:
+            return str(uuid.uuid4())  # as chromadb names each FastAPI client's system
+        return known(settings)
+
+    SharedSystemClient._get_identifier_from_settings = staticmethod(identifier)  # type: ignore[method-assign]
+
+
+@functools.cache
+def _unix_api() -> Any:
+    from chromadb.api.fastapi import FastAPI
+
+    class UnixSocketFastAPI(FastAPI):
+        """chromadb's HTTP client, over the Unix socket its host name stands for."""
+
+        def __init__(self, system: Any) -> None:
+            super().__init__(system)
+            socket_path = _sockets[str(system.settings.chroma_server_host)]
+            over_tcp = self._session
+            self._session = httpx.Client(
+                transport=httpx.HTTPTransport(uds=socket_path),
+                timeout=None,
+                limits=self.http_limits,
+                headers=over_tcp.headers,
+            )
+            over_tcp.close()
+
+    return UnixSocketFastAPI
+
+
+def __getattr__(name: str) -> Any:
+    # chromadb imports its API class by name; built on first use (chromadb is heavy).
+    if name == "UnixSocketFastAPI":
+        return _unix_api()
+    raise AttributeError(name)
