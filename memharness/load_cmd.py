@@ -12,7 +12,7 @@ Locust logs at INFO (its own lines, its statistics table) only under `memharness
 it from `--sustainable-rate` / `--sustainable-from steps.json`), then offers twice that
 (`--overload-factor`) open loop for 2 minutes, and writes `overload.json`: whether the
 process stayed up, its memory stayed bounded, the SLA was reported broken with the
-queueing time, and the servers were consistent afterwards (`loadtests/overload.py`).
+queueing time, and the servers were consistent afterwards (`memharness/overload_verdict.py`).
 It exits 0 when the memory survived, 5 when it did not.
 
 `--strategy S` (repeatable) and `--grid` run the load once per strategy, on the same
@@ -412,7 +412,7 @@ def load(
             rate_steps=rates is not None,
         )
 
-    from loadtests.steps import RATES_ENV, REPEATS_ENV, STEP_S_ENV
+    from memharness.load_contract import RATES_ENV, REPEATS_ENV, STEP_S_ENV
 
     env = locust_environment(backend=backend, embedder=embedder, steps=steps)
     for name in (RATES_ENV, STEP_S_ENV, *RUN_ENV):

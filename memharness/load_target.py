@@ -18,7 +18,8 @@ import os
 
 import click
 
-from loadtests.target import API_KEY_ENV, check_target, check_target_url
+from loadtests.target import check_target, check_target_url
+from memharness.load_contract import API_KEY_ENV
 
 __all__ = [
     "api_key_option",
