@@ -36,6 +36,7 @@ from pathlib import Path
 
 import click
 
+from memharness.cli_settings import DURATION, backend_option, embedder_option
 from memharness.load_locust import (
     RUN_ENV,
     build_locust_command,
@@ -61,10 +62,8 @@ from memharness.scenarios import DOMAINS
 
 __all__ = ["load"]
 
-_DURATION_RE = re.compile(r"\d+|(?:\d+h)?(?:\d+m)?(?:\d+s)?")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # a directory name
 _RATES_RE = re.compile(r"auto|\d+(?:\.\d+)?(?:,\d+(?:\.\d+)?)*")
-_STEP_S_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[smh]?)")
 _OVERLOAD_USERS = 16
 #: Fewest distinct rates a capacity plan can stand on (USL practice: 6 levels).
 MIN_PLAN_RATES = 6
@@ -88,8 +87,10 @@ MIN_PLAN_RATES = 6
 @click.option(
     "--duration",
     "-d",
+    "duration_s",
+    type=DURATION,
     default=None,
-    help="Run time: 90, 90s, 5m, 1h30m [default: 60s; with --overload: 2m].",
+    help="Run time, whole seconds: 90, 90s, 5m, 1h30m [default: 60s; with --overload: 2m].",
 )
 @click.option(
     "--spawn-rate",
@@ -127,6 +128,8 @@ MIN_PLAN_RATES = 6
 )
 @click.option(
     "--step-duration",
+    "step_s",
+    type=DURATION,
     default="20s",
     show_default=True,
     help="With --rates: how long each rate is offered.",
@@ -171,8 +174,8 @@ MIN_PLAN_RATES = 6
     help="Reports go to OUT/RUN_ID/.",
 )
 @click.option("--run-id", default=None, help="[default: load-YYYYmmdd-HHMMSS]")
-@click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
-@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
+@backend_option
+@embedder_option
 @click.option(
     "--locustfile",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -245,7 +248,7 @@ MIN_PLAN_RATES = 6
 def load(
     users: int | None,
     rate: float | None,
-    duration: str,
+    duration_s: float | None,
     spawn_rate: float | None,
     open_loop: bool,
     arrivals: str,
@@ -253,7 +256,7 @@ def load(
     steps: str | None,
     rates: str | None,
     repeats: int,
-    step_duration: str,
+    step_s: float,
     sla: str | None,
     overload: bool,
     overload_factor: float,
@@ -282,7 +285,6 @@ def load(
     (3: an SLA is broken, with --rates: no step held them; 4: the servers are
     inconsistent after the run).
     """
-    step_s: float | None = None
     if (sustainable_rate is not None or sustainable_from is not None) and not overload:
         raise click.UsageError("--sustainable-rate and --sustainable-from go with --overload")
     if overload:
@@ -290,12 +292,12 @@ def load(
             raise click.UsageError("--overload replaces --rates, --steps, --open-loop and --rate")
         if sustainable_rate is not None and sustainable_from is not None:
             raise click.UsageError("--sustainable-rate or --sustainable-from, not both")
-    duration = duration or ("2m" if overload else "60s")
-    if rates is not None or overload:
-        match = _STEP_S_RE.fullmatch(step_duration.strip())
-        if match is None or float(match["n"]) <= 0:
-            raise click.UsageError(f"--step-duration {step_duration!r}: expected e.g. 20s, 1m")
-        step_s = float(match["n"]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match["unit"]]
+    duration_s = duration_s or (120.0 if overload else 60.0)
+    if not duration_s.is_integer():
+        raise click.BadParameter(
+            f"{duration_s:g} s: whole seconds (Locust's run time)", param_hint="'--duration'"
+        )
+    duration = f"{int(duration_s)}s"
     if rates is not None:
         if steps is not None or open_loop or rate is not None:
             raise click.UsageError("--rates replaces --steps, --open-loop and --rate")
@@ -317,8 +319,6 @@ def load(
     users = users or (_OVERLOAD_USERS if rates is not None or overload else 10)
     if open_loop and rate is None:
         raise click.UsageError("--open-loop needs --rate (turns per second)")
-    if not _DURATION_RE.fullmatch(duration) or not duration:
-        raise click.UsageError(f"--duration {duration!r}: expected e.g. 90, 90s, 5m, 1h30m")
     run_id = run_id or time.strftime("load-%Y%m%d-%H%M%S")
     if not _RUN_ID_RE.fullmatch(run_id):
         raise click.UsageError(f"--run-id {run_id[:60]!r}: 1-100 letters, digits, '.', '_', '-'")
@@ -365,7 +365,6 @@ def load(
     if seed is not None:
         locust_args = (*locust_args, "--seed", str(seed))
     if overload:
-        assert step_s is not None
         code = run_overload(
             locustfile=locustfile,
             out=out,

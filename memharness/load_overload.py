@@ -16,26 +16,13 @@ from memharness.load_contract import RATES_ENV, STEP_S_ENV
 from memharness.load_locust import build_locust_command
 from memharness.load_results import sustainable_rate as sustainable_rate_of
 from memharness.overload_verdict import format_overload, judge_overload
+from reference.durations import parse_duration
 
 OVERLOAD_FAILED_EXIT_CODE = 5
 
 
 def _note(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def duration_seconds(text: str) -> float:
-    """Seconds of a valid --duration ("90", "2m", "1h30m")."""
-    if text.isdigit():
-        return float(text)
-    seconds, number = 0.0, ""
-    for char in text:
-        if char.isdigit():
-            number += char
-        else:
-            seconds += int(number) * {"h": 3600, "m": 60, "s": 1}[char]
-            number = ""
-    return seconds
 
 
 def run_overload(
@@ -123,7 +110,7 @@ def run_overload(
         exit_code=code,
         sustainable=sustainable_rate,
         factor=factor,
-        duration_s=duration_seconds(duration),
+        duration_s=parse_duration(duration),
         source=source,
     )
     path = run_dir / "overload.json"
