@@ -135,7 +135,7 @@ def test_load_options(option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         started.append(command)
         return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr("memharness.load_cmd.subprocess.run", stand_in)
+    monkeypatch.setattr("memharness.load_run.subprocess.run", stand_in)
     produced: Counter[str] = Counter()
 
     @_settings()
