@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from bench.sim_throughput import population
+from memharness.run_inputs import population
 from memharness.sim.plan import StrategySpec, sample_times, shard_of
 from memharness.sim.replay import SimUser
 from memharness.sim.runner import RunOptions, ShardWorker

@@ -57,22 +57,12 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from memharness.scenarios import iter_users
-from memharness.scenarios.model import User
-from memharness.sim.plan import COHORT_USERS, ScenarioInput, StrategySpec, scenario_hash
+from memharness.run_inputs import population
+from memharness.sim.plan import COHORT_USERS, ScenarioInput, StrategySpec
 from memharness.sim.runner import RunOptions, StrategyOutcome
 from memharness.sim.simulator import Simulator
 from reference.crypto import generate_key
 from reference.settings import Settings
-
-
-def population(domain: str, users: int, seed: int) -> ScenarioInput:
-    built = [
-        User.model_validate({"id": user_id, "timeline": steps})
-        for user_id, steps, _ in iter_users(domain=domain, users=users, seed=seed)
-    ]
-    name = f"{domain}-{users}-{seed}"
-    return ScenarioInput(name, scenario_hash(name, built), "bench", seed, built)
 
 
 def python_loop_ns(iterations: int = 5_000_000, repeats: int = 3) -> float:

@@ -15,7 +15,7 @@ Two kinds of lateness are told apart:
   intended time (a user was free, so any lateness is the generator's). More than
   `LATE_LIMIT` of them sent over `LATE_MS` late, or more than `DROP_LIMIT` of the intended
   turns never sent (`dropped_share`, k6's dropped iterations), and the step is invalid:
-  never used for a fit, the reason printed in the plan.
+  never used for a fit, the reason printed in the plan (`memharness.load_contract`).
 
 Turns claimed after their intended time (every user busy waiting on the server) are the
 server's queueing, not the generator's lag: they are counted as `queued_share`.
@@ -23,21 +23,15 @@ server's queueing, not the generator's lag: they are counted as `queued_share`.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DROP_LIMIT", "LATE_LIMIT", "LATE_MS", "SendLag", "generator_problem"]
+from memharness.load_contract import LATE_MS
 
-#: A send more than this late (a user free in time) is the generator's lateness.
-LATE_MS = 10.0
-#: A step where more than this share of its free-user sends were late is invalid.
-LATE_LIMIT = 0.01
-#: A step whose generator never sent more than this share of its intended turns is invalid.
-DROP_LIMIT = 0.01
+__all__ = ["SendLag"]
 
 
 def _quantiles(values: Sequence[float]) -> dict[str, float | None]:
@@ -77,33 +71,3 @@ class SendLag:
             "late_share": round(late / len(self.own_ms), 4) if self.own_ms else 0.0,
             "queued_share": round(1 - len(self.own_ms) / sent, 4) if sent else 0.0,
         }
-
-
-def _number(value: Any) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return out if math.isfinite(out) else 0.0
-
-
-def generator_problem(generator: Mapping[str, Any] | None, dropped_share: Any) -> str | None:
-    """Why a step measured its generator rather than the server (None: it kept its
-    schedule). `generator` is a step's `generator` entry of steps.json."""
-    dropped = _number(dropped_share)
-    if dropped > DROP_LIMIT:
-        return (
-            f"the generator dropped {dropped:.1%} of its intended turns (limit "
-            f"{DROP_LIMIT:.0%}): it measured the generator, not the server"
-        )
-    if not generator:
-        return None
-    late = _number(generator.get("late_share"))
-    if late > LATE_LIMIT:
-        own = generator.get("own_lag_ms") or {}
-        return (
-            f"the generator lagged: {late:.1%} of its sends over {LATE_MS:g} ms late with a "
-            f"user free (limit {LATE_LIMIT:.0%}; p99 {_number(own.get('p99')):.1f} ms, max "
-            f"{_number(own.get('max')):.1f} ms): it measured the generator, not the server"
-        )
-    return None

@@ -22,12 +22,7 @@ from loadtests.end_of_run import check_and_erase, report_run
 from loadtests.errors import describe
 from loadtests.options import STRATEGY_ENV, LoadOptions, add_arguments
 from loadtests.pacing import ArrivalSchedule
-from loadtests.procstats import (
-    SINGLE_CORE,
-    discover_processes,
-    generator_apart_roles,
-    sample_processes,
-)
+from loadtests.procstats import discover_processes, generator_apart_roles, sample_processes
 from loadtests.run import (
     CALIBRATION_TURNS,
     DRAIN_S,
@@ -40,19 +35,17 @@ from loadtests.run import (
     runs_users,
 )
 from loadtests.shape import STEPS_ENV, steps_requested
-from loadtests.steps import (
-    RATES_ENV,
-    REPEATS_ENV,
-    STEP_S_ENV,
-    SteppedSchedule,
-    StepRecorder,
-    auto_rates,
-    interleave,
-    parse_rates,
-)
+from loadtests.steps import SteppedSchedule, StepRecorder, interleave, parse_rates
 from loadtests.target_run import erase_target_users, is_target, prepare_target
 from loadtests.timelines import SCENARIO_ENV, TimelineQueue, load_timelines, scenario_requested
 from loadtests.virtual_days import VirtualDays, clock_from_env, sample_interval_s
+from memharness.load_contract import (
+    RATES_ENV,
+    REPEATS_ENV,
+    SINGLE_CORE,
+    STEP_S_ENV,
+    auto_rates,
+)
 from reference.factory import (
     build_event_bus,
     build_memory_system,

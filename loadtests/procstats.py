@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from memharness.load_contract import MAINTENANCE_PID_ENV, SERVICE_PID_ENV
+
 __all__ = [
-    "MAINTENANCE_PID_ENV",
-    "SERVICE_PID_ENV",
-    "SINGLE_CORE",
     "ProcessSample",
     "discover_processes",
     "generator_apart_roles",
@@ -40,17 +39,6 @@ try:  # psutil comes with Locust; the /proc fallback keeps this module usable wi
 except ImportError:  # pragma: no cover - exercised only where psutil is missing
     psutil = None
 
-#: Roles whose process serves on one core, each a bound of its own: X <= 1 / its CPU per turn.
-SINGLE_CORE = {
-    "load": "the load process (one Python process: the GIL)",
-    "redis": "Redis (one command thread)",
-    "maintenance": "the maintenance process (one Python process)",
-}
-#: The maintenance process's pid, set by `memharness load --strategy` for the Locust process.
-MAINTENANCE_PID_ENV = "MEMH_LOAD_MAINTENANCE_PID"
-#: `memharness load --apart`: the pid of the `memharness serve` it started (the service
-#: and its maintenance child), for the Locust process, which is then the generator only.
-SERVICE_PID_ENV = "MEMH_LOAD_SERVICE_PID"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 

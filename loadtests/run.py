@@ -24,10 +24,11 @@ from loadtests.options import LoadOptions
 from loadtests.pacing import ArrivalSchedule
 from loadtests.procstats import ProcessSample
 from loadtests.shape import step_at, steps_from_env, steps_requested
-from loadtests.steps import RATES_ENV, StepRecorder
+from loadtests.steps import StepRecorder
 from loadtests.target import TargetClient
 from loadtests.timelines import TimelineQueue
 from loadtests.virtual_days import VirtualDays
+from memharness.load_contract import RATES_ENV
 from memharness.progress import Phase, Progress
 from reference.clock import Clock, SystemClock
 from reference.forgetting.events import EventBus

@@ -8,8 +8,9 @@ environment variable `MEMH_LOAD_STEPS` asks for steps (a shape is chosen when th
 locustfile is imported, before custom command-line options exist).
 `memharness load --steps` sets it.
 
-Step syntax: comma-separated `USERSxDURATION`, durations with a unit (s, m, h) or plain
-seconds, e.g. `10x30s,50x30s,100x1m`. An optional `/RATE` sets the spawn rate of a step
+Step syntax: comma-separated `USERSxDURATION`, durations as everywhere
+(`reference.durations`: plain seconds, or units d, h, m, s as in 30s, 1m, 1h30m), e.g.
+`10x30s,50x30s,100x1m`. An optional `/RATE` sets the spawn rate of a step
 (users per second, default: `MEMH_LOAD_STEP_SPAWN_RATE`, else the step's user count, so a
 step is reached within about a second).
 """
@@ -20,6 +21,8 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from reference.durations import DurationError, parse_positive_duration
 
 __all__ = [
     "SPAWN_RATE_ENV",
@@ -34,8 +37,7 @@ __all__ = [
 
 STEPS_ENV = "MEMH_LOAD_STEPS"
 SPAWN_RATE_ENV = "MEMH_LOAD_STEP_SPAWN_RATE"
-_STEP_RE = re.compile(r"(?P<users>\d+)x(?P<duration>[\d.]+[smh]?)(?:/(?P<rate>[\d.]+))?")
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_STEP_RE = re.compile(r"(?P<users>\d+)x(?P<duration>[^/]+)(?:/(?P<rate>[\d.]+))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +50,11 @@ class Step:
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from "90", "90s", "1.5m", "2h"."""
-    text = text.strip()
-    unit = _UNITS.get(text[-1:])
+    """Seconds > 0 of a step's duration ("90", "90s", "1.5m", "2h", `reference.durations`)."""
     try:
-        seconds = float(text[:-1]) * unit if unit else float(text)
-    except ValueError:
-        raise ValueError(f"duration {text!r}: expected a number with an optional s/m/h") from None
-    if not seconds > 0:
-        raise ValueError(f"duration {text!r}: must be > 0")
-    return seconds
+        return parse_positive_duration(text)
+    except DurationError as exc:
+        raise ValueError(f"duration {text.strip()!r}: {exc}") from None
 
 
 def parse_steps(text: str, *, default_spawn_rate: float | None = None) -> tuple[Step, ...]:
@@ -71,7 +68,11 @@ def parse_steps(text: str, *, default_spawn_rate: float | None = None) -> tuple[
         rate = float(match["rate"]) if match["rate"] else default_spawn_rate or max(users, 1)
         if not rate > 0:
             raise ValueError(f"step {part!r}: the spawn rate must be > 0")
-        steps.append(Step(users, parse_duration(match["duration"]), rate))
+        try:
+            duration_s = parse_duration(match["duration"])
+        except ValueError as exc:
+            raise ValueError(f"step {part!r}: {exc}") from None
+        steps.append(Step(users, duration_s, rate))
     if not steps:
         raise ValueError("steps: at least one USERSxDURATION step is needed")
     return tuple(steps)

@@ -11,8 +11,9 @@ writes it all to `steps.json`.
 
 `auto` rates: the locust process plays a few turns after its warm-up (one at a time),
 takes the CPU seconds they cost every process of the system under test (D), X_max =
-cores / D (the utilisation law), and offers `AUTO_SHARES` of it: a spread below the safe
-utilisation and around X_max, on a fast or a slow machine alike. `--repeats N` plays every
+cores / D (the utilisation law), and offers `AUTO_SHARES` of it
+(`memharness.load_contract`): a spread below the safe utilisation and around X_max, on a
+fast or a slow machine alike. `--repeats N` plays every
 rate N times, in rounds of alternating direction (`interleave`), so a plan gets an
 interval per rate and a drift of the machine falls on every rate alike.
 
@@ -40,14 +41,9 @@ from memharness.verdict.histograms import TURN_INTENDED, check_slas, failed
 from memharness.verdict.limits import Sla
 
 __all__ = [
-    "AUTO_SHARES",
     "DRIFT_LIMIT",
-    "RATES_ENV",
-    "REPEATS_ENV",
-    "STEP_S_ENV",
     "StepRecorder",
     "SteppedSchedule",
-    "auto_rates",
     "drift",
     "format_steps",
     "interleave",
@@ -55,13 +51,6 @@ __all__ = [
     "step_verdicts",
 ]
 
-RATES_ENV = "MEMH_LOAD_RATES"
-STEP_S_ENV = "MEMH_LOAD_STEP_S"
-REPEATS_ENV = "MEMH_LOAD_REPEATS"
-#: Offered load of each auto step, as a share of the calibrated X_max (cores / D): five
-#: below the safe utilisation (0.8 of X_max) for the demand and the queueing model, three
-#: at and past X_max to see where it stops.
-AUTO_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.2)
 #: Drift: a step whose last third's median service time is this much over its first's.
 DRIFT_LIMIT = 1.25
 
@@ -83,13 +72,6 @@ def parse_rates(text: str) -> tuple[float, ...] | None:
     if not rates:
         raise ValueError("rates: at least one rate, or 'auto'")
     return tuple(rates)
-
-
-def auto_rates(x_max: float, shares: Sequence[float] = AUTO_SHARES) -> tuple[float, ...]:
-    """Rates for `auto`: `shares` of `x_max` (turns/s), to 2 significant figures."""
-    if not (math.isfinite(x_max) and x_max > 0):
-        raise ValueError(f"X_max must be a positive number of turns/s (got {x_max})")
-    return tuple(max(0.05, float(f"{x_max * share:.2g}")) for share in shares)
 
 
 def interleave(rates: Sequence[float], repeats: int) -> tuple[float, ...]:

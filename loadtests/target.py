@@ -23,8 +23,9 @@ from urllib.parse import urlsplit
 
 import requests
 
+from memharness.load_contract import API_KEY_ENV
+
 __all__ = [
-    "API_KEY_ENV",
     "HEALTH_TIMEOUT_S",
     "ServiceError",
     "TargetClient",
@@ -34,7 +35,6 @@ __all__ = [
     "service_ms",
 ]
 
-API_KEY_ENV = "MEMH_API_KEY"
 HEALTH_TIMEOUT_S = 10.0
 #: Outside the timed load (warm-up, erasure): a request that takes longer is a failure.
 REQUEST_TIMEOUT_S = 60.0

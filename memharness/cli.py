@@ -13,7 +13,7 @@ import click
 from memharness.audit_cmd import audit
 from memharness.bench_cmd import bench
 from memharness.capacity_cmd import capacity, compare
-from memharness.cli_settings import settings_from_options
+from memharness.cli_settings import backend_option, embedder_option, settings_from_options
 from memharness.explain_cmd import explain
 from memharness.load_cmd import load
 from memharness.maintain_cmd import maintain
@@ -62,18 +62,8 @@ def main(verbose: bool) -> None:
 
 
 @main.command()
-@click.option(
-    "--backend",
-    type=click.Choice(["embedded", "memory"]),
-    default=None,
-    help="embedded: real servers (default); memory: the in-memory backends.",
-)
-@click.option(
-    "--embedder",
-    type=click.Choice(["minilm", "hashing"]),
-    default=None,
-    help="minilm: all-MiniLM-L6-v2 (default); hashing: the deterministic hashing embedder.",
-)
+@backend_option
+@embedder_option
 @click.option(
     "--strategy",
     default="hybrid",
@@ -107,8 +97,8 @@ def demo(backend: str | None, embedder: str | None, strategy: str) -> None:
     show_default=True,
     help="LTM rows seeded before timing (each embedded: most of the time on MiniLM)",
 )
-@click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
-@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
+@backend_option
+@embedder_option
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

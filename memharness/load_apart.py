@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtests.procstats import SERVICE_PID_ENV
-from loadtests.target import API_KEY_ENV, check_target
+from loadtests.target import check_target
 from memharness.child_process import stop_process
+from memharness.load_contract import API_KEY_ENV, SERVICE_PID_ENV
 
 __all__ = ["SERVICE_START_S", "Service", "service_apart"]
 

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from memharness.load_contract import MAINTENANCE_PID_ENV, REPEATS_ENV
 from memharness.verbosity import locust_loglevel
 
 #: Variables the parent sets for the Locust process per run (never inherited).
@@ -15,8 +16,8 @@ RUN_ENV = (
     "MEMH_LOAD_TIME_SCALE",
     "MEMH_LOAD_CLOCK_ORIGIN",
     "MEMH_LOAD_WALL_ORIGIN",
-    "MEMH_LOAD_MAINTENANCE_PID",
-    "MEMH_LOAD_REPEATS",
+    MAINTENANCE_PID_ENV,
+    REPEATS_ENV,
 )
 
 

@@ -1,33 +1,28 @@
 """`memharness load --overload`: the sustainable rate (given, read from a rate-step run's
 steps.json, or searched by one), then twice that rate (`--overload-factor`) offered open
-loop, and its verdict (`loadtests/overload.py`): overload.json and the exit code."""
+loop, and its verdict (`memharness/overload_verdict.py`): overload.json and the exit code.
+
+Progress goes to stderr, the verdict to stdout."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-import click
-
+from memharness.load_contract import RATES_ENV, STEP_S_ENV
 from memharness.load_locust import build_locust_command
+from memharness.load_results import sustainable_rate as sustainable_rate_of
+from memharness.overload_verdict import format_overload, judge_overload
+from reference.durations import parse_duration
 
 OVERLOAD_FAILED_EXIT_CODE = 5
 
 
-def duration_seconds(text: str) -> float:
-    """Seconds of a valid --duration ("90", "2m", "1h30m")."""
-    if text.isdigit():
-        return float(text)
-    seconds, number = 0.0, ""
-    for char in text:
-        if char.isdigit():
-            number += char
-        else:
-            seconds += int(number) * {"h": 3600, "m": 60, "s": 1}[char]
-            number = ""
-    return seconds
+def _note(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def run_overload(
@@ -47,9 +42,6 @@ def run_overload(
     env: dict[str, str],
 ) -> int:
     """The sustainable rate (given, read or searched), then the overload run and its verdict."""
-    from loadtests import overload as overload_mod
-    from loadtests.steps import RATES_ENV, STEP_S_ENV
-
     common: dict[str, Any] = {
         "locustfile": locustfile,
         "users": users,
@@ -77,20 +69,19 @@ def run_overload(
                 **common,
             )
             search_env = {**env, RATES_ENV: "auto", STEP_S_ENV: f"{step_s:g}"}
-            click.echo(f"memharness load --overload: searching, {' '.join(command[2:])}", err=True)
+            _note(f"memharness load --overload: searching, {' '.join(command[2:])}")
             subprocess.run(command, env=search_env, check=False)
             sustainable_from = search_dir / "steps.json"
             if not sustainable_from.is_file():
-                click.echo(f"memharness load --overload: no {sustainable_from}", err=True)
+                _note(f"memharness load --overload: no {sustainable_from}")
                 return OVERLOAD_FAILED_EXIT_CODE
         steps = json.loads(sustainable_from.read_text(encoding="utf-8"))
-        sustainable_rate = overload_mod.sustainable_rate(steps)
+        sustainable_rate = sustainable_rate_of(steps)
         source = str(sustainable_from)
         if sustainable_rate is None:
-            click.echo(
+            _note(
                 f"memharness load --overload: no step of {sustainable_from} held the SLAs; "
-                "give --sustainable-rate",
-                err=True,
+                "give --sustainable-rate"
             )
             return OVERLOAD_FAILED_EXIT_CODE
     offered = sustainable_rate * factor
@@ -105,26 +96,25 @@ def run_overload(
         **common,
     )
     env = {k: v for k, v in env.items() if k not in (RATES_ENV, STEP_S_ENV)}
-    click.echo(
+    _note(
         f"memharness load --overload: {factor:g} x {sustainable_rate:g}/s ({source}) = "
-        f"{offered:g}/s for {duration}: {' '.join(command[2:])}",
-        err=True,
+        f"{offered:g}/s for {duration}: {' '.join(command[2:])}"
     )
     code = subprocess.run(command, env=env, check=False).returncode
     report_path = run_dir / "load_hdr.json"
     if not report_path.is_file():
-        click.echo(f"memharness load --overload: exit code {code} and no {report_path}", err=True)
+        _note(f"memharness load --overload: exit code {code} and no {report_path}")
         return OVERLOAD_FAILED_EXIT_CODE
-    summary = overload_mod.judge_overload(
+    summary = judge_overload(
         json.loads(report_path.read_text(encoding="utf-8")),
         exit_code=code,
         sustainable=sustainable_rate,
         factor=factor,
-        duration_s=duration_seconds(duration),
+        duration_s=parse_duration(duration),
         source=source,
     )
     path = run_dir / "overload.json"
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    click.echo(overload_mod.format_overload(summary))
-    click.echo(f"memharness load --overload: {path}", err=True)
+    print(format_overload(summary), flush=True)
+    _note(f"memharness load --overload: {path}")
     return 0 if summary["survived"] else OVERLOAD_FAILED_EXIT_CODE

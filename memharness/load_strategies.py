@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtests.procstats import MAINTENANCE_PID_ENV
 from memharness.child_process import stop_process
+from memharness.load_contract import MAINTENANCE_PID_ENV
 from memharness.load_results import (
     annotate_results,
     format_summary,

@@ -18,13 +18,13 @@ import os
 
 import click
 
-from loadtests.target import API_KEY_ENV, check_target, check_target_url
+from loadtests.target import check_target, check_target_url
+from memharness.load_contract import API_KEY_ENV
 
 __all__ = [
     "api_key_option",
     "check_target_options",
     "refuse_stray_key",
-    "target_environment",
     "target_option",
 ]
 
@@ -81,8 +81,3 @@ def check_target_options(
     if problem is not None:
         raise click.UsageError(f"--target {url}: {problem}")
     return url, key.strip()
-
-
-def target_environment(env: dict[str, str], key: str) -> dict[str, str]:
-    """The Locust process's environment with the key (never on its command line)."""
-    return {**env, API_KEY_ENV: key}

@@ -9,32 +9,18 @@ from __future__ import annotations
 import difflib
 import logging
 import math
-import re
 import sys
 from pathlib import Path
 
 import click
 
-from memharness.cli_settings import settings_from_options
+from memharness.cli_settings import DURATION, settings_from_options
 from memharness.verbosity import verbose as memharness_verbose
 from reference.clock import Clock, ScaledClock, SystemClock
 from reference.errors import MemoryStoreError
 from reference.maintenance.lease import MIN_LEASE_S
 from reference.policy.loading import BUILTINS, load_strategy
 from reference.policy.strategy import Strategy, StrategyError
-
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smh]?)")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(option: str, text: str) -> float:
-    """Seconds of "90", "90s", "2m", "1.5h"; a clear error naming `option` otherwise."""
-    match = _DURATION_RE.fullmatch(text.strip())
-    if match is None or float(match[1]) <= 0:
-        raise click.BadParameter(
-            f"{text!r} is not a positive duration (90, 90s, 2m, 1h)", param_hint=option
-        )
-    return float(match[1]) * _UNIT_S[match[2]]
 
 
 def resolve_strategy_option(text: str) -> Strategy:
@@ -114,11 +100,19 @@ def make_clock(
 )
 @click.option(
     "--figures-every",
+    "every_s",
+    type=DURATION,
     default="10",
     show_default=True,
     help="how often to write --figures (wall time: 10, 30s, 1m)",
 )
-@click.option("--duration", default=None, help="stop by itself after this wall time (90, 2m, 1h)")
+@click.option(
+    "--duration",
+    "duration_s",
+    type=DURATION,
+    default=None,
+    help="stop by itself after this wall time (90, 2m, 1h)",
+)
 @click.option(
     "--lease-s",
     type=float,
@@ -147,8 +141,8 @@ def maintain(
     wall_origin: float | None,
     replica: str | None,
     figures_path: Path | None,
-    figures_every: str,
-    duration: str | None,
+    every_s: float,
+    duration_s: float | None,
     lease_s: float,
     claim_idle_s: float | None,
     metrics_port: int | None,
@@ -174,8 +168,6 @@ def maintain(
         )
     if claim_idle_s is not None and not claim_idle_s >= 0:
         raise click.BadParameter("must be >= 0", param_hint="--claim-idle-s")
-    every_s = parse_duration("--figures-every", figures_every)
-    duration_s = None if duration is None else parse_duration("--duration", duration)
     try:
         batch_fault = None if fault is None else BatchFault.parse(fault)
     except MemoryStoreError as exc:

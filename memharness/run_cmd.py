@@ -25,7 +25,7 @@ from typing import Any
 import click
 from pydantic import SecretStr
 
-from memharness.cli_settings import settings_from_options
+from memharness.cli_settings import backend_option, embedder_option, settings_from_options
 from memharness.diagnostics import probe_records
 from memharness.objective import (
     Objective,
@@ -116,21 +116,8 @@ def run_tag(run_id: str) -> str:
     help="users a worker replays at once; a bigger shard goes in cohorts (same figures, "
     "memory bounded by the cohort)",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["embedded", "memory"]),
-    default=None,
-    help="embedded: real Redis, Chroma and PostgreSQL+pgvector started by each worker; "
-    "memory: in-memory stores with the same semantics, fast  [default: $MEMH_BACKEND, "
-    "else embedded]",
-)
-@click.option(
-    "--embedder",
-    type=click.Choice(["minilm", "hashing"]),
-    default=None,
-    help="minilm: the sentence-transformers model; hashing: a fast deterministic stand-in "
-    "for quick runs  [default: $MEMH_EMBEDDER, else minilm]",
-)
+@backend_option
+@embedder_option
 @click.option("--seed", type=int, default=7, show_default=True, help="seed of generated users")
 @click.option(
     "--k",

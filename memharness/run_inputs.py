@@ -37,6 +37,18 @@ def generated_users(users: int, seed: int) -> ScenarioInput:
     return ScenarioInput(name, scenario_hash(name, built), f"generated --seed {seed}", seed, built)
 
 
+def population(domain: str, users: int, seed: int) -> ScenarioInput:
+    """`users` generated users of one domain (ids as generated), named
+    `<domain>-<users>-<seed>`: the population the simulator's benchmarks replay
+    (bench/sim_throughput.py, bench/shard_replay.py, the A/B gate's `shard.replay`)."""
+    built = [
+        User.model_validate({"id": user_id, "timeline": steps})
+        for user_id, steps, _ in iter_users(domain=domain, users=users, seed=seed)
+    ]
+    name = f"{domain}-{users}-{seed}"
+    return ScenarioInput(name, scenario_hash(name, built), "bench", seed, built)
+
+
 def file_scenario(path: Path, users: int | None) -> ScenarioInput:
     """The scenario of a file, cut to its first `users` users when given."""
     scenario = load_scenario(path)

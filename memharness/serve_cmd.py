@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from memharness.cli_settings import settings_from_options
+from memharness.cli_settings import backend_option, embedder_option, settings_from_options
 from memharness.load_strategies import shared_servers
 from memharness.serve.auth import KeyStore
 from memharness.serve.cleanup import FileCleanup
@@ -66,8 +66,8 @@ _data_dir_option = click.option(
 @click.option("--host", default="127.0.0.1", show_default=True, help="the address to bind")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--strategy", default="hybrid", show_default=True, help="a strategy name or YAML")
-@click.option("--backend", type=click.Choice(["embedded", "memory"]), default=None)
-@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None)
+@backend_option
+@embedder_option
 @_data_dir_option
 @_keys_option
 @click.option(

@@ -1,7 +1,10 @@
 """Durations as a user writes them: `7d`, `1h`, `30m`, `45s`, `1h30m`, or plain seconds.
 
-`parse_duration` turns one into float seconds; `seconds_field` is the pydantic
-before-validator for fields that hold seconds, so a YAML file may say `default_s: 7d`.
+The one duration grammar of the project: strategy files, the commands' options
+(`memharness.cli_settings.DURATION`) and the load's `--steps` all read durations here.
+`parse_duration` turns one into float seconds (`parse_positive_duration`: more than
+zero); `seconds_field` is the pydantic before-validator for fields that hold seconds, so
+a YAML file may say `default_s: 7d`.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["UNITS", "DurationError", "parse_duration", "seconds_field"]
+__all__ = ["UNITS", "DurationError", "parse_duration", "parse_positive_duration", "seconds_field"]
 
 #: Each unit and its length in seconds, largest first (the order a duration is written in).
 UNITS = {"d": 86_400.0, "h": 3_600.0, "m": 60.0, "s": 1.0}
@@ -43,6 +46,14 @@ def parse_duration(value: str | float) -> float:
         raise DurationError(f"must be a finite duration, got {value!r}")
     if seconds < 0:
         raise DurationError(f"must not be negative, got {value!r}")
+    return seconds
+
+
+def parse_positive_duration(value: str | float) -> float:
+    """`parse_duration`, more than zero: a run time, an interval."""
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise DurationError(f"must be more than 0, got {value!r}")
     return seconds
 
 

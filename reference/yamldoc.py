@@ -113,7 +113,7 @@ def read_yaml_file(path: str | Path, *, error: type[YamlDocError] = YamlDocError
     path = Path(path)
     try:
         data = path.read_bytes()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
         raise error.single("(file)", f"cannot be read: {exc}", str(path)) from None
     try:
         return data.decode("utf-8")

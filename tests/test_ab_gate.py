@@ -349,11 +349,14 @@ def test_an_injected_slowdown_fails_that_operation_only(tmp_path: Path) -> None:
 
 
 def test_an_operation_the_baseline_cannot_run_is_new_not_judged(tmp_path: Path) -> None:
-    """A baseline that predates an operation (here: without bench/sim_throughput.py, so
-    no shard replay) runs every other one; that one is timed on the candidate alone,
-    reported NEW with the reason, and fails nothing."""
+    """A baseline that predates an operation (here: a `memharness` without the simulator's
+    population, and no bench/sim_throughput.py, where it was before, so no shard replay)
+    runs every other one; that one is timed on the candidate alone, reported NEW with the
+    reason, and fails nothing."""
     tree = tmp_path / "old"
     shutil.copytree(ROOT / "reference", tree / "reference")
+    (tree / "memharness").mkdir()
+    (tree / "memharness" / "__init__.py").write_text("")
     (tree / "bench").mkdir()
     for name in ("__init__.py", "null_backend.py", "seed.py"):
         shutil.copy(ROOT / "bench" / name, tree / "bench" / name)

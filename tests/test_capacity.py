@@ -18,7 +18,6 @@ from loadtests.hdr import OpHistograms
 from loadtests.steps import (
     SteppedSchedule,
     StepRecorder,
-    auto_rates,
     drift,
     interleave,
     parse_rates,
@@ -37,6 +36,7 @@ from memharness.capacity.inputs import find_runs
 from memharness.capacity.queueing import SQRT_STAFFING_Q
 from memharness.capacity.target import TargetError
 from memharness.cli import main
+from memharness.load_contract import auto_rates
 from memharness.verdict.limits import Sla
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "capacity" / "example-target.yaml"

@@ -13,6 +13,7 @@ read after the options are checked), `load` gets a stand-in for the Locust proce
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from collections import Counter
@@ -25,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memharness.cli import main
+from reference.policy.loading import BUILTINS
 
 EXAMPLES = max(10, int(os.environ.get("MEMH_FUZZ_EXAMPLES", "150")) // 3)
 
@@ -133,7 +135,7 @@ def test_load_options(option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         started.append(command)
         return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr("memharness.load_cmd.subprocess.run", stand_in)
+    monkeypatch.setattr("memharness.load_run.subprocess.run", stand_in)
     produced: Counter[str] = Counter()
 
     @_settings()
@@ -182,32 +184,37 @@ def test_capacity_target_files(tmp_path: Path) -> None:
 
 
 def test_strategies_show_names() -> None:
+    """Each name has one right outcome, known before the command runs: click's help for
+    -h, -hh... and --help; a usage error (exit 2) for any other option-like name; the
+    strategy for a built-in name; a refusal naming what was refused (exit 1) otherwise
+    ("-" alone is a name, not an option)."""
     produced: Counter[str] = Counter()
 
+    option_like = ["-", "--", "-h", "-hh", "--help", "--help=x", "-hx", "-x", "--file"]
+    names = st.one_of(hostile, st.sampled_from([*option_like, "hybrid", "nope.yaml", "/\x00"]))
+
     @_settings()
-    @given(name=hostile)
+    @given(name=names)
     def fuzz(name: str) -> None:
         result = invoke(["strategies", "show", name])
-        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-        if name.startswith("-"):  # read as an option by click: help, or a usage error
-            if result.exit_code == 0:
-                assert "Usage: memharness strategies show" in result.output, result.output
-                produced["help"] += 1
-            elif result.exit_code == 1:  # "-" alone (or "-x..." taken as a name)
-                assert "Error:" in result.output, result.output
-                produced["refused"] += 1
-            else:
-                assert result.exit_code == 2, result.output
-                assert "No such option" in result.output or "requires an argument" in result.output
-                produced["usage error"] += 1
-        elif result.exit_code == 0:
+        usage = "strategies show [OPTIONS] NAME"
+        if re.fullmatch(r"-h+|--help", name):
+            assert result.exit_code == 0, result.output
+            assert usage in result.output and "Error" not in result.output, result.output
+            produced["help"] += 1
+        elif name.startswith("-") and name != "-":
+            assert result.exit_code == 2, result.output
+            assert "Error: " in result.output, result.output
+            produced["usage error"] += 1
+        elif name in BUILTINS:
+            assert result.exit_code == 0, result.output
             assert result.output.startswith("# fingerprint: "), result.output
             produced["shown"] += 1
         else:
-            # A refusal names what it refused: the strategy name, or the file it tried.
             assert result.exit_code == 1, result.output
-            assert "no strategy named" in result.output or "Error: " in result.output
-            assert "Traceback" not in result.output
+            assert "Error: " in result.output and "Traceback" not in result.output
+            if not (name.endswith((".yaml", ".yml")) or "/" in name):  # not read as a file
+                assert "no strategy named" in result.output, result.output
             produced["refused"] += 1
 
     fuzz()

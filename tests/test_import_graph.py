@@ -8,6 +8,7 @@ dependency a reader has to follow.
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -155,3 +156,28 @@ def test_reference_packages_import_each_other_in_one_direction() -> None:
 
 def test_no_module_of_the_project_is_in_an_import_cycle() -> None:
     assert cycles(import_graph(PROJECT)) == set()
+
+
+def _layer_modules() -> list[set[str]]:
+    """The modules named in each layer of pyproject.toml's layers contract, top first."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "layers"]
+    return [
+        {name.strip() for name in layer.replace("|", ":").split(":")}
+        for layer in contract["layers"]
+    ]
+
+
+def test_every_module_at_the_root_of_memharness_has_a_layer() -> None:
+    """The layers contract (checked by `lint-imports` in scripts/test) constrains only the
+    modules it names: a new module of memharness must be placed in one layer."""
+    named = [module for layer in _layer_modules() for module in layer]
+    root = ROOT / "memharness"
+    modules = {
+        f"memharness.{path.stem}"
+        for path in root.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+    assert sorted(modules - set(named)) == [], "modules of memharness in no layer"
+    assert sorted(set(named) - modules - {"reference", "loadtests", "bench"}) == []
+    assert len(named) == len(set(named)), "a module named in two layers"

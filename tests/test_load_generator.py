@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from loadtests.generator import LATE_MS, SendLag, generator_problem
+from loadtests.generator import SendLag
+from memharness.load_contract import LATE_MS, generator_problem
 
 
 def _lagged(late: int, of: int, lag_s: float = 0.05) -> SendLag:
@@ -103,7 +104,8 @@ def test_the_recorder_writes_each_steps_send_lag_and_the_generators_cpu() -> Non
 def test_apart_the_generator_is_its_own_role_outside_the_services_process_tree(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from loadtests.procstats import SERVICE_PID_ENV, _tree, generator_apart_roles
+    from loadtests.procstats import _tree, generator_apart_roles
+    from memharness.load_contract import SERVICE_PID_ENV
 
     for name in ("MEMH_REDIS_URL", "MEMH_PG_URL", "MEMH_CHROMA_URL"):
         monkeypatch.delenv(name, raising=False)

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loadtests.overload import MAX_RSS_GROWTH, judge_overload, sustainable_rate
 from loadtests.steps import SteppedSchedule, StepRecorder
 from memharness.load_cmd import load
 from memharness.load_overload import OVERLOAD_FAILED_EXIT_CODE
+from memharness.load_results import sustainable_rate
+from memharness.overload_verdict import MAX_RSS_GROWTH, judge_overload
 from memharness.verdict.histograms import TURN_INTENDED
 from memharness.verdict.limits import Sla
 

@@ -15,16 +15,13 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from reference.clock import VirtualClock
 from reference.crypto import anonymise_value
-from reference.errors import BackendUnavailable, InvalidInput, MemoryStoreError
+from reference.errors import InvalidInput, MemoryStoreError
 from reference.forgetting.plans import anonymised
 from reference.ids import new_id
 from reference.keys import Namespace
-from reference.ltm import migrations
 from reference.ltm.base import LongTermStore
 from reference.ltm.common import (
     accessed_fact,
@@ -39,8 +36,6 @@ from reference.ltm.common import (
 )
 from reference.ltm.filters import AUDIT_ACTIONS, REDACTED, FactChangeCounts, FactChanges, LtmFilter
 from reference.ltm.memory_store import InMemoryLongTermStore
-from reference.ltm.migrations import sealed_at_sql
-from reference.ltm.postgres_forgetting import value_sealed_at
 from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.ltm.primitives import (
     ApplyChanges,
@@ -639,91 +634,6 @@ def test_inactive_users_by_last_activity(ltm_store: LongTermStore):
     assert inactive(after=T0 + 10, until=math.inf) == ["u2"]
 
 
-#: Values and `policy.sealed_at` of each; the SQL twin of migration 3 must agree.
-SEAL_CASES: list[dict[str, Any]] = [
-    {"v": 1},
-    sealed(5),
-    sealed(T0 + 0.123456789),
-    sealed(1_767_225_600_123_456_789),  # an int beyond 2**53: rounded alike
-    sealed(5.5, card=sealed(3)),
-    {"card": sealed(7.25), "phone": sealed(9), "n": 1, "s": "x"},
-    sealed(None),
-    sealed(None, _sealed_at="yesterday"),
-    sealed(None, _sealed_at=True),
-    sealed(None, _sealed_at=None),
-    sealed(None, _sealed_at=[1]),
-    {"card": sealed(None), "x": {"_sealed_at": 1}},
-    {"x": {"_sealed_at": 1}, "_sealed_at": 2},
-    {"deep": {"inner": sealed(1)}},
-    {"list": [sealed(1)]},
-    {"_sealed": 5, "_sealed_at": 2},
-    {"_sealed": None, "card": {"_sealed": {"k": 1}, "_sealed_at": -4}},
-    {"v": "x", "_anonymised": True},
-    sealed(-1.5e10),
-    sealed(0),
-]
-
-
-def pg_only(store: LongTermStore) -> PostgresLongTermStore:
-    if not isinstance(store, PostgresLongTermStore):
-        pytest.skip("PostgreSQL schema")
-    return store
-
-
-def test_sealed_at_in_sql_is_the_policy_rule(ltm_store: LongTermStore):
-    store = pg_only(ltm_store)
-    query = sql.SQL("SELECT {}").format(sealed_at_sql(sql.SQL("%(v)s::jsonb")))
-    with store._transaction() as cur:
-        got = [cur.execute(query, {"v": Jsonb(v)}).fetchone()[0] for v in SEAL_CASES]  # type: ignore[index]
-        # A stamp no double holds exactly counts as earliest: -inf, never later than exact.
-        odd = [sealed(1.5e308), sealed(1e-310), {"_sealed": "t", "_sealed_at": 10**400}]
-        odd_got = [cur.execute(query, {"v": Jsonb(v)}).fetchone()[0] for v in odd]  # type: ignore[index]
-    assert got == [value_sealed_at(v) for v in SEAL_CASES]
-    assert odd_got == [-math.inf] * 3
-
-
-def test_migration_3_backfills_sealed_at(
-    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
-):
-    store = pg_only(ltm_store_factory())
-    with monkeypatch.context() as patch:  # a namespace made before the due index
-        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
-        store.setup()
-    assert store.schema_versions() == [1, 2]
-    insert = sql.SQL(
-        "INSERT INTO {} (fact_id, user_id, category, key, value, text, embedding, importance,"
-        " version, status, created_at, updated_at, last_accessed_at, expires_at)"
-        " VALUES (%s, 'u1', 'fact', %s, %s, 't', %s::vector, 5, 1, 'active', %s, %s, %s, NULL)"
-    ).format(sql.Identifier(namespace.facts_table))
-    vector = "[" + ",".join(["1"] + ["0"] * (DIM - 1)) + "]"
-    with store._transaction() as cur:
-        for n, value in enumerate(SEAL_CASES):
-            cur.execute(insert, (f"f{n:02d}", f"k{n:02d}", Jsonb(value), vector, T0, T0, T0))
-    store.setup()  # applies migration 3
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
-    column = sql.SQL("SELECT fact_id, value, sealed_at FROM {} ORDER BY fact_id").format(
-        sql.Identifier(namespace.facts_table)
-    )
-    with store._transaction() as cur:
-        rows = cur.execute(column).fetchall()
-    assert [r[2] for r in rows] == [value_sealed_at(v) for v in SEAL_CASES]
-    # The backfilled facts are found by their deadline; and every write keeps the column.
-    due = {f.key for f in store.scan_due(now=T0, rule=DueRule(anonymise_after_s=0)).records}
-    assert due == {
-        f"k{n:02d}"
-        for n, value in enumerate(SEAL_CASES)
-        if (at := value_sealed_at(value)) is not None and at <= T0
-    }
-    put(store, "k01", category="fact", value={"v": "plain now"})
-    put(store, "k00", category="fact", value=sealed(None))
-    put(store, "new", category="fact", value={"c": sealed(T0 - 1)})
-    store.apply_changes(FactChanges(anonymise={"f02": anonymised(SEAL_CASES[2])}))
-    with store._transaction() as cur:
-        rows = cur.execute(column).fetchall()
-    assert [r[2] for r in rows] == [value_sealed_at(r[1]) for r in rows]
-    assert {r[0]: r[2] for r in rows}["f00"] == -math.inf
-
-
 # ---------------------------------------------------------------------------- list / count
 
 
@@ -779,17 +689,6 @@ def test_setup_is_idempotent_and_safe_in_parallel(
     if isinstance(ltm_store, PostgresLongTermStore):
         assert ltm_store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
         assert others[0].count() == 1
-
-
-def test_unreachable_server_is_an_error_not_a_skip(clock: VirtualClock, embedder: Embedder):
-    url = "postgresql://postgres@/postgres?host=/nonexistent-memh-socket-dir"
-    store = PostgresLongTermStore(
-        url, clock=clock, namespace=Namespace("t_unreachable"), embedder=embedder
-    )
-    with pytest.raises(BackendUnavailable):
-        store.setup()
-    with pytest.raises(MemoryStoreError):
-        store.count()
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -959,29 +858,6 @@ def test_episodes_are_facts_under_a_key_of_their_own(ltm_store: LongTermStore):
     assert hits[0].record.key == "episode:r2" and len(hits) == 3
     only = LtmFilter(user_id="u1", categories=frozenset({Category.EPISODE}))
     assert sorted(f.key for f in ltm_store.facts(filter=only)) == ["episode:r1", "episode:r2"]
-
-
-def test_migration_4_admits_episodes_in_a_namespace_made_before_them(
-    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch
-):
-    store = pg_only(ltm_store_factory())
-    with monkeypatch.context() as patch:  # every migration but 4 (the code writes later columns)
-        later = [m for m in migrations.MIGRATIONS if m.version != 4]
-        patch.setattr(migrations, "MIGRATIONS", later)
-        store.setup()
-    assert store.schema_versions() == [1, 2, 3, 5, 6, 7]
-    with pytest.raises(psycopg.errors.CheckViolation):
-        put(store, "episode:r1", category="episode")
-    put(store, "kept", category="fact")
-    store.setup()  # applies migration 4
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
-    assert put(store, "episode:r1", category="episode").category is Category.EPISODE
-    with store._transaction() as cur, pytest.raises(psycopg.errors.CheckViolation):
-        cur.execute(
-            sql.SQL("UPDATE {} SET category = 'nonsense' WHERE key = 'kept'").format(
-                sql.Identifier(store.namespace.facts_table)
-            )
-        )
 
 
 # ---------------------------------------------------------------------------- minimal backend

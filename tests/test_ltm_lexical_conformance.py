@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from psycopg import sql
 
 from reference.clock import VirtualClock
 from reference.errors import InvalidInput
 from reference.keys import Namespace
-from reference.ltm import migrations
 from reference.ltm.base import LongTermStore
 from reference.ltm.filters import LtmFilter
 from reference.ltm.memory_store import InMemoryLongTermStore
-from reference.ltm.postgres_store import PostgresLongTermStore
 from reference.models import Category
 from reference.text_interfaces import Embedder
-from tests.conftest import T0
-from tests.fixtures.ltm_backends import LTM_BACKENDS, MINIMAL, LtmStoreFactory
+from tests.fixtures.ltm_backends import LTM_BACKENDS, MINIMAL
 from tests.test_ltm_conformance import MinimalLongTermStore
 
 DIM = 384
@@ -153,72 +149,6 @@ def test_fused_order_matches_the_in_memory_oracle(
         assert [h.score for h in got] == [h.score for h in want]
 
 
-def _made_before(
-    factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, version: int
-) -> PostgresLongTermStore:
-    """A PostgreSQL store whose namespace has only migrations 1..`version`."""
-    store = factory()
-    if not isinstance(store, PostgresLongTermStore):
-        pytest.skip("a PostgreSQL schema migration")
-    with monkeypatch.context() as patch:
-        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:version])
-        store.setup()
-    return store
-
-
-def _insert_facts(
-    store: PostgresLongTermStore, namespace: Namespace, texts: list[str], *, lexemes: bool
-) -> None:
-    """Rows as an older store wrote them (keys k0, k1, ...; with `lexemes`, the words
-    as migration 6 backfilled them: the `simple` configuration)."""
-    insert = sql.SQL(
-        "INSERT INTO {} (fact_id, user_id, category, key, value, text, embedding, importance,"
-        " version, status, created_at, updated_at, last_accessed_at, expires_at{})"
-        " VALUES (%s, 'u1', 'fact', %s, '{{}}', %s, %s::vector, 5, 1, 'active', %s, %s, %s,"
-        " NULL{})"
-    ).format(
-        sql.Identifier(namespace.facts_table),
-        sql.SQL(", lexemes" if lexemes else ""),
-        sql.SQL(", to_tsvector('simple', lower(%s))" if lexemes else ""),
-    )
-    vector = "[" + ",".join(["1"] + ["0"] * (DIM - 1)) + "]"
-    with store._transaction() as cur:
-        for n, text in enumerate(texts):
-            row = (f"f{n}", f"k{n}", text, vector, T0, T0, T0)
-            cur.execute(insert, (*row, text) if lexemes else row)
-
-
-def test_migration_6_backfills_the_lexemes_of_older_rows(
-    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
-):
-    store = _made_before(ltm_store_factory, monkeypatch, 4)  # before lexical search
-    _insert_facts(store, namespace, ["Tea in BOSTON", "coffee at home"], lexemes=False)
-    store.setup()  # applies migrations 5 to 7
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
-    hits = store.query(user_id="u1", text="boston", embedding=np.ones(DIM), k=1, lexical=True)
-    assert [h.record.key for h in hits] == ["k0"]
-
-
-def test_migration_7_rewrites_older_lexemes_with_the_stores_own_terms(
-    ltm_store_factory: LtmStoreFactory, monkeypatch: pytest.MonkeyPatch, namespace: Namespace
-):
-    store = _made_before(ltm_store_factory, monkeypatch, 6)  # before English stems
-    texts = ["She was painting sunsets", "我住在北京市海淀区", "coffee at home"]
-    _insert_facts(store, namespace, texts, lexemes=True)
-    store.setup()  # applies migration 7
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 6, 7]
-    for query, key in (("paints", "k0"), ("北京", "k1"), ("coffee", "k2")):
-        hits = store.query(user_id="u1", text=query, embedding=np.ones(DIM), k=1, lexical=True)
-        assert [h.record.key for h in hits] == [key], query
-    with store._transaction() as cur:
-        held = cur.execute(
-            sql.SQL("SELECT key, lexemes::text FROM {} ORDER BY key").format(
-                sql.Identifier(namespace.facts_table)
-            )
-        ).fetchall()
-    assert held[0] == ("k0", "'paint' 'sunset'")
-
-
 def test_a_word_too_long_to_search_is_no_term_and_stores_fine(ltm_store: LongTermStore):
     # PostgreSQL refuses a lexeme of 2 KB or more; no backend makes such a word a term.
     long_word = "x" * 3000
@@ -234,30 +164,3 @@ def test_a_word_too_long_to_search_is_no_term_and_stores_fine(ltm_store: LongTer
     for text in (long_word, f"{long_word} lake"):
         hits = ltm_store.query(user_id="u1", text=text, embedding=unit(rng), k=1, lexical=True)
         assert [h.record.fact_id for h in hits] == [fact.fact_id]
-
-
-def test_the_bench_seed_fills_the_words_of_what_it_loads(
-    ltm_store_factory: LtmStoreFactory, ltm_pg_url: str | None, namespace: Namespace
-):
-    # `bench/seed.py` loads by binary COPY, which cannot write a tsvector; the rows it
-    # loads must still be found by their words, and the column stays NOT NULL.
-    from bench.seed import ltm_user, seed_ltm
-
-    store = ltm_store_factory()
-    if ltm_pg_url is None or not isinstance(store, PostgresLongTermStore):
-        pytest.skip("bench/seed.py loads PostgreSQL")
-    store.setup()
-    seed_ltm(ltm_pg_url, namespace, rows=40, per_user=20, now=T0)
-    user = ltm_user(0)
-    facts = store.facts(filter=LtmFilter(user_id=user))
-    word = facts[0].text.split()[0]
-    hits = store.query(user_id=user, text=word, embedding=np.ones(DIM), k=20, lexical=True)
-    holding = {f.fact_id for f in facts if word in f.text.lower().split()}
-    assert holding and holding <= {h.record.fact_id for h in hits}
-    with store._transaction() as cur:
-        nullable = cur.execute(
-            "SELECT is_nullable FROM information_schema.columns"
-            " WHERE table_name = %s AND column_name = 'lexemes'",
-            (namespace.facts_table,),
-        ).fetchone()
-    assert nullable == ("NO",)

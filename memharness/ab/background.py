@@ -20,7 +20,8 @@ which returns what the engine did (the tests check it did the work):
   each carrying the event's match field; the call is `engine.handle_event` for the
   strategy's first `match_on` event rule, which invalidates that half;
 - `ShardReplay`: the simulator's replay of one small shard in process (memory backend,
-  hashing embedder), as `bench/shard_replay.py` runs it.
+  hashing embedder), as `bench/shard_replay.py` runs it, of the population
+  `memharness.run_inputs.population` generates.
 """
 
 from __future__ import annotations
@@ -202,12 +203,21 @@ def _chroma_metadata() -> Callable[[MemoryRecord], dict[str, Any]]:
         return importlib.import_module("reference.stm.chroma_store")._to_metadata
 
 
+def _population() -> Callable[[str, int, int], Any]:
+    """The arm's generated population of one domain: `memharness.run_inputs.population`,
+    or in trees from before it moved there, `bench.sim_throughput.population`."""
+    try:
+        return importlib.import_module("memharness.run_inputs").population
+    except (ImportError, AttributeError):
+        return importlib.import_module("bench.sim_throughput").population
+
+
 class ShardReplay:
     """The first of two shards of a `users`-user generated population (ecommerce, seed
     1), loaded once; each sample replays it in a fresh namespace under `strategy`."""
 
     def __init__(self, strategy: str = "hybrid", users: int = REPLAY_USERS) -> None:
-        population = importlib.import_module("bench.sim_throughput").population
+        population = _population()
         plan = importlib.import_module("memharness.sim.plan")
         runner = importlib.import_module("memharness.sim.runner")
         shard = importlib.import_module("memharness.sim.shard")

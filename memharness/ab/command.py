@@ -23,6 +23,7 @@ import click
 
 from memharness.ab.accepted import TRAILER, accepted_slowdowns
 from memharness.ab.arms import AbError, candidate_tree, resolve_baseline
+from memharness.ab.looks import run_ab
 from memharness.ab.model import AbSettings
 from memharness.ab.report import (
     ab_history_line,
@@ -32,7 +33,6 @@ from memharness.ab.report import (
     table,
     write_json,
 )
-from memharness.ab.runner import run_ab
 from memharness.ab.worker import OPS
 from memharness.verdict.intervals import Verdict
 

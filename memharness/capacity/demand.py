@@ -11,7 +11,7 @@ X_max = min(cores / D, 1 / D_k), the binding term named.
 
 Steps the plan cannot use are set apart here with the reason: no completed turn, or the
 generator dropped more than `DROP_LIMIT` of its intended turns or sent more than
-`LATE_LIMIT` of them late (`loadtests.generator`: a step like that measures the generator,
+`LATE_LIMIT` of them late (`memharness.load_contract`: a step like that measures the generator,
 not the server). The generator's own process (`generator`, `memharness load --apart`) is
 never part of D.
 """
@@ -26,11 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadtests.generator import DROP_LIMIT, generator_problem
-from loadtests.procstats import SINGLE_CORE
+from memharness.load_contract import SINGLE_CORE, auto_rates, generator_problem
 
 __all__ = [
-    "DROP_LIMIT",
     "KEPT_UP",
     "LATENCY_UTILISATION",
     "LIGHT_UTILISATION",
@@ -325,8 +323,6 @@ def check_rates(steps: pd.DataFrame, demand: Demand) -> None:
 
 def suggest_rates(x_max: float) -> list[float]:
     """Rates spread below and around `x_max`: those `--rates auto` offers."""
-    from loadtests.steps import auto_rates
-
     if not (math.isfinite(x_max) and x_max > 0):
         raise ValueError(f"X_max must be a positive number (got {x_max})")
     return list(auto_rates(x_max))

@@ -21,9 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadtests.generator import LATE_LIMIT
 from memharness.capacity.demand import (
-    DROP_LIMIT,
     KEPT_UP,
     MIN_STEPS,
     SAFE_UTILISATION,
@@ -33,6 +31,7 @@ from memharness.capacity.demand import (
 )
 from memharness.capacity.inputs import BenchRun, LoadRun, SimRun
 from memharness.capacity.plan import Measured, measure
+from memharness.load_contract import DROP_LIMIT, LATE_LIMIT
 
 __all__ = [
     "ERROR_LIMIT",

@@ -1,9 +1,10 @@
 """Overload: a load run at a multiple of the highest rate that holds the SLAs, and its verdict.
 
 `memharness load --overload` first finds the *sustainable rate*: the highest offered rate
-of a rate-step run (`steps.json`) whose step held every SLA (errors counted,
-`memharness/verdict/histograms.py`). It then offers `factor` times that rate, open loop,
-for the run's duration, and judges what a service under overload must still do:
+of a rate-step run (`steps.json`, `memharness.load_results.sustainable_rate`) whose step
+held every SLA (errors counted, `memharness/verdict/histograms.py`). It then offers
+`factor` times that rate, open loop, for the run's duration, and judges what a service
+under overload must still do:
 
 - **stays up**: Locust ended by itself and wrote its report (exit code 0, 1 or 3, not a
   crash or a kill);
@@ -23,9 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memharness.load_results import sustainable_rate  # re-exported: the overload run's input
-
-__all__ = ["MAX_RSS_GROWTH", "format_overload", "judge_overload", "sustainable_rate"]
+__all__ = ["MAX_RSS_GROWTH", "format_overload", "judge_overload"]
 
 MAX_RSS_GROWTH = 1.25
 _LAYERS = ("session", "pii", "embed", "stm", "ltm", "promotion", "turn", "turn@intended")
